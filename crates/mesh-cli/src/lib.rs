@@ -1,0 +1,44 @@
+//! The `mesh` command line: parses arguments and hands each subcommand to the
+//! library that carries it out.
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// mesh: a self-hosted control plane for a fleet of machines, whose every
+/// principal's authority on the bus is derived from declarations.
+#[derive(Debug, Parser)]
+#[command(name = "mesh", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Print the version of this mesh binary.
+    Version,
+}
+
+/// Parses `args` and runs the chosen subcommand; the exit code is the command's.
+pub fn run<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout (exit 0) and errors to stderr (exit 2).
+            let _ = e.print();
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    };
+    match cli.command {
+        Command::Version => {
+            println!("mesh {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! mesh-core: every decision mesh makes, computed as data.
+//!
+//! No tokio, no NATS client, no database driver may enter this crate (CI checks
+//! `cargo tree -p mesh-core -e normal`): the I/O crates carry out what is
+//! decided here, so every decision can be unit-tested without a server.
+
+pub mod names;
+pub mod subjects;

@@ -1,0 +1,308 @@
+//! The one generator of every NATS subject, stream and consumer name mesh uses
+//! (DESIGN §4). Publishers, subscribers, stream filters and grants all call
+//! these functions, so the subject a grant names and the subject a publisher
+//! uses cannot drift apart.
+
+use std::fmt;
+
+use crate::names::Name;
+
+/// Stream holding reports and enrolment requests.
+pub const STREAM_CONTROL: &str = "CONTROL";
+/// Stream holding module and seat events.
+pub const STREAM_EVENTS: &str = "EVENTS";
+/// Stream holding the newest declaration of every node.
+pub const STREAM_NODES: &str = "NODES";
+
+/// The name of the work-queue stream of a seat that accepts work.
+pub fn seat_stream(seat: &Name) -> String {
+    // Stream names may hold '-', and seat names are lowercase, so SEAT_<seat>
+    // cannot collide with the upper-case mesh streams.
+    format!("SEAT_{seat}")
+}
+
+/// Which events of an emitter a subject selects: one named event, any one
+/// event (`*`), or every event (`**`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum EventSelector {
+    Named(Name),
+    /// `*` in a manifest: exactly one event token.
+    AnyOne,
+    /// `**` in a manifest: every event; derived to NATS `>`.
+    All,
+}
+
+impl fmt::Display for EventSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EventSelector::Named(n) => f.write_str(n.as_str()),
+            EventSelector::AnyOne => f.write_str("*"),
+            EventSelector::All => f.write_str(">"),
+        }
+    }
+}
+
+/// `mesh.node.<node>.declaration`
+pub fn node_declaration(node: &Name) -> String {
+    format!("mesh.node.{node}.declaration")
+}
+
+/// `mesh.control.report.<node>`
+pub fn report(node: &Name) -> String {
+    format!("mesh.control.report.{node}")
+}
+
+/// `mesh.control.enrol.<node>`
+pub fn enrol(node: &Name) -> String {
+    format!("mesh.control.enrol.{node}")
+}
+
+/// `mesh.control.heartbeat.<node>`: core NATS only, never stored.
+pub fn heartbeat(node: &Name) -> String {
+    format!("mesh.control.heartbeat.{node}")
+}
+
+/// Every report subject (a CONTROL stream filter).
+pub const ALL_REPORTS: &str = "mesh.control.report.*";
+/// Every enrolment subject (a CONTROL stream filter).
+pub const ALL_ENROLMENTS: &str = "mesh.control.enrol.*";
+/// Every heartbeat subject (what the controller hears).
+pub const ALL_HEARTBEATS: &str = "mesh.control.heartbeat.*";
+/// Every declaration subject (the NODES stream).
+pub const ALL_DECLARATIONS: &str = "mesh.node.*.declaration";
+/// Every module event: selects on the `event` token, never a module's whole
+/// namespace, which would persist every tool call.
+pub const ALL_MODULE_EVENTS: &str = "mesh.mod.*.event.>";
+/// Every seat event.
+pub const ALL_SEAT_EVENTS: &str = "mesh.seat.*.event.>";
+
+/// `mesh.mod.<module>.event.<event>`
+pub fn module_event(module: &Name, event: &EventSelector) -> String {
+    format!("mesh.mod.{module}.event.{event}")
+}
+
+/// `mesh.seat.<seat>.event.<event>`
+pub fn seat_event(seat: &Name, event: &EventSelector) -> String {
+    format!("mesh.seat.{seat}.event.{event}")
+}
+
+/// `mesh.seat.<seat>.work.<kind>`
+pub fn seat_work(seat: &Name, kind: &Name) -> String {
+    format!("mesh.seat.{seat}.work.{kind}")
+}
+
+/// Every work subject of a seat (its SEAT_ stream's filter).
+pub fn seat_work_all(seat: &Name) -> String {
+    format!("mesh.seat.{seat}.work.*")
+}
+
+/// `mesh.mod.<module>.tool.<tool>`
+pub fn module_tool(module: &Name, tool: &Name) -> String {
+    format!("mesh.mod.{module}.tool.{tool}")
+}
+
+/// `mesh.seat.<seat>.tool.<tool>`
+pub fn seat_tool(seat: &Name, tool: &Name) -> String {
+    format!("mesh.seat.{seat}.tool.{tool}")
+}
+
+/// Every tool of every module and seat (a person granted `*`).
+pub const ALL_TOOLS: [&str; 2] = ["mesh.mod.*.tool.*", "mesh.seat.*.tool.*"];
+
+/// `mesh.deliver.<consumer>`: where the server pushes a consumer's messages.
+pub fn deliver(consumer: &str) -> String {
+    format!("mesh.deliver.{consumer}")
+}
+
+/// The inbox prefix of a principal, `_INBOX.<principal>`; a client of that
+/// principal must use it as its custom inbox prefix.
+pub fn inbox_prefix(principal: &str) -> String {
+    format!("_INBOX.{principal}")
+}
+
+/// Every reply subject under a principal's inbox: `_INBOX.<principal>.>`.
+pub fn inbox(principal: &str) -> String {
+    format!("_INBOX.{principal}.>")
+}
+
+/// The inbox prefix an enrolling node listens under: `_INBOX.enrol.<node>`.
+pub fn enrol_inbox_prefix(node: &Name) -> String {
+    format!("_INBOX.enrol.{node}")
+}
+
+/// `_INBOX.enrol.<node>.>`
+pub fn enrol_inbox(node: &Name) -> String {
+    format!("_INBOX.enrol.{node}.>")
+}
+
+/// Every enrolment inbox: what the controller may answer, and nothing else
+/// under `_INBOX` but its own.
+pub const ALL_ENROL_INBOXES: &str = "_INBOX.enrol.>";
+
+/// `$JS.ACK.<stream>.<consumer>.>`: acknowledging a delivery of that consumer.
+pub fn js_ack(stream: &str, consumer: &str) -> String {
+    format!("$JS.ACK.{stream}.{consumer}.>")
+}
+
+/// `$JS.API.CONSUMER.INFO.<stream>.<consumer>`: what binding to a push
+/// consumer asks.
+pub fn js_consumer_info(stream: &str, consumer: &str) -> String {
+    format!("$JS.API.CONSUMER.INFO.{stream}.{consumer}")
+}
+
+/// The whole JetStream API: the controller's alone.
+pub const JS_API_ALL: &str = "$JS.API.>";
+
+/// Consumer names (they become a token of the ack subject, and the server
+/// refuses `.`, `*`, `>`, whitespace and path separators in them). Built from
+/// [`Name`]s joined by `_`, which no name can contain, so a node consumer, a
+/// module consumer and a seat worker can never share a name.
+pub mod consumer {
+    use crate::names::Name;
+
+    /// The per-node consumer on NODES is named after the node: the host's ack
+    /// grant is `$JS.ACK.NODES.<node>.>`.
+    pub fn node(node: &Name) -> String {
+        node.to_string()
+    }
+
+    /// The per-module consumer on EVENTS, shared by all instances.
+    pub fn module(module: &Name) -> String {
+        format!("mod_{module}")
+    }
+
+    /// The worker consumer on a seat's work-queue stream.
+    pub fn seat_worker(seat: &Name) -> String {
+        format!("seat_{seat}")
+    }
+
+    /// The controller's consumer of reports and enrolments on CONTROL.
+    pub const CONTROLLER_CONTROL: &str = "controller_control";
+    /// The controller's consumer of the events it follows on EVENTS.
+    pub const CONTROLLER_EVENTS: &str = "controller_events";
+}
+
+/// Whether a consumer or stream name is one the server accepts.
+pub fn is_valid_consumer_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name
+            .chars()
+            .any(|c| matches!(c, '.' | '*' | '>' | '/' | '\\') || c.is_whitespace())
+}
+
+/// NATS subject wildcard algebra over patterns (`*` one token, `>` the rest).
+pub mod pattern {
+    fn tokens(s: &str) -> Vec<&str> {
+        s.split('.').collect()
+    }
+
+    /// Whether the literal `subject` is matched by `pattern`.
+    pub fn matches(pattern: &str, subject: &str) -> bool {
+        covers(pattern, subject)
+    }
+
+    /// Whether some subject is matched by both patterns (two stream filters, or
+    /// a subscription and a publication, that can meet).
+    pub fn overlap(a: &str, b: &str) -> bool {
+        let (a, b) = (tokens(a), tokens(b));
+        let mut i = 0;
+        loop {
+            match (a.get(i), b.get(i)) {
+                (Some(&">"), Some(_)) | (Some(_), Some(&">")) => return true,
+                (None, None) => return true,
+                (None, _) | (_, None) => return false,
+                (Some(x), Some(y)) => {
+                    if *x != "*" && *y != "*" && x != y {
+                        return false;
+                    }
+                }
+            }
+            i += 1;
+        }
+    }
+
+    /// Whether every subject matched by `inner` is also matched by `outer`
+    /// (a grant that covers a subscription).
+    pub fn covers(outer: &str, inner: &str) -> bool {
+        let (o, n) = (tokens(outer), tokens(inner));
+        let mut i = 0;
+        loop {
+            match (o.get(i), n.get(i)) {
+                (Some(&">"), Some(_)) => return true,
+                (None, None) => return true,
+                (None, _) | (_, None) => return false,
+                (Some(x), Some(y)) => {
+                    if *y == ">" {
+                        return false;
+                    }
+                    if *x != "*" && (x != y) {
+                        return false;
+                    }
+                }
+            }
+            i += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pattern::{covers, overlap};
+    use super::*;
+
+    fn n(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    #[test]
+    fn subjects_follow_the_bus_contract() {
+        assert_eq!(node_declaration(&n("n1")), "mesh.node.n1.declaration");
+        assert_eq!(
+            seat_event(&n("mesh-build-machine"), &EventSelector::Named(n("built"))),
+            "mesh.seat.mesh-build-machine.event.built"
+        );
+        assert_eq!(
+            module_event(&n("watcher"), &EventSelector::All),
+            "mesh.mod.watcher.event.>"
+        );
+        assert_eq!(
+            js_ack(STREAM_NODES, &consumer::node(&n("n1"))),
+            "$JS.ACK.NODES.n1.>"
+        );
+    }
+
+    #[test]
+    fn consumer_names_are_server_legal() {
+        for c in [
+            consumer::node(&n("n-1")),
+            consumer::module(&n("audit-log")),
+            consumer::seat_worker(&n("git")),
+            consumer::CONTROLLER_CONTROL.into(),
+            consumer::CONTROLLER_EVENTS.into(),
+        ] {
+            assert!(is_valid_consumer_name(&c), "{c}");
+        }
+        assert!(!is_valid_consumer_name("mod.audit"));
+    }
+
+    #[test]
+    fn wildcard_overlap() {
+        assert!(overlap("mesh.mod.*.event.>", "mesh.mod.git.event.pushed"));
+        assert!(overlap("mesh.control.>", "mesh.control.report.*"));
+        assert!(!overlap("mesh.control.report.*", "mesh.control.enrol.*"));
+        assert!(!overlap("mesh.mod.*.event.>", "mesh.mod.git.tool.clone"));
+        assert!(!overlap("a.b", "a.b.c"));
+        assert!(overlap("a.*", "*.b"));
+        assert!(!overlap("a.>", "a"));
+    }
+
+    #[test]
+    fn wildcard_cover() {
+        assert!(covers("mesh.mod.*.event.>", "mesh.mod.git.event.pushed"));
+        assert!(covers("a.>", "a.*.c"));
+        assert!(!covers("a.*", "a.>"));
+        assert!(!covers("a.b", "a.*"));
+        assert!(covers("a.*", "a.b"));
+        assert!(!covers("mesh.mod.git.event.pushed", "mesh.mod.git.event.*"));
+    }
+}

@@ -1,0 +1,1 @@
+//! mesh-store: the mesh's records on SQLite (embedded default) or PostgreSQL.

@@ -1,0 +1,1 @@
+//! mesh-testkit: spawns real nats-server and PostgreSQL instances for tests.
