@@ -1,1 +1,22 @@
-//! mesh-testkit: spawns real nats-server and PostgreSQL instances for tests.
+//! mesh-testkit: real servers for mesh's integration tests.
+//!
+//! Every test that touches the bus or the store runs the real thing: a
+//! `nats-server` of its own (free port, temp store, killed on drop) and a
+//! PostgreSQL cluster per test binary with a fresh database per test. Nothing
+//! here talks to a server that happens to be running on the machine.
+//!
+//! The binaries come from the README's commands (`scripts/test` installs them);
+//! a missing binary fails naming that command.
+
+mod error;
+mod locate;
+pub mod nats;
+pub mod postgres;
+mod process;
+pub mod tls;
+
+pub use error::TestkitError;
+pub use locate::{INSTALL_HINT, nats_server_binary, postgres_bin_dir};
+pub use nats::{NatsServer, NatsServerBuilder};
+pub use postgres::{PgCluster, TestDatabase, fresh_database, shared_cluster};
+pub use process::pid_alive;

@@ -1,0 +1,52 @@
+//! Process helpers shared by the servers: free ports, signals, waiting.
+
+use std::net::TcpListener;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use crate::TestkitError;
+use crate::error::io;
+
+/// A port nothing listens on right now (the kernel's choice, so parallel
+/// tests do not pick the same one).
+pub(crate) fn free_port() -> Result<u16, TestkitError> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(io("bind a free port"))?;
+    Ok(l.local_addr().map_err(io("read a free port"))?.port())
+}
+
+pub(crate) fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// Sends `sig`, waits up to `grace` for the child to exit, then SIGKILLs it.
+/// Always reaps, so the pid is gone afterwards.
+pub(crate) fn stop_child(child: &mut Child, sig: libc::c_int, grace: Duration) {
+    if let Ok(Some(_)) = child.try_wait() {
+        return;
+    }
+    signal(child.id(), sig);
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Whether a process with this pid exists (zombies included).
+pub fn pid_alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The last lines of a log file, for error messages.
+pub(crate) fn tail(path: &std::path::Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}

@@ -1,0 +1,58 @@
+//! A certificate authority and a server certificate for 127.0.0.1/localhost,
+//! generated per server, so TLS tests never depend on files on the machine.
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, SanType};
+
+use crate::TestkitError;
+use crate::error::io;
+
+/// PEM files written into a directory: `ca.pem`, `server-cert.pem`, `server-key.pem`.
+#[derive(Debug, Clone)]
+pub struct TestCertificates {
+    pub ca_pem: PathBuf,
+    pub cert_pem: PathBuf,
+    pub key_pem: PathBuf,
+    /// The server certificate in DER, what a client sees on the wire (and pins).
+    pub cert_der: Vec<u8>,
+}
+
+impl TestCertificates {
+    pub fn generate(dir: &Path) -> Result<Self, TestkitError> {
+        let err = TestkitError::Certificate;
+        let ca_key = KeyPair::generate().map_err(err)?;
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(DnType::CommonName, "mesh test CA");
+        let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
+        let issuer = Issuer::new(ca_params, ca_key);
+
+        let key = KeyPair::generate().map_err(err)?;
+        let mut params = CertificateParams::new(vec!["localhost".to_string()]).map_err(err)?;
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress([127, 0, 0, 1].into()));
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "mesh test server");
+        let cert = params.signed_by(&key, &issuer).map_err(err)?;
+
+        let certs = TestCertificates {
+            ca_pem: dir.join("ca.pem"),
+            cert_pem: dir.join("server-cert.pem"),
+            key_pem: dir.join("server-key.pem"),
+            cert_der: cert.der().to_vec(),
+        };
+        for (path, text) in [
+            (&certs.ca_pem, ca_cert.pem()),
+            (&certs.cert_pem, cert.pem()),
+            (&certs.key_pem, key.serialize_pem()),
+        ] {
+            std::fs::write(path, text).map_err(io(format!("write {}", path.display())))?;
+        }
+        Ok(certs)
+    }
+}
