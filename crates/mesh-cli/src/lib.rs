@@ -6,6 +6,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod check;
+
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
 /// principal's authority on the bus is derived from declarations.
 #[derive(Debug, Parser)]
@@ -19,6 +21,8 @@ pub struct Cli {
 pub enum Command {
     /// Print the version of this mesh binary.
     Version,
+    /// Check manifests one by one and as a catalogue (exit 1 on any error).
+    Check(check::CheckArgs),
 }
 
 /// Parses `args` and runs the chosen subcommand; the exit code is the command's.
@@ -40,5 +44,12 @@ where
             println!("mesh {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Check(args) => check::run(&args).unwrap_or_else(edge_error),
     }
+}
+
+/// Prints an error that ended a command (with its causes) and exits 2.
+fn edge_error(e: anyhow::Error) -> ExitCode {
+    eprintln!("error: {e:#}");
+    ExitCode::from(2)
 }

@@ -1,0 +1,279 @@
+//! A module's manifest (`mesh.toml`, DESIGN §3): the model and its strict
+//! parser.
+//!
+//! [`parse`] refuses anything it does not understand — an unknown field, a
+//! wrong type, a bad name, an emitted event named as another module's, a
+//! malformed placeholder — with the file, line and column, and keeps the
+//! position of everything later code must cite (each event emitted or
+//! consumed, each seat declared, held or used, each tool served or used), so
+//! `mesh authority explain` can name the manifest line behind a permission.
+//!
+//! Format (every field below; nothing else is accepted):
+//!
+//! ```toml
+//! [module]
+//! name = "audit-log"              # required; a Name
+//! description = "..."             # optional
+//!
+//! [run]                           # optional: how a host runs the module
+//! command = ["audit-log", "--data", "${file:data}"]   # required, non-empty
+//! env = { DATABASE_URL = "${seat:mesh-store:5432}" }  # NAME = value
+//! driver = "process"              # default "process", the only driver today
+//! secrets-in-environment = "why"  # required when an env value holds ${secret:..}
+//!
+//! [build]                         # optional
+//! command = ["cargo", "build", "--release"]           # required, non-empty
+//! artifacts = { audit-log = "target/release/audit-log" }  # Name = relative path
+//!
+//! [[seat]]                        # a seat this module declares (any number)
+//! name = "packet-filter"          # required
+//! scope = "node"                  # required: "node" or "mesh"
+//! protocol = ""                   # required; "" makes the seat a marker
+//! accepts = ["rule-change"]       # work kinds it takes
+//! emits = ["applied"]             # events its holder announces
+//! tools = ["list-rules"]          # requests its holder answers
+//!
+//! [holds]
+//! seats = ["packet-filter"]       # claims; existence is checked by the catalogue
+//!
+//! [events]
+//! emits = ["entry-written"]       # local names only
+//! consumes = ["git-server.pushed", "seat:mesh-build-machine.built", "watcher.**"]
+//!
+//! [tools]
+//! serves = ["search"]             # local names
+//! uses = ["seat:git.clone", "audit-log.search"]
+//!
+//! [uses]
+//! seats = ["mesh-build-machine"]  # seats this module submits work to
+//!
+//! [[file]]                        # a file the mesh writes for this module
+//! name = "bus-users"              # a Name; `${file:bus-users}` is its path
+//! path = "accounts.conf"          # relative to the module's directory, no `..`
+//! ```
+//!
+//! Placeholders (`${seat:NAME:PORT}`, `${secret:NAME}`, `${file:NAME}`) are
+//! read in `[run] command` and `[run] env` values; see [`crate::placeholders`].
+
+mod parser;
+pub mod refs;
+
+use std::fmt;
+
+use crate::diagnostic::{Diagnostic, Kind, Location, Pos};
+use crate::names::Name;
+use crate::placeholders::{Placeholder, Template};
+
+pub use parser::{parse, parse_bytes};
+pub use refs::{EventRef, Target, ToolRef};
+
+/// The name of the role whose holder is the bus; only its holder may ask for
+/// the `bus-users` file.
+pub const BROKER_ROLE: &str = "mesh-broker";
+/// The file holding every bus user's password hash.
+pub const BUS_USERS_FILE: &str = "bus-users";
+
+/// A value and where it was written.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Located<T> {
+    pub value: T,
+    pub pos: Pos,
+}
+
+impl<T> Located<T> {
+    pub fn new(value: T, pos: Pos) -> Self {
+        Located { value, pos }
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for Located<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.value.fmt(f)
+    }
+}
+
+/// A parsed `mesh.toml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// The file it was read from, as given to [`parse`].
+    pub path: String,
+    /// `[module] name`.
+    pub name: Located<Name>,
+    pub description: Option<Located<String>>,
+    pub run: Option<Run>,
+    pub build: Option<Build>,
+    /// `[[seat]]`: seats this module declares.
+    pub seats: Vec<SeatDecl>,
+    /// `[holds] seats`: seats this module claims (as written: aliases are
+    /// resolved by the catalogue).
+    pub holds: Vec<Located<Name>>,
+    /// `[events] emits`: local event names.
+    pub emits: Vec<Located<Name>>,
+    /// `[events] consumes`.
+    pub consumes: Vec<Located<EventRef>>,
+    /// `[tools] serves`: local tool names.
+    pub serves: Vec<Located<Name>>,
+    /// `[tools] uses`.
+    pub uses_tools: Vec<Located<ToolRef>>,
+    /// `[uses] seats`: seats this module submits work to.
+    pub uses_seats: Vec<Located<Name>>,
+    /// `[[file]]`.
+    pub files: Vec<FileDecl>,
+}
+
+impl Manifest {
+    /// `file:line:col` of a position in this manifest.
+    pub fn locate(&self, pos: Pos) -> Location {
+        Location::new(self.path.clone(), pos)
+    }
+
+    /// Whether `[holds] seats` names `seat` as written.
+    pub fn holds_seat(&self, seat: &str) -> bool {
+        self.holds.iter().any(|h| h.value.as_str() == seat)
+    }
+}
+
+/// `"node"`: one holder per node; `"mesh"`: one holder in the mesh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Node,
+    Mesh,
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Scope::Node => "node",
+            Scope::Mesh => "mesh",
+        })
+    }
+}
+
+/// A `[[seat]]`, or one of the mesh's own roles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeatDecl {
+    pub name: Located<Name>,
+    pub scope: Located<Scope>,
+    /// Empty for a marker seat.
+    pub protocol: Located<String>,
+    pub accepts: Vec<Located<Name>>,
+    pub emits: Vec<Located<Name>>,
+    pub tools: Vec<Located<Name>>,
+    /// Where the `[[seat]]` header is.
+    pub pos: Pos,
+}
+
+impl SeatDecl {
+    /// A marker seat says who does a job and carries no protocol; valid.
+    pub fn is_marker(&self) -> bool {
+        self.protocol.value.is_empty()
+    }
+}
+
+/// The driver a host runs the module with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Driver {
+    Process,
+}
+
+impl fmt::Display for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Driver::Process => "process",
+        })
+    }
+}
+
+/// A `[run]` string: its text, its parsed placeholders and where each
+/// placeholder itself sits in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunValue {
+    pub text: String,
+    pub template: Template,
+    pub pos: Pos,
+    pub placeholders: Vec<Located<Placeholder>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvVar {
+    pub name: Located<String>,
+    pub value: RunValue,
+}
+
+/// `[run]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    pub command: Vec<RunValue>,
+    pub env: Vec<EnvVar>,
+    pub driver: Located<Driver>,
+    pub secrets_in_environment: Option<Located<String>>,
+    pub pos: Pos,
+}
+
+/// `[build]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    pub command: Vec<Located<String>>,
+    pub artifacts: Vec<Artifact>,
+    pub pos: Pos,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    pub name: Located<Name>,
+    pub path: Located<String>,
+}
+
+/// `[[file]]`: a file the mesh writes for this module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDecl {
+    pub name: Located<Name>,
+    pub path: Located<String>,
+    pub pos: Pos,
+}
+
+/// Warnings about a manifest that parsed: things that are allowed but
+/// probably not meant. Run by [`crate::catalogue::check`] for every manifest.
+pub fn lint(m: &Manifest) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if let Some(run) = &m.run
+        && let Some(reason) = &run.secrets_in_environment
+    {
+        let any_secret = run.env.iter().any(|e| {
+            e.value
+                .placeholders
+                .iter()
+                .any(|p| matches!(p.value, Placeholder::Secret { .. }))
+        });
+        if !any_secret {
+            out.push(
+                Diagnostic::new(
+                    Kind::UnusedSecretsReason,
+                    m.locate(reason.pos),
+                    "`secrets-in-environment` is given but no `env` value holds a `${secret:..}`",
+                )
+                .with_help("remove it, so a secret added later must be justified again"),
+            );
+        }
+    }
+    if let Some(held) = m.holds.iter().find(|h| h.value.as_str() == BROKER_ROLE)
+        && !m
+            .files
+            .iter()
+            .any(|f| f.name.value.as_str() == BUS_USERS_FILE)
+    {
+        out.push(
+            Diagnostic::new(
+                Kind::BrokerWithoutUsersFile,
+                m.locate(held.pos),
+                format!(
+                    "holds `{BROKER_ROLE}` but declares no `[[file]] name = \"{BUS_USERS_FILE}\"`: the mesh has nowhere to write the bus user list"
+                ),
+            )
+            .with_help(format!(
+                "add `[[file]]` with `name = \"{BUS_USERS_FILE}\"` and the path the broker's configuration includes"
+            )),
+        );
+    }
+    out
+}

@@ -1,0 +1,1021 @@
+//! The strict `mesh.toml` parser: walks the spanned TOML tree, refusing every
+//! field it does not know, and collects every problem rather than stopping at
+//! the first (an operator fixing a manifest wants the whole list at once).
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::refs::{self, name_error_range};
+use super::{
+    Artifact, BROKER_ROLE, BUS_USERS_FILE, Build, Driver, EnvVar, FileDecl, Located, Manifest, Run,
+    RunValue, Scope, SeatDecl,
+};
+use crate::diagnostic::{Diagnostic, Kind, LineIndex, Location, Pos, suggest};
+use crate::names::Name;
+use crate::placeholders::{self, Placeholder};
+
+type Val<'i> = Spanned<DeValue<'i>>;
+
+const ROOT: &[&str] = &[
+    "module", "run", "build", "seat", "holds", "events", "tools", "uses", "file",
+];
+const MODULE: &[&str] = &["name", "description"];
+const RUN: &[&str] = &["command", "env", "driver", "secrets-in-environment"];
+const BUILD: &[&str] = &["command", "artifacts"];
+const SEAT: &[&str] = &["name", "scope", "protocol", "accepts", "emits", "tools"];
+const HOLDS: &[&str] = &["seats"];
+const EVENTS: &[&str] = &["emits", "consumes"];
+const TOOLS: &[&str] = &["serves", "uses"];
+const USES: &[&str] = &["seats"];
+const FILE: &[&str] = &["name", "path"];
+
+/// Every section and its fields, to say where a misplaced field belongs.
+const SECTIONS: &[(&str, &[&str])] = &[
+    ("[module]", MODULE),
+    ("[run]", RUN),
+    ("[build]", BUILD),
+    ("[[seat]]", SEAT),
+    ("[holds]", HOLDS),
+    ("[events]", EVENTS),
+    ("[tools]", TOOLS),
+    ("[uses]", USES),
+    ("[[file]]", FILE),
+];
+
+const DRIVERS: &[&str] = &["process"];
+const SCOPES: &[&str] = &["node", "mesh"];
+
+/// Parses a manifest from raw bytes: a file that is not UTF-8 is refused at
+/// the first bad byte instead of being read with replacement characters.
+pub fn parse_bytes(path: &str, bytes: &[u8]) -> Result<Manifest, Vec<Diagnostic>> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse(path, text),
+        Err(e) => {
+            let good =
+                std::str::from_utf8(bytes.get(..e.valid_up_to()).unwrap_or(&[])).unwrap_or("");
+            let pos = LineIndex::new(good).pos(good.len(), good.len());
+            Err(vec![Diagnostic::new(
+                Kind::NotUtf8,
+                Location::new(path, pos),
+                "the file is not UTF-8 (a manifest is TOML, which must be)",
+            )])
+        }
+    }
+}
+
+/// Parses and checks one manifest. `path` is only used to name the file in
+/// diagnostics and in the returned [`Manifest`].
+///
+/// On refusal every diagnostic found is returned (all errors; warnings come
+/// from [`super::lint`] and the catalogue).
+pub fn parse(path: &str, text: &str) -> Result<Manifest, Vec<Diagnostic>> {
+    let mut p = Parser {
+        path,
+        src: text,
+        ix: LineIndex::new(text),
+        diags: Vec::new(),
+    };
+    let (root, errors) = DeTable::parse_recoverable(text);
+    if !errors.is_empty() {
+        for e in errors {
+            // A syntax error without a span is still reported, at the start.
+            let span = e.span().unwrap_or(0..0);
+            let message = e.message().trim().to_string();
+            p.push(Kind::TomlSyntax, span, message, None);
+        }
+        return Err(p.diags);
+    }
+    let manifest = p.manifest(root.get_ref());
+    if p.diags.iter().any(Diagnostic::is_error) {
+        crate::diagnostic::sort(&mut p.diags);
+        return Err(p.diags);
+    }
+    // Without an error every required part is present.
+    manifest.ok_or(p.diags)
+}
+
+struct Parser<'a> {
+    path: &'a str,
+    src: &'a str,
+    ix: LineIndex<'a>,
+    diags: Vec<Diagnostic>,
+}
+
+fn get<'t, 'i>(t: &'t DeTable<'i>, key: &str) -> Option<(Range<usize>, &'t Val<'i>)> {
+    t.get_key_value(key).map(|(k, v)| (k.span(), v))
+}
+
+impl<'a> Parser<'a> {
+    fn pos(&self, span: &Range<usize>) -> Pos {
+        self.ix.pos(span.start, span.end)
+    }
+
+    fn push(&mut self, kind: Kind, span: Range<usize>, message: String, help: Option<String>) {
+        let mut d = Diagnostic::new(kind, Location::new(self.path, self.pos(&span)), message);
+        d.help = help;
+        self.diags.push(d);
+    }
+
+    fn manifest(&mut self, root: &DeTable<'_>) -> Option<Manifest> {
+        self.check_fields(root, None, ROOT);
+
+        let mut name = None;
+        let mut description = None;
+        match self.section(root, "module") {
+            Some((t, header)) => {
+                self.check_fields(t, Some("[module]"), MODULE);
+                name = self.required_name(t, &header, "[module]", "name", "module");
+                description = get(t, "description").and_then(|(_, v)| {
+                    let s = self.string(v, "description")?;
+                    Some(Located::new(s.to_string(), self.pos(&v.span())))
+                });
+            }
+            None if get(root, "module").is_none() => self.push(
+                Kind::MissingField,
+                0..0,
+                "the manifest has no [module] section".into(),
+                Some("add `[module]` with `name = \"<module>\"`".into()),
+            ),
+            None => {}
+        }
+        let module = name.as_ref().map(|n: &Located<Name>| n.value.clone());
+
+        let holds = self.name_list_in(root, "holds", HOLDS, "seats", "seat");
+        let files = self.files(root, &holds);
+        let run = self
+            .section(root, "run")
+            .and_then(|(t, h)| self.run(t, &h, &files));
+        let build = self
+            .section(root, "build")
+            .and_then(|(t, h)| self.build(t, &h));
+        let seats = self.seats(root);
+
+        let mut emits = Vec::new();
+        let mut consumes = Vec::new();
+        if let Some((t, _)) = self.section(root, "events") {
+            self.check_fields(t, Some("[events]"), EVENTS);
+            if let Some((_, v)) = get(t, "emits") {
+                emits = self.emits(v, module.as_ref());
+            }
+            if let Some((_, v)) = get(t, "consumes") {
+                consumes = self.refs(v, "consumes", refs::parse_event_ref);
+            }
+        }
+        let mut serves = Vec::new();
+        let mut uses_tools = Vec::new();
+        if let Some((t, _)) = self.section(root, "tools") {
+            self.check_fields(t, Some("[tools]"), TOOLS);
+            if let Some((_, v)) = get(t, "serves") {
+                serves = self.names(v, "serves", "tool");
+            }
+            if let Some((_, v)) = get(t, "uses") {
+                uses_tools = self.refs(v, "uses", refs::parse_tool_ref);
+            }
+        }
+        let uses_seats = self.name_list_in(root, "uses", USES, "seats", "seat");
+
+        Some(Manifest {
+            path: self.path.to_string(),
+            name: name?,
+            description,
+            run,
+            build,
+            seats,
+            holds,
+            emits,
+            consumes,
+            serves,
+            uses_tools,
+            uses_seats,
+            files,
+        })
+    }
+
+    /// Refuses every key of `t` not in `known`, suggesting the close one or
+    /// the section it belongs in.
+    fn check_fields(&mut self, t: &DeTable<'_>, section: Option<&str>, known: &[&str]) {
+        for (k, _) in t.iter() {
+            let key: &str = k.get_ref();
+            if known.contains(&key) {
+                continue;
+            }
+            let close = suggest(key, known.iter().copied()).map(|s| format!("did you mean `{s}`?"));
+            let elsewhere = || {
+                let homes: Vec<&str> = SECTIONS
+                    .iter()
+                    .filter(|(_, fields)| fields.contains(&key))
+                    .map(|(s, _)| *s)
+                    .collect();
+                (!homes.is_empty()).then(|| format!("`{key}` belongs in {}", homes.join(" or ")))
+            };
+            let (message, help) = match section {
+                None => (
+                    format!("unknown section `{key}`"),
+                    close.or_else(elsewhere).or_else(|| {
+                        Some(format!("a manifest has the sections {}", ROOT.join(", ")))
+                    }),
+                ),
+                Some(s) => (
+                    format!("unknown field `{key}` in {s}"),
+                    close
+                        .or_else(elsewhere)
+                        .or_else(|| Some(format!("{s} has the fields {}", known.join(", ")))),
+                ),
+            };
+            self.push(Kind::UnknownField, k.span(), message, help);
+        }
+    }
+
+    /// A section that must be a table (`[key]`); with its header's span.
+    fn section<'t, 'i>(
+        &mut self,
+        root: &'t DeTable<'i>,
+        key: &str,
+    ) -> Option<(&'t DeTable<'i>, Range<usize>)> {
+        let (_, v) = get(root, key)?;
+        match v.get_ref() {
+            DeValue::Table(t) => Some((t, v.span())),
+            other => {
+                self.push(
+                    Kind::WrongType,
+                    v.span(),
+                    format!("`{key}` must be a table, found {}", other.type_str()),
+                    Some(format!("write it as a `[{key}]` section")),
+                );
+                None
+            }
+        }
+    }
+
+    /// A section that must be an array of tables (`[[key]]`).
+    fn tables<'t, 'i>(
+        &mut self,
+        root: &'t DeTable<'i>,
+        key: &str,
+    ) -> Vec<(&'t DeTable<'i>, Range<usize>)> {
+        let Some((_, v)) = get(root, key) else {
+            return Vec::new();
+        };
+        let help = Some(format!(
+            "write each as a `[[{key}]]` section (double brackets: a module may have several)"
+        ));
+        let DeValue::Array(items) = v.get_ref() else {
+            self.push(
+                Kind::WrongType,
+                v.span(),
+                format!(
+                    "`{key}` must be an array of tables, found {}",
+                    v.get_ref().type_str()
+                ),
+                help,
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in items.iter() {
+            match item.get_ref() {
+                DeValue::Table(t) => out.push((t, item.span())),
+                other => self.push(
+                    Kind::WrongType,
+                    item.span(),
+                    format!("each `{key}` must be a table, found {}", other.type_str()),
+                    help.clone(),
+                ),
+            }
+        }
+        out
+    }
+
+    fn string<'t>(&mut self, v: &'t Val<'_>, field: &str) -> Option<&'t str> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(s),
+            other => {
+                self.push(
+                    Kind::WrongType,
+                    v.span(),
+                    format!("`{field}` must be a string, found {}", other.type_str()),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
+    /// An array of strings, each with its span; wrong elements are reported
+    /// and skipped.
+    fn strings(&mut self, v: &Val<'_>, field: &str) -> Vec<(String, Range<usize>)> {
+        let DeValue::Array(items) = v.get_ref() else {
+            self.push(
+                Kind::WrongType,
+                v.span(),
+                format!(
+                    "`{field}` must be an array of strings, found {}",
+                    v.get_ref().type_str()
+                ),
+                Some(format!("write `{field} = [\"...\"]`")),
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in items.iter() {
+            match item.get_ref() {
+                DeValue::String(s) => out.push((s.to_string(), item.span())),
+                other => self.push(
+                    Kind::WrongType,
+                    item.span(),
+                    format!(
+                        "each entry of `{field}` must be a string, found {}",
+                        other.type_str()
+                    ),
+                    None,
+                ),
+            }
+        }
+        self.no_duplicates(&out, field);
+        out
+    }
+
+    fn no_duplicates(&mut self, items: &[(String, Range<usize>)], field: &str) {
+        let mut first_at: HashMap<&str, &Range<usize>> = HashMap::new();
+        for (s, span) in items {
+            let Some(first) = first_at.get(s.as_str()) else {
+                first_at.insert(s, span);
+                continue;
+            };
+            let line = self.pos(first).line;
+            self.push(
+                Kind::DuplicateEntry,
+                span.clone(),
+                format!("`{s}` is listed twice in `{field}`"),
+                Some(format!("remove this one; the first is on line {line}")),
+            );
+        }
+    }
+
+    /// Maps a byte range of a string's decoded value to the source, so an
+    /// error points at the character or placeholder itself. Falls back to
+    /// the whole string token if the mapping is not exact.
+    fn inner(&self, span: &Range<usize>, decoded: &str, r: Range<usize>) -> Range<usize> {
+        let raw = self.src.get(span.clone()).unwrap_or("");
+        match map_string(raw) {
+            Some((text, map)) if text == decoded => {
+                let at = |i: usize| map.get(i).map(|o| span.start + o);
+                match (at(r.start), at(r.end)) {
+                    (Some(s), Some(e)) if s <= e => s..e,
+                    _ => span.clone(),
+                }
+            }
+            _ => span.clone(),
+        }
+    }
+
+    /// Validates a name written as the string `s` at `span`, pointing at the
+    /// offending character.
+    fn name(&mut self, s: &str, span: &Range<usize>, what: &str) -> Option<Name> {
+        match Name::new(s) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                let at = name_error_range(s, &e)
+                    .map(|r| self.inner(span, s, r))
+                    .unwrap_or_else(|| span.clone());
+                self.push(Kind::BadName, at, format!("bad {what} name: {e}"), None);
+                None
+            }
+        }
+    }
+
+    fn located_name(&mut self, s: &str, span: &Range<usize>, what: &str) -> Option<Located<Name>> {
+        let n = self.name(s, span, what)?;
+        Some(Located::new(n, self.pos(span)))
+    }
+
+    fn required<'t, 'i>(
+        &mut self,
+        t: &'t DeTable<'i>,
+        header: &Range<usize>,
+        section: &str,
+        field: &str,
+        help: Option<String>,
+    ) -> Option<&'t Val<'i>> {
+        match get(t, field) {
+            Some((_, v)) => Some(v),
+            // A typo of this field is already reported as unknown, with the
+            // fix; saying it is also missing would only add noise.
+            None if t
+                .iter()
+                .any(|(k, _)| suggest(k.get_ref(), [field]).is_some()) =>
+            {
+                None
+            }
+            None => {
+                self.push(
+                    Kind::MissingField,
+                    header.clone(),
+                    format!("{section} has no `{field}`"),
+                    help,
+                );
+                None
+            }
+        }
+    }
+
+    fn required_name(
+        &mut self,
+        t: &DeTable<'_>,
+        header: &Range<usize>,
+        section: &str,
+        field: &str,
+        what: &str,
+    ) -> Option<Located<Name>> {
+        let v = self.required(t, header, section, field, None)?;
+        let s = self.string(v, field)?.to_string();
+        self.located_name(&s, &v.span(), what)
+    }
+
+    fn names(&mut self, v: &Val<'_>, field: &str, what: &str) -> Vec<Located<Name>> {
+        self.strings(v, field)
+            .iter()
+            .filter_map(|(s, span)| self.located_name(s, span, what))
+            .collect()
+    }
+
+    /// `[section] field = [names]`, the whole of a one-field section.
+    fn name_list_in(
+        &mut self,
+        root: &DeTable<'_>,
+        section: &str,
+        known: &[&str],
+        field: &str,
+        what: &str,
+    ) -> Vec<Located<Name>> {
+        let Some((t, _)) = self.section(root, section) else {
+            return Vec::new();
+        };
+        self.check_fields(t, Some(&format!("[{section}]")), known);
+        match get(t, field) {
+            Some((_, v)) => self.names(v, field, what),
+            None => Vec::new(),
+        }
+    }
+
+    fn refs<T>(
+        &mut self,
+        v: &Val<'_>,
+        field: &str,
+        parse: fn(&str) -> Result<T, refs::RefError>,
+    ) -> Vec<Located<T>> {
+        let mut out = Vec::new();
+        for (s, span) in self.strings(v, field) {
+            match parse(&s) {
+                Ok(r) => out.push(Located::new(r, self.pos(&span))),
+                Err(e) => {
+                    let at = self.inner(&span, &s, e.range.clone());
+                    self.push(e.kind, at, e.message, e.help);
+                }
+            }
+        }
+        out
+    }
+
+    /// `[events] emits`: local names. A qualified name is this module's own
+    /// event written the long way, or an attempt to speak as someone else.
+    fn emits(&mut self, v: &Val<'_>, module: Option<&Name>) -> Vec<Located<Name>> {
+        let mut out = Vec::new();
+        for (s, span) in self.strings(v, "emits") {
+            if let Some(rest) = s.strip_prefix("seat:") {
+                let (seat, event) = rest.split_once('.').unwrap_or((rest, "<event>"));
+                self.push(
+                    Kind::ForeignEvent,
+                    span,
+                    format!("`{s}` emits as seat `{seat}`; a seat's events are declared on the seat, not in [events]"),
+                    Some(format!(
+                        "list `{event}` in the `emits` of the [[seat]] named `{seat}`; its holder publishes it"
+                    )),
+                );
+            } else if let Some((prefix, rest)) = s.split_once('.') {
+                if module.is_some_and(|m| m.as_str() == prefix) {
+                    self.push(
+                        Kind::QualifiedEvent,
+                        span,
+                        format!("event names are local: `{s}` qualifies this module's own event with its name"),
+                        Some(format!("write `{rest}`")),
+                    );
+                } else {
+                    self.push(
+                        Kind::ForeignEvent,
+                        span,
+                        format!(
+                            "`{s}` reads as an event of `{prefix}`; a module emits only under its own name"
+                        ),
+                        Some(format!(
+                            "if any holder of a job announces `{rest}`, declare it on a seat: `[[seat]]` with `emits = [\"{rest}\"]`, held in [holds]; if it is this module's own event, write `{rest}`"
+                        )),
+                    );
+                }
+            } else if let Some(n) = self.located_name(&s, &span, "event") {
+                out.push(n);
+            }
+        }
+        out
+    }
+
+    fn seats(&mut self, root: &DeTable<'_>) -> Vec<SeatDecl> {
+        let mut out: Vec<SeatDecl> = Vec::new();
+        for (t, header) in self.tables(root, "seat") {
+            self.check_fields(t, Some("[[seat]]"), SEAT);
+            let name = self.required_name(t, &header, "[[seat]]", "name", "seat");
+            let scope = self
+                .required(t, &header, "[[seat]]", "scope", Some("write `scope = \"node\"` (one holder per node) or `scope = \"mesh\"` (one holder in the mesh)".into()))
+                .and_then(|v| {
+                    let s = self.string(v, "scope")?;
+                    let scope = match s {
+                        "node" => Scope::Node,
+                        "mesh" => Scope::Mesh,
+                        other => {
+                            let help = suggest(other, SCOPES.iter().copied())
+                                .map(|c| format!("did you mean `{c}`?"));
+                            self.push(
+                                Kind::BadValue,
+                                v.span(),
+                                format!("scope `{other}` is neither `node` nor `mesh`"),
+                                help,
+                            );
+                            return None;
+                        }
+                    };
+                    Some(Located::new(scope, self.pos(&v.span())))
+                });
+            let protocol = self
+                .required(t, &header, "[[seat]]", "protocol", Some("write `protocol = \"\"` for a marker seat, which only says which module does a job".into()))
+                .and_then(|v| {
+                    let s = self.string(v, "protocol")?.to_string();
+                    // Empty is a marker, valid; anything else is a name.
+                    if !s.is_empty() {
+                        self.name(&s, &v.span(), "protocol")?;
+                    }
+                    Some(Located::new(s, self.pos(&v.span())))
+                });
+            let mut list = |field: &str, what: &str| match get(t, field) {
+                Some((_, v)) => self.names(v, field, what),
+                None => Vec::new(),
+            };
+            let accepts = list("accepts", "work kind");
+            let emits = list("emits", "event");
+            let tools = list("tools", "tool");
+            if let (Some(name), Some(scope), Some(protocol)) = (name, scope, protocol) {
+                if let Some(first) = out.iter().find(|s| s.name.value == name.value) {
+                    let line = first.name.pos.line;
+                    self.push(
+                        Kind::DuplicateEntry,
+                        header.clone(),
+                        format!("seat `{}` is declared twice in this manifest", name.value),
+                        Some(format!("the first is on line {line}; merge the two")),
+                    );
+                    continue;
+                }
+                out.push(SeatDecl {
+                    name,
+                    scope,
+                    protocol,
+                    accepts,
+                    emits,
+                    tools,
+                    pos: self.pos(&header),
+                });
+            }
+        }
+        out
+    }
+
+    fn files(&mut self, root: &DeTable<'_>, holds: &[Located<Name>]) -> Vec<FileDecl> {
+        let mut out: Vec<FileDecl> = Vec::new();
+        for (t, header) in self.tables(root, "file") {
+            self.check_fields(t, Some("[[file]]"), FILE);
+            let name = self.required_name(t, &header, "[[file]]", "name", "file");
+            let path = self
+                .required(t, &header, "[[file]]", "path", None)
+                .and_then(|v| {
+                    let s = self.string(v, "path")?.to_string();
+                    self.relative_path(&s, &v.span(), "path")?;
+                    Some(Located::new(s, self.pos(&v.span())))
+                });
+            // The bus user list holds every principal's password hash: asking
+            // for it must not be enough to receive it.
+            if let Some(n) = &name
+                && n.value.as_str() == BUS_USERS_FILE
+                && !holds.iter().any(|h| h.value.as_str() == BROKER_ROLE)
+            {
+                self.push_at(
+                    Kind::BusUsersWithoutBroker,
+                    n.pos,
+                    format!("only the holder of `{BROKER_ROLE}` may have the `{BUS_USERS_FILE}` file: it holds every bus user's password hash"),
+                    Some(format!("add `{BROKER_ROLE}` to [holds] seats if this module is the bus, or remove this file")),
+                );
+                continue;
+            }
+            let (Some(name), Some(path)) = (name, path) else {
+                continue;
+            };
+            if let Some(first) = out.iter().find(|f| f.name.value == name.value) {
+                let line = first.name.pos.line;
+                self.push_at(
+                    Kind::DuplicateEntry,
+                    name.pos,
+                    format!("file `{}` is declared twice", name.value),
+                    Some(format!("the first is on line {line}")),
+                );
+                continue;
+            }
+            if let Some(first) = out.iter().find(|f| f.path.value == path.value) {
+                let line = first.path.pos.line;
+                self.push_at(
+                    Kind::DuplicateEntry,
+                    path.pos,
+                    format!("two files are written to `{}`", path.value),
+                    Some(format!(
+                        "the other is on line {line}; give each its own path"
+                    )),
+                );
+                continue;
+            }
+            out.push(FileDecl {
+                name,
+                path,
+                pos: self.pos(&header),
+            });
+        }
+        out
+    }
+
+    fn push_at(&mut self, kind: Kind, pos: Pos, message: String, help: Option<String>) {
+        let mut d = Diagnostic::new(kind, Location::new(self.path, pos), message);
+        d.help = help;
+        self.diags.push(d);
+    }
+
+    /// A path the mesh writes into (or a build reads from) must stay inside
+    /// the module's directory.
+    fn relative_path(&mut self, s: &str, span: &Range<usize>, field: &str) -> Option<()> {
+        let why = if s.is_empty() {
+            Some("is empty")
+        } else if s.starts_with('/') || s.starts_with('\\') || s.get(1..2) == Some(":") {
+            Some("is absolute")
+        } else if s.split(['/', '\\']).any(|c| c == "..") {
+            Some("climbs out with `..`")
+        } else {
+            None
+        };
+        match why {
+            None => Some(()),
+            Some(why) => {
+                self.push(
+                    Kind::BadValue,
+                    span.clone(),
+                    format!("`{field}` `{s}` {why}"),
+                    Some("write a path relative to the module's directory, inside it".into()),
+                );
+                None
+            }
+        }
+    }
+
+    fn run(&mut self, t: &DeTable<'_>, header: &Range<usize>, files: &[FileDecl]) -> Option<Run> {
+        self.check_fields(t, Some("[run]"), RUN);
+        let secrets_in_environment = get(t, "secrets-in-environment").and_then(|(_, v)| {
+            let s = self.string(v, "secrets-in-environment")?;
+            if s.trim().is_empty() {
+                self.push(
+                    Kind::BadValue,
+                    v.span(),
+                    "`secrets-in-environment` is empty; it is the reason secrets may be in the environment".into(),
+                    Some("say why this module cannot read the secret from a file".into()),
+                );
+                return None;
+            }
+            Some(Located::new(s.to_string(), self.pos(&v.span())))
+        });
+        let command = self
+            .required(
+                t,
+                header,
+                "[run]",
+                "command",
+                Some("write `command = [\"program\", \"arg\"]`".into()),
+            )
+            .map(|v| {
+                let items = self.strings(v, "command");
+                if items.is_empty() && matches!(v.get_ref(), DeValue::Array(_)) {
+                    self.push(
+                        Kind::BadValue,
+                        v.span(),
+                        "`command` is empty; a host would have nothing to start".into(),
+                        None,
+                    );
+                }
+                items
+                    .iter()
+                    .filter_map(|(s, span)| self.run_value(s, span, files, Context::Command))
+                    .collect::<Vec<_>>()
+            });
+        let mut env = Vec::new();
+        if let Some((_, v)) = get(t, "env") {
+            match v.get_ref() {
+                DeValue::Table(vars) => {
+                    for (k, val) in vars.iter() {
+                        let key: &str = k.get_ref();
+                        let valid = key
+                            .chars()
+                            .next()
+                            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                        if !valid {
+                            self.push(
+                                Kind::BadValue,
+                                k.span(),
+                                format!("`{key}` is not an environment variable name"),
+                                Some(
+                                    "use letters, digits and `_`, not starting with a digit".into(),
+                                ),
+                            );
+                            continue;
+                        }
+                        let Some(s) = self.string(val, key) else {
+                            continue;
+                        };
+                        let s = s.to_string();
+                        let ctx = Context::Env {
+                            reason: secrets_in_environment.is_some(),
+                        };
+                        if let Some(value) = self.run_value(&s, &val.span(), files, ctx) {
+                            env.push(EnvVar {
+                                name: Located::new(key.to_string(), self.pos(&k.span())),
+                                value,
+                            });
+                        }
+                    }
+                }
+                other => self.push(
+                    Kind::WrongType,
+                    v.span(),
+                    format!("`env` must be a table, found {}", other.type_str()),
+                    Some("write `env = { NAME = \"value\" }`".into()),
+                ),
+            }
+        }
+        let driver = match get(t, "driver") {
+            None => Some(Located::new(Driver::Process, self.pos(header))),
+            Some((_, v)) => self.string(v, "driver").and_then(|s| match s {
+                "process" => Some(Located::new(Driver::Process, self.pos(&v.span()))),
+                other => {
+                    let help = suggest(other, DRIVERS.iter().copied())
+                        .map(|c| format!("did you mean `{c}`?"))
+                        .unwrap_or_else(|| "the only driver today is `process`".into());
+                    self.push(
+                        Kind::BadValue,
+                        v.span(),
+                        format!("unknown driver `{other}`"),
+                        Some(help),
+                    );
+                    None
+                }
+            }),
+        };
+        Some(Run {
+            command: command?,
+            env,
+            driver: driver?,
+            secrets_in_environment,
+            pos: self.pos(header),
+        })
+    }
+
+    /// Parses a `[run]` string's placeholders and checks each where it sits.
+    fn run_value(
+        &mut self,
+        s: &str,
+        span: &Range<usize>,
+        files: &[FileDecl],
+        ctx: Context,
+    ) -> Option<RunValue> {
+        let template = match placeholders::parse(s) {
+            Ok(t) => t,
+            Err(errors) => {
+                for e in errors {
+                    let at = self.inner(span, s, e.range);
+                    self.push(Kind::BadPlaceholder, at, e.message, e.help);
+                }
+                return None;
+            }
+        };
+        let mut located = Vec::new();
+        let mut ok = true;
+        for (p, range) in template.placeholders() {
+            let at = self.inner(span, s, range.clone());
+            match p {
+                Placeholder::File { name } if !files.iter().any(|f| f.name.value == *name) => {
+                    ok = false;
+                    self.push(
+                        Kind::UndeclaredFile,
+                        at.clone(),
+                        format!("`{p}` names no [[file]] of this manifest"),
+                        Some(format!(
+                            "declare `[[file]]` with `name = \"{name}\"` and its path"
+                        )),
+                    );
+                }
+                Placeholder::Secret { .. } if ctx == Context::Command => {
+                    ok = false;
+                    // A command line is readable by every local user (ps, /proc).
+                    self.push(
+                        Kind::SecretInCommand,
+                        at.clone(),
+                        format!("`{p}` on the command line is readable by every user of the node"),
+                        Some("pass it in a [[file]] (`${file:NAME}`), or in `env` with `secrets-in-environment`".into()),
+                    );
+                }
+                Placeholder::Secret { .. } if ctx == (Context::Env { reason: false }) => {
+                    ok = false;
+                    self.push(
+                        Kind::SecretInEnvironment,
+                        at.clone(),
+                        format!("`{p}` in `env` needs `secrets-in-environment = \"<reason>\"` in [run]"),
+                        Some("an environment is inherited by children and shows in crash reports: prefer a [[file]], or state why not".into()),
+                    );
+                }
+                _ => {}
+            }
+            located.push(Located::new(p.clone(), self.pos(&at)));
+        }
+        ok.then(|| RunValue {
+            text: s.to_string(),
+            template,
+            pos: self.pos(span),
+            placeholders: located,
+        })
+    }
+
+    fn build(&mut self, t: &DeTable<'_>, header: &Range<usize>) -> Option<Build> {
+        self.check_fields(t, Some("[build]"), BUILD);
+        let command = self
+            .required(t, header, "[build]", "command", None)
+            .map(|v| {
+                let items = self.strings(v, "command");
+                if items.is_empty() && matches!(v.get_ref(), DeValue::Array(_)) {
+                    self.push(Kind::BadValue, v.span(), "`command` is empty".into(), None);
+                }
+                items
+                    .into_iter()
+                    .map(|(s, span)| Located::new(s, self.pos(&span)))
+                    .collect::<Vec<_>>()
+            });
+        let mut artifacts = Vec::new();
+        if let Some((_, v)) = get(t, "artifacts") {
+            match v.get_ref() {
+                DeValue::Table(items) => {
+                    for (k, val) in items.iter() {
+                        let key: &str = k.get_ref();
+                        let name = self.located_name(key, &k.span(), "artifact");
+                        let path = self.string(val, key).map(str::to_string);
+                        if let (Some(name), Some(path)) = (name, path)
+                            && self.relative_path(&path, &val.span(), key).is_some()
+                        {
+                            artifacts.push(Artifact {
+                                name,
+                                path: Located::new(path, self.pos(&val.span())),
+                            });
+                        }
+                    }
+                }
+                other => self.push(
+                    Kind::WrongType,
+                    v.span(),
+                    format!("`artifacts` must be a table, found {}", other.type_str()),
+                    Some("write `artifacts = { name = \"path/in/the/build\" }`".into()),
+                ),
+            }
+        }
+        Some(Build {
+            command: command?,
+            artifacts,
+            pos: self.pos(header),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Context {
+    Command,
+    Env { reason: bool },
+}
+
+/// Decodes a TOML string token (`"…"`, `'…'`, `"""…"""`, `'''…'''`) and maps
+/// each byte of the decoded value to its byte offset in the token; the map
+/// has one extra entry, for the end. `None` for anything unexpected (the
+/// caller then points at the whole token).
+fn map_string(raw: &str) -> Option<(String, Vec<usize>)> {
+    let (delim, literal) = if raw.starts_with("\"\"\"") {
+        (3, false)
+    } else if raw.starts_with("'''") {
+        (3, true)
+    } else if raw.starts_with('"') {
+        (1, false)
+    } else if raw.starts_with('\'') {
+        (1, true)
+    } else {
+        return None;
+    };
+    let multiline = delim == 3;
+    let body_end = raw.len().checked_sub(delim)?;
+    if body_end < delim {
+        return None;
+    }
+    let body = raw.get(delim..body_end)?;
+    let mut out = String::new();
+    let mut map = Vec::new();
+    let push = |out: &mut String, map: &mut Vec<usize>, c: char, at: usize| {
+        for _ in 0..c.len_utf8() {
+            map.push(delim + at);
+        }
+        out.push(c);
+    };
+    let mut chars = body.char_indices().peekable();
+    // A newline right after the opening delimiter is not part of the value.
+    if multiline {
+        if body.starts_with("\r\n") {
+            chars.next();
+            chars.next();
+        } else if body.starts_with('\n') {
+            chars.next();
+        }
+    }
+    while let Some((i, c)) = chars.next() {
+        if literal || c != '\\' {
+            push(&mut out, &mut map, c, i);
+            continue;
+        }
+        let (_, e) = chars.next()?;
+        let simple = match e {
+            'b' => Some('\u{8}'),
+            't' => Some('\t'),
+            'n' => Some('\n'),
+            'f' => Some('\u{c}'),
+            'r' => Some('\r'),
+            'e' => Some('\u{1b}'),
+            '"' => Some('"'),
+            '\\' => Some('\\'),
+            _ => None,
+        };
+        if let Some(c) = simple {
+            push(&mut out, &mut map, c, i);
+            continue;
+        }
+        let digits = match e {
+            'x' => 2,
+            'u' => 4,
+            'U' => 8,
+            w if multiline && w.is_whitespace() => {
+                // Line-ending backslash: the newline and following
+                // whitespace are dropped.
+                while chars.peek().is_some_and(|(_, c)| c.is_whitespace()) {
+                    chars.next();
+                }
+                continue;
+            }
+            _ => return None,
+        };
+        let mut code = 0u32;
+        for _ in 0..digits {
+            let (_, d) = chars.next()?;
+            code = code.checked_mul(16)?.checked_add(d.to_digit(16)?)?;
+        }
+        push(&mut out, &mut map, char::from_u32(code)?, i);
+    }
+    map.push(body_end);
+    Some((out, map))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::map_string;
+
+    #[test]
+    fn maps_decoded_offsets_to_the_token() {
+        let (s, m) = map_string(r#""a\tb${x}""#).unwrap();
+        assert_eq!(s, "a\tb${x}");
+        assert_eq!(m[0], 1);
+        assert_eq!(m[1], 2); // the escape starts at the backslash
+        assert_eq!(m[2], 4);
+        assert_eq!(m[3], 5); // `$`
+        assert_eq!(*m.last().unwrap(), 9);
+        let (s, m) = map_string("'''\nab'''").unwrap();
+        assert_eq!(s, "ab");
+        assert_eq!(m[0], 4);
+        let (s, _) = map_string("\"\\u00e9\"").unwrap();
+        assert_eq!(s, "é");
+        assert!(map_string("\"\\q\"").is_none());
+        assert!(map_string("\"").is_none());
+    }
+}
