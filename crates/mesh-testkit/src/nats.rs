@@ -144,6 +144,21 @@ impl NatsServer {
         std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
+    /// Waits until the log contains `needle` (the server logs after it acts,
+    /// so a line may lag what a client already sees).
+    pub fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.log().contains(needle) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Rewrites a file beside the config (then [`Self::reload`] to apply it).
     pub fn write_file(&self, name: &str, contents: &str) -> Result<(), TestkitError> {
         let path = self.dir.path().join(name);

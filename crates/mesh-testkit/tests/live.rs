@@ -118,7 +118,7 @@ async fn included_file_and_reload_take_effect() {
     assert!(connected.is_some(), "b connects after the reload");
     assert_eq!(server.pid(), pid, "reloaded, not restarted");
     a.flush().await.expect("a's connection survived the reload");
-    assert!(server.log().contains("Reloaded server configuration"));
+    assert!(server.wait_for_log("Reloaded server configuration", Duration::from_secs(5)));
 }
 
 #[tokio::test]
