@@ -4,9 +4,12 @@
 //! `cargo tree -p mesh-core -e normal`): the I/O crates carry out what is
 //! decided here, so every decision can be unit-tested without a server.
 
+pub mod authority;
 pub mod catalogue;
 pub mod diagnostic;
+pub mod jetstream;
 pub mod manifest;
 pub mod names;
 pub mod placeholders;
 pub mod subjects;
+pub mod users_file;

@@ -1,0 +1,540 @@
+//! Every principal on the bus and what it may do (DESIGN §5), derived from the
+//! catalogue and the records each time it is asked for. Nothing here is
+//! stored: a stored permission list would be a second account of a
+//! principal's power, able to disagree with the declarations it came from.
+//!
+//! Every subject comes from [`crate::subjects`], the generator the publishers
+//! and the JetStream objects use too, so a grant and the subject it is meant
+//! for cannot drift apart.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::catalogue::{BUILD_MACHINE_ROLE, Catalogue};
+use crate::diagnostic::Location;
+use crate::manifest::{EventRef, Manifest, ToolRef};
+use crate::names::Name;
+use crate::subjects::{self, EventSelector, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, consumer};
+
+/// The separator of principal names. No [`Name`] can contain it, so
+/// `module_<node>_<module>` can never equal another principal's name.
+pub const SEPARATOR: char = '_';
+
+/// The controller's principal name.
+pub const CONTROLLER: &str = "controller";
+
+/// Which kind of principal, with the records that identify it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum PrincipalKind {
+    Controller,
+    Host { node: Name },
+    Module { node: Name, module: Name },
+    Enrolment { node: Name },
+    Person { person: Name },
+}
+
+impl PrincipalKind {
+    /// The principal's name on the bus; also its inbox token
+    /// (`_INBOX.<name>.>`), so it is a single subject token.
+    pub fn principal_name(&self) -> String {
+        match self {
+            PrincipalKind::Controller => CONTROLLER.to_string(),
+            PrincipalKind::Host { node } => format!("host{SEPARATOR}{node}"),
+            PrincipalKind::Module { node, module } => {
+                format!("module{SEPARATOR}{node}{SEPARATOR}{module}")
+            }
+            PrincipalKind::Enrolment { node } => format!("enrol{SEPARATOR}{node}"),
+            PrincipalKind::Person { person } => format!("person{SEPARATOR}{person}"),
+        }
+    }
+
+    /// Whether this principal holds a machine credential (256-bit secret,
+    /// low bcrypt cost) rather than a person's password.
+    pub fn is_machine(&self) -> bool {
+        !matches!(self, PrincipalKind::Person { .. })
+    }
+}
+
+/// Why a principal holds a grant: what `mesh authority explain` prints.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(tag = "from", rename_all = "kebab-case")]
+pub enum Cause {
+    /// A line of a manifest.
+    Manifest {
+        #[serde(flatten)]
+        at: Location,
+        what: String,
+    },
+    /// A record of the mesh (a node, an assignment, a token, a person).
+    Record { what: String },
+    /// A rule of the bus contract that holds for every principal of a kind.
+    Rule { what: &'static str },
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::Manifest { at, what } => write!(f, "{at}: {what}"),
+            Cause::Record { what } => write!(f, "record: {what}"),
+            Cause::Rule { what } => write!(f, "rule: {what}"),
+        }
+    }
+}
+
+/// One subject a principal may publish or subscribe to, and why.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Grant {
+    pub subject: String,
+    pub cause: Cause,
+}
+
+/// What a principal may do.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Permissions {
+    pub publish: Vec<Grant>,
+    pub subscribe: Vec<Grant>,
+    /// Set (with its cause) only for principals that serve tools: lets them
+    /// answer a request they received, and nothing else.
+    pub allow_responses: Option<Cause>,
+}
+
+impl Permissions {
+    fn publish(&mut self, subject: impl Into<String>, cause: Cause) {
+        self.publish.push(Grant {
+            subject: subject.into(),
+            cause,
+        });
+    }
+
+    fn subscribe(&mut self, subject: impl Into<String>, cause: Cause) {
+        self.subscribe.push(Grant {
+            subject: subject.into(),
+            cause,
+        });
+    }
+
+    /// The distinct subjects, sorted: what the users file lists.
+    pub fn publish_subjects(&self) -> BTreeSet<&str> {
+        self.publish.iter().map(|g| g.subject.as_str()).collect()
+    }
+
+    pub fn subscribe_subjects(&self) -> BTreeSet<&str> {
+        self.subscribe.iter().map(|g| g.subject.as_str()).collect()
+    }
+
+    fn normalise(&mut self) {
+        self.publish.sort();
+        self.publish.dedup();
+        self.subscribe.sort();
+        self.subscribe.dedup();
+    }
+}
+
+/// A principal and its derived permissions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Principal {
+    pub name: String,
+    #[serde(flatten)]
+    pub kind: PrincipalKind,
+    /// The record or declaration this principal exists because of.
+    pub source: String,
+    pub permissions: Permissions,
+}
+
+/// Whether a person may call every tool or a list of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolAccess {
+    All,
+    Only(Vec<ToolRef>),
+}
+
+/// A person record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonRecord {
+    pub name: Name,
+    pub tools: ToolAccess,
+}
+
+/// The records authority is derived from, besides the catalogue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Records {
+    pub nodes: Vec<Name>,
+    /// (node, module)
+    pub assignments: Vec<(Name, Name)>,
+    /// Nodes holding a live (issued, unspent, unexpired) enrolment token.
+    pub live_tokens: Vec<Name>,
+    pub persons: Vec<PersonRecord>,
+}
+
+/// The controller's own side of the bus. It files no manifest, so what it
+/// follows and where it submits work is stated here rather than derived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerSpec {
+    /// Events the controller records (through its EVENTS consumer).
+    pub follows: Vec<EventRef>,
+    /// (seat, work kind) the controller submits work to.
+    pub submits: Vec<(Name, Name)>,
+}
+
+impl Default for ControllerSpec {
+    /// The controller records build outcomes and submits builds.
+    fn default() -> Self {
+        let role = Name::new(BUILD_MACHINE_ROLE).expect("a valid name");
+        ControllerSpec {
+            follows: vec![EventRef {
+                emitter: crate::manifest::Target::Seat(role.clone()),
+                event: EventSelector::Named(Name::new("built").expect("a valid name")),
+            }],
+            submits: vec![(role, Name::new("build").expect("a valid name"))],
+        }
+    }
+}
+
+/// Why authority could not be derived.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthorityError {
+    #[error(
+        "principal {name:?} would be derived twice: from {first} and from {second}; remove one of them"
+    )]
+    DuplicatePrincipal {
+        name: String,
+        first: String,
+        second: String,
+    },
+    #[error(
+        "module {module} is assigned to node {node} but is not in the catalogue; register its manifest or remove the assignment"
+    )]
+    UnregisteredModule { node: Name, module: Name },
+    #[error(
+        "module {module} is assigned to node {node}, which is not a node of this mesh; add the node or remove the assignment"
+    )]
+    UnknownNode { node: Name, module: Name },
+    #[error(
+        "{at}: seat {seat} is not declared by any registered module or role; register the module declaring it"
+    )]
+    UnknownSeat { seat: Name, at: Location },
+}
+
+fn rule(what: &'static str) -> Cause {
+    Cause::Rule { what }
+}
+
+fn record(what: String) -> Cause {
+    Cause::Record { what }
+}
+
+fn manifest_cause(m: &Manifest, pos: crate::diagnostic::Pos, what: String) -> Cause {
+    Cause::Manifest {
+        at: m.locate(pos),
+        what,
+    }
+}
+
+/// Derives every principal, the controller first, then hosts, modules,
+/// enrolments and persons, each group sorted by name, so the users file
+/// composed from it is the same bytes for the same records.
+pub fn derive(
+    catalogue: &Catalogue,
+    records: &Records,
+    controller: &ControllerSpec,
+) -> Result<Vec<Principal>, AuthorityError> {
+    let mut out: Vec<Principal> = Vec::new();
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    let mut add = |p: Principal, out: &mut Vec<Principal>| -> Result<(), AuthorityError> {
+        if let Some(first) = seen.get(&p.name) {
+            return Err(AuthorityError::DuplicatePrincipal {
+                name: p.name.clone(),
+                first: first.clone(),
+                second: p.source.clone(),
+            });
+        }
+        seen.insert(p.name.clone(), p.source.clone());
+        out.push(p);
+        Ok(())
+    };
+
+    add(controller_principal(controller), &mut out)?;
+
+    let mut nodes: Vec<&Name> = records.nodes.iter().collect();
+    nodes.sort();
+    for node in nodes {
+        add(host_principal(node), &mut out)?;
+    }
+
+    let known_nodes: BTreeSet<&Name> = records.nodes.iter().collect();
+    let mut assignments: Vec<&(Name, Name)> = records.assignments.iter().collect();
+    assignments.sort();
+    for (node, module) in assignments {
+        if !known_nodes.contains(node) {
+            return Err(AuthorityError::UnknownNode {
+                node: node.clone(),
+                module: module.clone(),
+            });
+        }
+        let Some(manifest) = catalogue.module(module) else {
+            return Err(AuthorityError::UnregisteredModule {
+                node: node.clone(),
+                module: module.clone(),
+            });
+        };
+        add(module_principal(catalogue, node, manifest)?, &mut out)?;
+    }
+
+    let mut tokens: Vec<&Name> = records.live_tokens.iter().collect();
+    tokens.sort();
+    for node in tokens {
+        add(enrolment_principal(node), &mut out)?;
+    }
+
+    let mut persons: Vec<&PersonRecord> = records.persons.iter().collect();
+    persons.sort_by(|a, b| a.name.cmp(&b.name));
+    for person in persons {
+        add(person_principal(person), &mut out)?;
+    }
+    Ok(out)
+}
+
+fn finish(kind: PrincipalKind, source: String, mut permissions: Permissions) -> Principal {
+    permissions.normalise();
+    Principal {
+        name: kind.principal_name(),
+        kind,
+        source,
+        permissions,
+    }
+}
+
+/// The controller's consumers are listed here, not derived from a manifest.
+pub fn controller_principal(spec: &ControllerSpec) -> Principal {
+    let mut p = Permissions::default();
+    p.publish(
+        subjects::ALL_DECLARATIONS,
+        rule("the controller publishes every node's declaration"),
+    );
+    p.publish(
+        subjects::JS_API_ALL,
+        rule("the controller is the sole writer of stream and consumer definitions"),
+    );
+    p.publish(
+        subjects::ALL_ENROL_INBOXES,
+        rule("the controller answers enrolments at the address each request carries"),
+    );
+    p.publish(
+        subjects::js_ack(STREAM_CONTROL, consumer::CONTROLLER_CONTROL),
+        rule("the controller acknowledges the reports and enrolments it takes"),
+    );
+    p.subscribe(
+        subjects::deliver(consumer::CONTROLLER_CONTROL),
+        rule("the controller's CONTROL consumer delivers here"),
+    );
+    p.subscribe(
+        subjects::ALL_HEARTBEATS,
+        rule("the controller hears every heartbeat"),
+    );
+    p.subscribe(
+        subjects::inbox(CONTROLLER),
+        rule("replies to the controller reach its own inbox"),
+    );
+    if !spec.follows.is_empty() {
+        p.publish(
+            subjects::js_ack(STREAM_EVENTS, consumer::CONTROLLER_EVENTS),
+            rule("the controller acknowledges the events it follows"),
+        );
+        p.subscribe(
+            subjects::deliver(consumer::CONTROLLER_EVENTS),
+            rule("the controller's EVENTS consumer delivers here"),
+        );
+    }
+    for event in &spec.follows {
+        // Each followed subject named, never a module's or seat's whole branch.
+        p.subscribe(
+            event.subject(),
+            record(format!("the controller follows {event}")),
+        );
+    }
+    for (seat, kind) in &spec.submits {
+        p.publish(
+            subjects::seat_work(seat, kind),
+            record(format!("the controller submits {kind} work to seat {seat}")),
+        );
+    }
+    finish(PrincipalKind::Controller, "the mesh's controller".into(), p)
+}
+
+pub fn host_principal(node: &Name) -> Principal {
+    let mut p = Permissions::default();
+    let why = |what: &str| record(format!("node {node} {what}"));
+    p.publish(subjects::report(node), why("reports what it applied"));
+    p.publish(subjects::heartbeat(node), why("heartbeats"));
+    let c = consumer::node(node);
+    p.publish(
+        subjects::js_ack(STREAM_NODES, &c),
+        why("acknowledges its own declarations"),
+    );
+    p.publish(
+        subjects::js_consumer_info(STREAM_NODES, &c),
+        why("binds its own consumer (the client asks for its info)"),
+    );
+    p.subscribe(subjects::deliver(&c), why("receives its declarations"));
+    let kind = PrincipalKind::Host { node: node.clone() };
+    p.subscribe(
+        subjects::inbox(&kind.principal_name()),
+        rule("replies to a principal reach its own inbox only"),
+    );
+    finish(kind, format!("node record {node}"), p)
+}
+
+pub fn enrolment_principal(node: &Name) -> Principal {
+    let mut p = Permissions::default();
+    p.publish(
+        subjects::enrol(node),
+        record(format!("a live enrolment token for node {node}")),
+    );
+    p.subscribe(
+        subjects::enrol_inbox(node),
+        record(format!("a live enrolment token for node {node}")),
+    );
+    finish(
+        PrincipalKind::Enrolment { node: node.clone() },
+        format!("enrolment token for node {node}"),
+        p,
+    )
+}
+
+pub fn person_principal(person: &PersonRecord) -> Principal {
+    let mut p = Permissions::default();
+    let name = &person.name;
+    match &person.tools {
+        ToolAccess::All => {
+            for s in subjects::ALL_TOOLS {
+                p.publish(s, record(format!("person {name} may call every tool")));
+            }
+        }
+        ToolAccess::Only(tools) => {
+            for t in tools {
+                p.publish(t.subject(), record(format!("person {name} may call {t}")));
+            }
+        }
+    }
+    let kind = PrincipalKind::Person {
+        person: name.clone(),
+    };
+    p.subscribe(
+        subjects::inbox(&kind.principal_name()),
+        rule("replies to a principal reach its own inbox only"),
+    );
+    // No ack subjects, no allow_responses, no durable consumer: a person asks,
+    // and one who could answer a request would be impersonating a module.
+    finish(kind, format!("person record {name}"), p)
+}
+
+pub fn module_principal(
+    catalogue: &Catalogue,
+    node: &Name,
+    m: &Manifest,
+) -> Result<Principal, AuthorityError> {
+    let module = &m.name.value;
+    let mut p = Permissions::default();
+    let mut serves_tools = None;
+
+    for e in &m.emits {
+        p.publish(
+            subjects::module_event(module, &EventSelector::Named(e.value.clone())),
+            manifest_cause(m, e.pos, format!("emits {}", e.value)),
+        );
+    }
+    if let Some(first) = catalogue.consumes(m).first() {
+        let c = consumer::module(module);
+        let cause = Cause::Manifest {
+            at: first.location.clone(),
+            what: "consumes events (its EVENTS consumer)".into(),
+        };
+        p.subscribe(subjects::deliver(&c), cause.clone());
+        p.publish(subjects::js_ack(STREAM_EVENTS, &c), cause.clone());
+        p.publish(subjects::js_consumer_info(STREAM_EVENTS, &c), cause);
+    }
+    for t in &m.serves {
+        let cause = manifest_cause(m, t.pos, format!("serves tool {}", t.value));
+        p.subscribe(subjects::module_tool(module, &t.value), cause.clone());
+        serves_tools.get_or_insert(cause);
+    }
+    for t in catalogue.tool_uses(m) {
+        p.publish(
+            t.subject,
+            Cause::Manifest {
+                at: t.location,
+                what: format!("uses tool {}", t.written),
+            },
+        );
+    }
+    for held in catalogue.held_seats(m) {
+        let seat = held.seat.clone();
+        let entry = catalogue
+            .seat(&seat)
+            .ok_or_else(|| AuthorityError::UnknownSeat {
+                seat: held.written.clone(),
+                at: held.location.clone(),
+            })?;
+        let why = |what: String| Cause::Manifest {
+            at: held.location.clone(),
+            what: format!("holds seat {seat}: {what}"),
+        };
+        for e in &entry.decl.emits {
+            p.publish(
+                subjects::seat_event(&seat, &EventSelector::Named(e.value.clone())),
+                why(format!("the seat emits {}", e.value)),
+            );
+        }
+        for t in &entry.decl.tools {
+            let cause = why(format!("the seat serves tool {}", t.value));
+            p.subscribe(subjects::seat_tool(&seat, &t.value), cause.clone());
+            serves_tools.get_or_insert(cause);
+        }
+        if !entry.decl.accepts.is_empty() {
+            let c = consumer::seat_worker(&seat);
+            let stream = subjects::seat_stream(&seat);
+            let cause = why("the seat accepts work (its worker consumer)".into());
+            p.subscribe(subjects::deliver(&c), cause.clone());
+            p.publish(subjects::js_ack(&stream, &c), cause.clone());
+            p.publish(subjects::js_consumer_info(&stream, &c), cause);
+        }
+    }
+    for used in catalogue.used_seats(m) {
+        let seat = used.seat.clone();
+        let entry = catalogue
+            .seat(&seat)
+            .ok_or_else(|| AuthorityError::UnknownSeat {
+                seat: used.written.clone(),
+                at: used.location.clone(),
+            })?;
+        for kind in &entry.decl.accepts {
+            p.publish(
+                subjects::seat_work(&seat, &kind.value),
+                Cause::Manifest {
+                    at: used.location.clone(),
+                    what: format!("uses seat {seat}, which accepts {} work", kind.value),
+                },
+            );
+        }
+    }
+    p.allow_responses = serves_tools;
+    let kind = PrincipalKind::Module {
+        node: node.clone(),
+        module: module.clone(),
+    };
+    p.subscribe(
+        subjects::inbox(&kind.principal_name()),
+        rule("replies to a principal reach its own inbox only"),
+    );
+    Ok(finish(
+        kind,
+        format!("assignment of module {module} to node {node} ({})", m.path),
+        p,
+    ))
+}
+
+#[cfg(test)]
+mod tests;

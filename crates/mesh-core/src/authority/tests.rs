@@ -1,0 +1,548 @@
+use super::*;
+use crate::catalogue::{Aliases, Catalogue};
+use crate::jetstream;
+use crate::manifest;
+use crate::subjects::pattern::covers;
+use crate::users_file;
+
+const GIT: &str = r#"
+[module]
+name = "git-server"
+
+[[seat]]
+name = "git"
+scope = "mesh"
+protocol = "git"
+emits = ["pushed"]
+tools = ["clone"]
+
+[holds]
+seats = ["git"]
+
+[events]
+emits = ["repo-created"]
+
+[tools]
+serves = ["list-repos"]
+"#;
+
+const NOTIFIER: &str = r#"
+[module]
+name = "notifier"
+
+[events]
+consumes = ["seat:git.pushed", "seat:mesh-build-machine.built", "git-server.*"]
+
+[tools]
+uses = ["seat:git.clone"]
+
+[uses]
+seats = ["mesh-build-machine"]
+"#;
+
+const BUILDER: &str = r#"
+[module]
+name = "builder"
+
+[holds]
+seats = ["mesh-build-machine"]
+"#;
+
+fn n(s: &str) -> Name {
+    Name::new(s).unwrap()
+}
+
+fn catalogue() -> Catalogue {
+    let ms = [
+        ("git/mesh.toml", GIT),
+        ("notifier/mesh.toml", NOTIFIER),
+        ("builder/mesh.toml", BUILDER),
+    ]
+    .iter()
+    .map(|(p, t)| manifest::parse(p, t).expect("fixture parses"))
+    .collect();
+    let cat = Catalogue::build(ms, Aliases::new());
+    let errors: Vec<_> = crate::catalogue::check(&cat)
+        .into_iter()
+        .filter(|d| d.is_error())
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "fixture catalogue checks clean: {errors:?}"
+    );
+    cat
+}
+
+fn records() -> Records {
+    Records {
+        nodes: vec![n("n2"), n("n1")],
+        assignments: vec![
+            (n("n1"), n("git-server")),
+            (n("n2"), n("notifier")),
+            (n("n1"), n("notifier")),
+            (n("n2"), n("builder")),
+        ],
+        live_tokens: vec![n("n3")],
+        persons: vec![
+            PersonRecord {
+                name: n("bob"),
+                tools: ToolAccess::Only(vec![ToolRef {
+                    provider: crate::manifest::Target::Seat(n("git")),
+                    tool: n("clone"),
+                }]),
+            },
+            PersonRecord {
+                name: n("alice"),
+                tools: ToolAccess::All,
+            },
+        ],
+    }
+}
+
+fn principals() -> Vec<Principal> {
+    derive(&catalogue(), &records(), &ControllerSpec::default()).unwrap()
+}
+
+fn find<'a>(ps: &'a [Principal], name: &str) -> &'a Principal {
+    ps.iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no principal {name}"))
+}
+
+fn can_publish(p: &Principal, subject: &str) -> bool {
+    p.permissions
+        .publish
+        .iter()
+        .any(|g| covers(&g.subject, subject))
+}
+
+fn can_subscribe(p: &Principal, subject: &str) -> bool {
+    p.permissions
+        .subscribe
+        .iter()
+        .any(|g| covers(&g.subject, subject))
+}
+
+#[test]
+fn controller_first_then_sorted_groups() {
+    let names: Vec<String> = principals().into_iter().map(|p| p.name).collect();
+    assert_eq!(
+        names,
+        [
+            "controller",
+            "host_n1",
+            "host_n2",
+            "module_n1_git-server",
+            "module_n1_notifier",
+            "module_n2_builder",
+            "module_n2_notifier",
+            "enrol_n3",
+            "person_alice",
+            "person_bob",
+        ]
+    );
+}
+
+#[test]
+fn a_duplicate_principal_is_refused_naming_both_sources() {
+    let mut r = records();
+    r.persons.push(PersonRecord {
+        name: n("alice"),
+        tools: ToolAccess::Only(vec![]),
+    });
+    let err = derive(&catalogue(), &r, &ControllerSpec::default()).unwrap_err();
+    match &err {
+        AuthorityError::DuplicatePrincipal {
+            name,
+            first,
+            second,
+        } => {
+            assert_eq!(name, "person_alice");
+            assert_eq!(first, "person record alice");
+            assert_eq!(second, "person record alice");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn principal_names_cannot_collide_across_kinds() {
+    // Every principal name is one subject token, and the kind prefix with the
+    // separator no name may hold keeps kinds apart: a node called "n1-x" and a
+    // module "x" on node "n1" do not meet.
+    let a = PrincipalKind::Module {
+        node: n("n1"),
+        module: n("x"),
+    };
+    let b = PrincipalKind::Host { node: n("n1-x") };
+    let c = PrincipalKind::Module {
+        node: n("n1-x"),
+        module: n("x"),
+    };
+    let names = [a.principal_name(), b.principal_name(), c.principal_name()];
+    assert_eq!(names, ["module_n1_x", "host_n1-x", "module_n1-x_x"]);
+    for name in names {
+        assert!(!name.contains(['.', '*', '>', ' ']), "{name}");
+    }
+}
+
+#[test]
+fn host_reaches_only_its_own_node() {
+    let ps = principals();
+    let h = find(&ps, "host_n1");
+    assert!(can_publish(h, "mesh.control.report.n1"));
+    assert!(can_publish(h, "mesh.control.heartbeat.n1"));
+    assert!(can_publish(h, "$JS.ACK.NODES.n1.1.1.1.1.1"));
+    assert!(can_publish(h, "$JS.API.CONSUMER.INFO.NODES.n1"));
+    assert!(can_subscribe(h, "mesh.deliver.n1"));
+    assert!(can_subscribe(h, "_INBOX.host_n1.abc"));
+    assert!(!can_publish(h, "mesh.control.report.n2"));
+    assert!(!can_publish(h, "$JS.ACK.NODES.n2.1.1.1.1.1"));
+    assert!(!can_publish(h, "$JS.API.CONSUMER.INFO.NODES.n2"));
+    assert!(!can_publish(h, "$JS.API.STREAM.INFO.NODES"));
+    assert!(!can_subscribe(h, "mesh.deliver.n2"));
+    assert!(!can_subscribe(h, "mesh.node.n1.declaration"));
+    assert!(!can_subscribe(h, "_INBOX.host_n2.abc"));
+    assert!(h.permissions.allow_responses.is_none());
+}
+
+#[test]
+fn module_emits_only_what_it_declares() {
+    let ps = principals();
+    let git = find(&ps, "module_n1_git-server");
+    assert!(can_publish(git, "mesh.mod.git-server.event.repo-created"));
+    assert!(can_publish(git, "mesh.seat.git.event.pushed"));
+    assert!(!can_publish(git, "mesh.mod.git-server.event.other"));
+    assert!(!can_publish(git, "mesh.mod.notifier.event.repo-created"));
+    assert!(can_subscribe(git, "mesh.mod.git-server.tool.list-repos"));
+    assert!(can_subscribe(git, "mesh.seat.git.tool.clone"));
+    assert!(git.permissions.allow_responses.is_some(), "it serves tools");
+    // It consumes nothing, so it has no EVENTS consumer to ack on.
+    assert!(!can_publish(git, "$JS.ACK.EVENTS.mod_git-server.1"));
+}
+
+#[test]
+fn consumer_module_gets_its_consumer_work_and_tool_calls() {
+    let ps = principals();
+    let no = find(&ps, "module_n2_notifier");
+    assert!(can_subscribe(no, "mesh.deliver.mod_notifier"));
+    assert!(can_publish(no, "$JS.ACK.EVENTS.mod_notifier.1.2.3.4.5"));
+    assert!(!can_publish(no, "$JS.ACK.EVENTS.mod_git-server.1.2.3.4.5"));
+    assert!(can_publish(no, "mesh.seat.mesh-build-machine.work.build"));
+    assert!(can_publish(no, "mesh.seat.git.tool.clone"));
+    // Hearing a role's event is subscribe-through-consumer, not taking part.
+    assert!(!can_publish(no, "mesh.seat.mesh-build-machine.event.built"));
+    assert!(
+        !can_subscribe(no, "mesh.seat.git.event.pushed"),
+        "events come via its consumer"
+    );
+    assert!(
+        no.permissions.allow_responses.is_none(),
+        "it serves nothing"
+    );
+}
+
+#[test]
+fn role_holder_announces_and_takes_work() {
+    let ps = principals();
+    let b = find(&ps, "module_n2_builder");
+    assert!(can_publish(b, "mesh.seat.mesh-build-machine.event.built"));
+    assert!(can_subscribe(b, "mesh.deliver.seat_mesh-build-machine"));
+    assert!(can_publish(
+        b,
+        "$JS.ACK.SEAT_mesh-build-machine.seat_mesh-build-machine.1"
+    ));
+}
+
+#[test]
+fn persons_ask_and_nothing_else() {
+    let ps = principals();
+    let alice = find(&ps, "person_alice");
+    let bob = find(&ps, "person_bob");
+    assert!(can_publish(alice, "mesh.mod.git-server.tool.list-repos"));
+    assert!(can_publish(alice, "mesh.seat.git.tool.clone"));
+    assert!(can_publish(bob, "mesh.seat.git.tool.clone"));
+    assert!(!can_publish(bob, "mesh.mod.git-server.tool.list-repos"));
+    for p in [alice, bob] {
+        assert!(p.permissions.allow_responses.is_none());
+        assert!(
+            !p.permissions
+                .publish
+                .iter()
+                .any(|g| g.subject.starts_with("$JS"))
+        );
+        assert!(!can_publish(p, "mesh.mod.git-server.event.repo-created"));
+        assert!(!can_subscribe(p, "mesh.mod.git-server.event.repo-created"));
+        assert!(
+            p.permissions
+                .subscribe
+                .iter()
+                .all(|g| g.subject == subjects::inbox(&p.name)),
+            "{:?}",
+            p.permissions.subscribe
+        );
+    }
+}
+
+#[test]
+fn enrolment_reaches_its_subject_and_inbox_only() {
+    let ps = principals();
+    let e = find(&ps, "enrol_n3");
+    assert_eq!(
+        e.permissions
+            .publish_subjects()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        ["mesh.control.enrol.n3"]
+    );
+    assert_eq!(
+        e.permissions
+            .subscribe_subjects()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        ["_INBOX.enrol.n3.>"]
+    );
+}
+
+#[test]
+fn controller_answers_enrolments_and_no_other_inbox() {
+    let ps = principals();
+    let c = find(&ps, "controller");
+    assert!(can_publish(c, "_INBOX.enrol.n3.xyz"));
+    for p in &ps {
+        if p.name == CONTROLLER {
+            continue;
+        }
+        // Whatever an enrolling node subscribes, the controller can answer;
+        // every other principal's inbox stays out of its reach.
+        for g in &p.permissions.subscribe {
+            if !g.subject.starts_with("_INBOX.") {
+                continue;
+            }
+            let reply = g.subject.replace('>', "r1");
+            let reachable = can_publish(c, &reply);
+            assert_eq!(
+                reachable,
+                matches!(p.kind, PrincipalKind::Enrolment { .. }),
+                "{} inbox {}",
+                p.name,
+                g.subject
+            );
+        }
+    }
+    // Followed events are named, never a namespace.
+    assert!(can_subscribe(c, "mesh.seat.mesh-build-machine.event.built"));
+    assert!(
+        !c.permissions
+            .subscribe
+            .iter()
+            .any(|g| g.subject.contains(".*.") && g.subject.contains("event"))
+    );
+}
+
+#[test]
+fn every_consumer_is_ackable_by_exactly_its_owner() {
+    let cat = catalogue();
+    let r = records();
+    let spec = ControllerSpec::default();
+    let ps = derive(&cat, &r, &spec).unwrap();
+    let objects = jetstream::derive(&cat, &r, &spec).unwrap();
+    for c in &objects.consumers {
+        let ack = c.ack_subject().replace('>', "1.1.1.1.1");
+        let owners: Vec<&str> = ps
+            .iter()
+            .filter(|p| can_publish(p, &ack) && can_subscribe(p, &c.deliver_subject))
+            .map(|p| p.name.as_str())
+            .collect();
+        assert!(!owners.is_empty(), "nobody can ack consumer {}", c.name);
+        for o in &owners {
+            let p = find(&ps, o);
+            if p.name != CONTROLLER {
+                // The controller may ack anything via $JS.API? No: it holds
+                // acks for its own consumers only, checked below.
+                assert!(
+                    !p.permissions
+                        .publish
+                        .iter()
+                        .any(|g| g.subject == "$JS.ACK.>"),
+                    "{o} has a blanket ack grant"
+                );
+            }
+        }
+        let expected: Vec<String> = match c.stream.as_str() {
+            "NODES" => vec![format!("host_{}", c.name)],
+            "CONTROL" => vec!["controller".into()],
+            "EVENTS" if c.name.starts_with("controller") => vec!["controller".into()],
+            "EVENTS" => {
+                let module = c.name.trim_start_matches("mod_");
+                ps.iter()
+                    .filter(|p| matches!(&p.kind, PrincipalKind::Module { module: m, .. } if m.as_str() == module))
+                    .map(|p| p.name.clone())
+                    .collect()
+            }
+            _ => ps
+                .iter()
+                .filter(|p| matches!(&p.kind, PrincipalKind::Module { module, .. } if module.as_str() == "builder"))
+                .map(|p| p.name.clone())
+                .collect(),
+        };
+        assert_eq!(owners, expected, "owners of consumer {}", c.name);
+    }
+}
+
+#[test]
+fn objects_follow_the_bus_contract() {
+    let cat = catalogue();
+    let o = jetstream::derive(&cat, &records(), &ControllerSpec::default()).unwrap();
+    let stream = |name: &str| o.streams.iter().find(|s| s.name == name).unwrap();
+    assert_eq!(
+        stream("CONTROL").subjects,
+        ["mesh.control.report.*", "mesh.control.enrol.*"]
+    );
+    assert_eq!(stream("NODES").max_msgs_per_subject, Some(1));
+    assert_eq!(
+        stream("EVENTS").subjects,
+        ["mesh.mod.*.event.>", "mesh.seat.*.event.>"]
+    );
+    let seat = stream("SEAT_mesh-build-machine");
+    assert_eq!(seat.retention, jetstream::Retention::WorkQueue);
+    assert_eq!(seat.subjects, ["mesh.seat.mesh-build-machine.work.build"]);
+    let node = o.consumers.iter().find(|c| c.name == "n1").unwrap();
+    assert_eq!(node.ack_wait_secs, 300);
+    assert_eq!(node.max_deliver, None);
+    assert_eq!(node.filter_subjects, ["mesh.node.n1.declaration"]);
+    let m = o
+        .consumers
+        .iter()
+        .find(|c| c.name == "mod_notifier")
+        .unwrap();
+    assert_eq!(m.deliver_group.as_deref(), Some("mod_notifier"));
+    assert_eq!(
+        m.filter_subjects,
+        [
+            "mesh.mod.git-server.event.*",
+            "mesh.seat.git.event.pushed",
+            "mesh.seat.mesh-build-machine.event.built",
+        ]
+    );
+    // Streams precede consumers, and each consumer's stream is in the set.
+    jetstream::check(&o).unwrap();
+}
+
+#[test]
+fn a_seat_stream_exists_before_any_holder_is_assigned() {
+    let cat = catalogue();
+    let o = jetstream::derive(&cat, &Records::default(), &ControllerSpec::default()).unwrap();
+    assert!(
+        o.streams
+            .iter()
+            .any(|s| s.name == "SEAT_mesh-build-machine")
+    );
+    assert!(
+        o.consumers
+            .iter()
+            .any(|c| c.name == "seat_mesh-build-machine")
+    );
+}
+
+#[test]
+fn overlapping_streams_are_refused_naming_both() {
+    let mut o = jetstream::derive(&catalogue(), &records(), &ControllerSpec::default()).unwrap();
+    o.streams.push(jetstream::StreamSpec {
+        name: "WIDE".into(),
+        subjects: vec!["mesh.control.>".into()],
+        retention: jetstream::Retention::Limits,
+        max_msgs_per_subject: None,
+    });
+    match jetstream::check(&o).unwrap_err() {
+        jetstream::ObjectsError::Overlap { first, second, .. } => {
+            assert_eq!((first.as_str(), second.as_str()), ("CONTROL", "WIDE"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_consumer_on_a_missing_stream_is_refused_naming_it() {
+    let mut o = jetstream::derive(&catalogue(), &records(), &ControllerSpec::default()).unwrap();
+    o.streams.retain(|s| s.name != "NODES");
+    match jetstream::check(&o).unwrap_err() {
+        jetstream::ObjectsError::MissingStream { stream, .. } => assert_eq!(stream, "NODES"),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn hashes(ps: &[Principal]) -> BTreeMap<String, String> {
+    ps.iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.clone(), format!("$2b$04$hash{i:0>49}")))
+        .collect()
+}
+
+#[test]
+fn users_file_is_deterministic_and_holds_only_users() {
+    let ps = principals();
+    let h = hashes(&ps);
+    let a = users_file::compose(&ps, &h).unwrap();
+    // Same records in another order: same bytes.
+    let mut r = records();
+    r.nodes.reverse();
+    r.assignments.reverse();
+    r.persons.reverse();
+    let ps2 = derive(&catalogue(), &r, &ControllerSpec::default()).unwrap();
+    let b = users_file::compose(&ps2, &h).unwrap();
+    assert_eq!(a.text, b.text);
+    assert!(a.omitted.is_empty());
+    // Keys, not substrings: "reports" contains "port".
+    for line in a.text.lines() {
+        let key = line
+            .trim()
+            .split(|c: char| c == ':' || c == '=' || c.is_whitespace())
+            .next()
+            .unwrap_or("");
+        for word in [
+            "listen",
+            "port",
+            "tls",
+            "store_dir",
+            "jetstream_dir",
+            "http",
+        ] {
+            assert_ne!(key, word, "users file sets {word}: {line}");
+        }
+    }
+    // Every hash quoted: unquoted, `$2b$...` is read as a variable.
+    for line in a.text.lines().filter(|l| l.contains("password")) {
+        assert!(line.trim().starts_with("password: \"$2b$"), "{line}");
+    }
+    assert!(a.text.find("\"controller\"").unwrap() < a.text.find("\"host_n1\"").unwrap());
+}
+
+#[test]
+fn a_principal_without_credential_is_named_and_left_out() {
+    let ps = principals();
+    let mut h = hashes(&ps);
+    h.remove("module_n2_builder");
+    let f = users_file::compose(&ps, &h).unwrap();
+    assert_eq!(f.omitted, ["module_n2_builder"]);
+    assert!(!f.text.contains("module_n2_builder"));
+}
+
+#[test]
+fn a_users_file_with_no_users_is_refused() {
+    let ps = principals();
+    match users_file::compose(&ps, &BTreeMap::new()).unwrap_err() {
+        users_file::UsersFileError::Empty { omitted } => assert_eq!(omitted.len(), ps.len()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_unknown_assignment_is_refused() {
+    let mut r = records();
+    r.assignments.push((n("n1"), n("ghost")));
+    assert!(matches!(
+        derive(&catalogue(), &r, &ControllerSpec::default()),
+        Err(AuthorityError::UnregisteredModule { .. })
+    ));
+}

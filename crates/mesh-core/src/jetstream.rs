@@ -1,0 +1,259 @@
+//! The JetStream objects a mesh needs (DESIGN §4), as data: the controller
+//! asserts them (create or verify) on every start, streams before consumers.
+//! Names and subjects come from [`crate::subjects`], the generator the grants
+//! use, so a consumer's ack subject is exactly the one its owner is granted.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::authority::{ControllerSpec, Records};
+use crate::catalogue::Catalogue;
+use crate::names::Name;
+use crate::subjects::{self, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, consumer, pattern};
+
+/// How long a host has to apply a declaration before it is redelivered:
+/// applying can mean minutes of downloads.
+pub const NODE_ACK_WAIT_SECS: u64 = 5 * 60;
+/// Ack wait of the other consumers.
+pub const DEFAULT_ACK_WAIT_SECS: u64 = 30;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Retention {
+    /// A log: a consumer created later still reads what was published before.
+    Limits,
+    /// A message leaves once acknowledged.
+    WorkQueue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StreamSpec {
+    pub name: String,
+    pub subjects: Vec<String>,
+    pub retention: Retention,
+    /// `None`: no per-subject limit.
+    pub max_msgs_per_subject: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsumerSpec {
+    pub stream: String,
+    /// The durable name; contains no `.` (it is a token of the ack subject).
+    pub name: String,
+    /// Push delivery subject (`mesh.deliver.<name>`).
+    pub deliver_subject: String,
+    /// Queue group of the subscribers sharing the deliveries.
+    pub deliver_group: Option<String>,
+    /// Several filters are `filter_subjects` (server ≥ 2.10).
+    pub filter_subjects: Vec<String>,
+    pub ack_wait_secs: u64,
+    /// `None`: redeliver for as long as it takes (no dead-lettering).
+    pub max_deliver: Option<i64>,
+}
+
+impl ConsumerSpec {
+    /// The subject its owner must be granted to acknowledge a delivery.
+    pub fn ack_subject(&self) -> String {
+        subjects::js_ack(&self.stream, &self.name)
+    }
+}
+
+/// Everything to assert, streams first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Objects {
+    pub streams: Vec<StreamSpec>,
+    pub consumers: Vec<ConsumerSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ObjectsError {
+    #[error(
+        "streams {first} and {second} overlap ({first_subject} and {second_subject} can match one subject); the server refuses the second, so give them disjoint subjects"
+    )]
+    Overlap {
+        first: String,
+        first_subject: String,
+        second: String,
+        second_subject: String,
+    },
+    #[error(
+        "consumer {consumer} names stream {stream}, which is not among the streams; assert the stream first"
+    )]
+    MissingStream { consumer: String, stream: String },
+    #[error(
+        "consumer name {0:?} is not one the server accepts (no '.', '*', '>', whitespace or path separators)"
+    )]
+    BadConsumerName(String),
+}
+
+/// The mesh's own streams, the controller's consumers, a consumer per node,
+/// per consuming assigned module and per seat worker, and a work-queue stream
+/// per seat that accepts work — created at registration, not assignment, so
+/// work waits for a holder instead of being lost.
+pub fn derive(
+    catalogue: &Catalogue,
+    records: &Records,
+    controller: &ControllerSpec,
+) -> Result<Objects, ObjectsError> {
+    let mut o = Objects::default();
+    o.streams.push(StreamSpec {
+        name: STREAM_CONTROL.into(),
+        // Named, never `mesh.control.>`: heartbeats live there and would
+        // compete for retention with the messages that matter.
+        subjects: vec![
+            subjects::ALL_REPORTS.into(),
+            subjects::ALL_ENROLMENTS.into(),
+        ],
+        retention: Retention::WorkQueue,
+        max_msgs_per_subject: None,
+    });
+    o.streams.push(StreamSpec {
+        name: STREAM_EVENTS.into(),
+        // Selects on the `event` token: a module's whole namespace would
+        // persist every tool call.
+        subjects: vec![
+            subjects::ALL_MODULE_EVENTS.into(),
+            subjects::ALL_SEAT_EVENTS.into(),
+        ],
+        retention: Retention::Limits,
+        max_msgs_per_subject: None,
+    });
+    o.streams.push(StreamSpec {
+        name: STREAM_NODES.into(),
+        subjects: vec![subjects::ALL_DECLARATIONS.into()],
+        retention: Retention::Limits,
+        // Only the newest declaration matters.
+        max_msgs_per_subject: Some(1),
+    });
+    for entry in catalogue.seats() {
+        let (seat, src) = (&entry.decl.name.value, entry);
+        if src.decl.accepts.is_empty() {
+            continue;
+        }
+        let kinds: BTreeSet<&Name> = src.decl.accepts.iter().map(|k| &k.value).collect();
+        o.streams.push(StreamSpec {
+            name: subjects::seat_stream(seat),
+            subjects: kinds.iter().map(|k| subjects::seat_work(seat, k)).collect(),
+            retention: Retention::WorkQueue,
+            max_msgs_per_subject: None,
+        });
+        let name = consumer::seat_worker(seat);
+        o.consumers.push(ConsumerSpec {
+            stream: subjects::seat_stream(seat),
+            deliver_subject: subjects::deliver(&name),
+            // A queue group although a seat has one holder: the seat is
+            // authority, the group is delivery; tied together, two holders
+            // would each process every message with nothing reporting it.
+            deliver_group: Some(name.clone()),
+            filter_subjects: Vec::new(),
+            ack_wait_secs: DEFAULT_ACK_WAIT_SECS,
+            max_deliver: None,
+            name,
+        });
+    }
+
+    o.consumers.push(ConsumerSpec {
+        stream: STREAM_CONTROL.into(),
+        name: consumer::CONTROLLER_CONTROL.into(),
+        deliver_subject: subjects::deliver(consumer::CONTROLLER_CONTROL),
+        deliver_group: None,
+        filter_subjects: Vec::new(),
+        ack_wait_secs: DEFAULT_ACK_WAIT_SECS,
+        // No max-deliver: the store window's bound is the controller's; a
+        // server that dead-lettered first would drop what CONTROL protects.
+        max_deliver: None,
+    });
+    if !controller.follows.is_empty() {
+        o.consumers.push(ConsumerSpec {
+            stream: STREAM_EVENTS.into(),
+            name: consumer::CONTROLLER_EVENTS.into(),
+            deliver_subject: subjects::deliver(consumer::CONTROLLER_EVENTS),
+            deliver_group: None,
+            filter_subjects: sorted(controller.follows.iter().map(|e| e.subject())),
+            ack_wait_secs: DEFAULT_ACK_WAIT_SECS,
+            max_deliver: None,
+        });
+    }
+
+    let mut nodes: Vec<&Name> = records.nodes.iter().collect();
+    nodes.sort();
+    nodes.dedup();
+    for node in nodes {
+        // Named after the node: the host's ack grant is $JS.ACK.NODES.<node>.>,
+        // and a consumer named otherwise is one it cannot acknowledge.
+        let name = consumer::node(node);
+        o.consumers.push(ConsumerSpec {
+            stream: STREAM_NODES.into(),
+            deliver_subject: subjects::deliver(&name),
+            deliver_group: None,
+            filter_subjects: vec![subjects::node_declaration(node)],
+            ack_wait_secs: NODE_ACK_WAIT_SECS,
+            max_deliver: None,
+            name,
+        });
+    }
+
+    let assigned: BTreeSet<&Name> = records.assignments.iter().map(|(_, m)| m).collect();
+    for module in assigned {
+        let Some(m) = catalogue.module(module) else {
+            continue;
+        };
+        let consumes = catalogue.consumes(m);
+        if consumes.is_empty() {
+            continue;
+        }
+        // One consumer per module carrying every filter: its ack permission is
+        // derived from its name, and instances share it through the group.
+        let name = consumer::module(module);
+        o.consumers.push(ConsumerSpec {
+            stream: STREAM_EVENTS.into(),
+            deliver_subject: subjects::deliver(&name),
+            deliver_group: Some(name.clone()),
+            filter_subjects: sorted(consumes.into_iter().map(|c| c.subject)),
+            ack_wait_secs: DEFAULT_ACK_WAIT_SECS,
+            max_deliver: None,
+            name,
+        });
+    }
+    check(&o)?;
+    Ok(o)
+}
+
+fn sorted(subjects: impl Iterator<Item = String>) -> Vec<String> {
+    let set: BTreeSet<String> = subjects.collect();
+    set.into_iter().collect()
+}
+
+/// Refuses overlapping streams (naming both), consumers on streams not in the
+/// set, and consumer names the server would reject.
+pub fn check(o: &Objects) -> Result<(), ObjectsError> {
+    for (i, a) in o.streams.iter().enumerate() {
+        for b in &o.streams[i + 1..] {
+            for sa in &a.subjects {
+                for sb in &b.subjects {
+                    if pattern::overlap(sa, sb) {
+                        return Err(ObjectsError::Overlap {
+                            first: a.name.clone(),
+                            first_subject: sa.clone(),
+                            second: b.name.clone(),
+                            second_subject: sb.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    for c in &o.consumers {
+        if !subjects::is_valid_consumer_name(&c.name) {
+            return Err(ObjectsError::BadConsumerName(c.name.clone()));
+        }
+        if !o.streams.iter().any(|s| s.name == c.stream) {
+            return Err(ObjectsError::MissingStream {
+                consumer: c.name.clone(),
+                stream: c.stream.clone(),
+            });
+        }
+    }
+    Ok(())
+}

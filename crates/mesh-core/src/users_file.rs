@@ -1,0 +1,116 @@
+//! The users file: NATS configuration text naming who may connect and what
+//! each may do — one account with JetStream, nothing else. Listen addresses,
+//! TLS and storage belong to the broker module's own configuration, which
+//! `include`s this file from the same directory.
+//!
+//! Same principals and hashes ⇒ same bytes: the broker's watcher reloads on
+//! the file's digest, and an order-dependent composer would reload the whole
+//! bus on every controller restart.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::authority::{Grant, Principal};
+
+/// The account every mesh principal belongs to.
+pub const ACCOUNT: &str = "MESH";
+
+/// A composed users file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsersFile {
+    pub text: String,
+    /// Principals left out because the store holds no credential for them:
+    /// an ordinary state with an obvious remedy (mint one), so they are named
+    /// rather than written as users without a password.
+    pub omitted: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UsersFileError {
+    #[error("no principal has a credential, so the users file would admit nobody and the broker would refuse every client; mint credentials first (left out: {})", omitted.join(", "))]
+    Empty { omitted: Vec<String> },
+    #[error(
+        "the credential of principal {principal:?} is not a bcrypt hash; it must start with $2a$, $2b$ or $2y$"
+    )]
+    NotAHash { principal: String },
+}
+
+/// Composes the users file for `principals` (in their derived order, the
+/// controller first) with `hashes` (principal name → bcrypt hash).
+pub fn compose(
+    principals: &[Principal],
+    hashes: &BTreeMap<String, String>,
+) -> Result<UsersFile, UsersFileError> {
+    let mut text = String::new();
+    let mut omitted = Vec::new();
+    let mut users = 0;
+    text.push_str("# The mesh's bus users, composed by the controller from its records.\n");
+    text.push_str("# Regenerated on every change; edits here are overwritten.\n");
+    let _ = writeln!(
+        text,
+        "accounts {{\n  {ACCOUNT}: {{\n    jetstream: enabled\n    users: ["
+    );
+    for p in principals {
+        let Some(hash) = hashes.get(&p.name) else {
+            omitted.push(p.name.clone());
+            continue;
+        };
+        if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
+            return Err(UsersFileError::NotAHash {
+                principal: p.name.clone(),
+            });
+        }
+        users += 1;
+        let perms = &p.permissions;
+        let _ = writeln!(text, "      {{");
+        let _ = writeln!(text, "        user: {}", quote(&p.name));
+        // Always quoted: unquoted, the config parser reads `$2b$...` as a
+        // variable reference.
+        let _ = writeln!(text, "        password: {}", quote(hash));
+        let _ = writeln!(text, "        permissions: {{");
+        write_list(&mut text, "publish", &perms.publish);
+        write_list(&mut text, "subscribe", &perms.subscribe);
+        if perms.allow_responses.is_some() {
+            let _ = writeln!(text, "          allow_responses: true");
+        }
+        let _ = writeln!(text, "        }}");
+        let _ = writeln!(text, "      }}");
+    }
+    text.push_str("    ]\n  }\n}\n");
+    if users == 0 {
+        return Err(UsersFileError::Empty { omitted });
+    }
+    Ok(UsersFile { text, omitted })
+}
+
+fn write_list(text: &mut String, key: &str, grants: &[Grant]) {
+    let mut subjects: Vec<&str> = grants.iter().map(|g| g.subject.as_str()).collect();
+    subjects.sort_unstable();
+    subjects.dedup();
+    // An empty allow list would be read as "no restriction": say deny-all.
+    if subjects.is_empty() {
+        let _ = writeln!(text, "          {key}: {{ deny: [\">\"] }}");
+        return;
+    }
+    let _ = writeln!(text, "          {key}: {{ allow: [");
+    for s in subjects {
+        let _ = writeln!(text, "            {}", quote(s));
+    }
+    let _ = writeln!(text, "          ] }}");
+}
+
+/// A double-quoted NATS config string.
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
