@@ -1,1 +1,316 @@
 //! mesh-store: the mesh's records on SQLite (embedded default) or PostgreSQL.
+//!
+//! One [`Store`] type dispatches to either backend; every statement is written
+//! once (portable SQL, `$N` placeholders, which sqlx's SQLite driver also
+//! binds by number) and expanded for both pool types by the internal
+//! `with_pool!` macro, so the two backends cannot drift apart in what they do. The conformance suite in
+//! `tests/` runs the same bodies against both.
+//!
+//! Timestamps are unix milliseconds in `BIGINT` columns: portable, and
+//! comparable inside SQL (the token spend compares `expires_at > now`).
+
+mod error;
+mod migrations;
+pub mod principal;
+mod records;
+mod secret;
+mod store;
+mod url;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
+
+pub use error::{BackendKind, RefusalKind, RefusalReason, StoreError, TokenRefused};
+pub use migrations::SCHEMA_VERSION;
+pub use records::*;
+pub use secret::{MACHINE_BCRYPT_COST, PERSON_BCRYPT_COST, Secret, sha256_digest};
+pub use url::{DEFAULT_URL, redact_url};
+
+use migrations::{CREATE_SCHEMA_TABLE, MIGRATIONS};
+
+/// Unix time in milliseconds.
+pub type Millis = i64;
+
+pub(crate) fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Connections in the pool. Concurrent callers beyond this wait.
+    pub max_connections: u32,
+    /// How long a call waits for a connection before it fails as
+    /// [`StoreError::Unavailable`]. Short, so the store window opens promptly
+    /// instead of every call hanging while the database is away.
+    pub acquire_timeout: Duration,
+    /// SQLite only: how long a writer waits for another writer's lock before
+    /// giving up (without it a concurrent write fails at once with BUSY).
+    pub busy_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_connections: 8,
+            acquire_timeout: Duration::from_secs(5),
+            busy_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) enum Backend {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// The mesh's records. Cheap to clone (a pool handle).
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) backend: Backend,
+    /// The URL with any password replaced, for messages.
+    redacted_url: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("backend", &self.kind())
+            .field("url", &self.redacted_url)
+            .finish()
+    }
+}
+
+/// An internal failure inside a backend-generic body: either a driver error
+/// (classified once the backend is known) or an already-typed store error.
+pub(crate) enum Fail {
+    Db(sqlx::Error),
+    Store(StoreError),
+}
+
+impl From<sqlx::Error> for Fail {
+    fn from(e: sqlx::Error) -> Self {
+        Fail::Db(e)
+    }
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
+        Fail::Store(e)
+    }
+}
+
+impl Fail {
+    pub(crate) fn into_store_error(self, backend: BackendKind) -> StoreError {
+        match self {
+            Fail::Db(e) => StoreError::classify(backend, e),
+            Fail::Store(e) => e,
+        }
+    }
+}
+
+/// Runs `body` with `$pool` bound to the concrete pool of whichever backend
+/// the store has. The body is expanded once per backend, so it is written
+/// once and type-checked against both drivers.
+macro_rules! with_pool {
+    ($store:expr, |$pool:ident| $($body:tt)*) => {{
+        let backend = $store.kind();
+        let result: ::std::result::Result<_, $crate::Fail> = match &$store.backend {
+            $crate::Backend::Sqlite($pool) => async { $($body)* }.await,
+            $crate::Backend::Postgres($pool) => async { $($body)* }.await,
+        };
+        result.map_err(|f| f.into_store_error(backend))
+    }};
+}
+pub(crate) use with_pool;
+
+/// Begins a transaction that will write.
+pub(crate) trait BeginWrite {
+    type Db: sqlx::Database;
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Self::Db>, sqlx::Error>;
+}
+
+impl BeginWrite for SqlitePool {
+    type Db = sqlx::Sqlite;
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+        // IMMEDIATE takes the write lock up front (waiting out busy_timeout).
+        // A deferred transaction that reads first and writes later fails at
+        // once with BUSY when another writer got in between.
+        self.begin_with("BEGIN IMMEDIATE").await
+    }
+}
+
+impl BeginWrite for PgPool {
+    type Db = sqlx::Postgres;
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
+        self.begin().await
+    }
+}
+
+impl Store {
+    /// Opens the store at `url` (`sqlite://PATH` or `postgres://...`) and
+    /// brings its schema up to [`SCHEMA_VERSION`].
+    pub async fn open(url: &str) -> Result<Store, StoreError> {
+        Store::open_with(url, StoreOptions::default()).await
+    }
+
+    pub async fn open_with(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        Store::open_at(url, options, SCHEMA_VERSION).await
+    }
+
+    /// Opens the store migrating only up to `version`. For tests of bringing an
+    /// older store forward; mesh itself always opens at [`SCHEMA_VERSION`].
+    #[doc(hidden)]
+    pub async fn open_at(
+        url: &str,
+        options: StoreOptions,
+        version: i64,
+    ) -> Result<Store, StoreError> {
+        let store = Store::connect(url, &options).await?;
+        if let Err(e) = store.migrate(version).await {
+            store.close().await;
+            return Err(e);
+        }
+        Ok(store)
+    }
+
+    async fn connect(url: &str, options: &StoreOptions) -> Result<Store, StoreError> {
+        let redacted_url = redact_url(url);
+        match url::parse(url)? {
+            url::Target::Sqlite(path) => {
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(parent).map_err(|e| StoreError::Unavailable {
+                        backend: BackendKind::Sqlite,
+                        source: sqlx::Error::Io(e),
+                    })?;
+                }
+                let connect = sqlx::sqlite::SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true)
+                    // WAL: readers never block the writer, so concurrent
+                    // callers share the file for real.
+                    .journal_mode(SqliteJournalMode::Wal)
+                    // FULL: a committed token spend or credential survives a
+                    // power cut, not only a process crash.
+                    .synchronous(SqliteSynchronous::Full)
+                    .foreign_keys(true)
+                    .busy_timeout(options.busy_timeout);
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(options.max_connections)
+                    .acquire_timeout(options.acquire_timeout)
+                    .connect_with(connect)
+                    .await
+                    .map_err(|e| StoreError::classify(BackendKind::Sqlite, e))?;
+                Ok(Store {
+                    backend: Backend::Sqlite(pool),
+                    redacted_url,
+                })
+            }
+            url::Target::Postgres(connect) => {
+                let pool = PgPoolOptions::new()
+                    .max_connections(options.max_connections)
+                    .acquire_timeout(options.acquire_timeout)
+                    .connect_with(*connect)
+                    .await
+                    .map_err(|e| StoreError::classify(BackendKind::Postgres, e))?;
+                Ok(Store {
+                    backend: Backend::Postgres(pool),
+                    redacted_url,
+                })
+            }
+        }
+    }
+
+    pub fn kind(&self) -> BackendKind {
+        match self.backend {
+            Backend::Sqlite(_) => BackendKind::Sqlite,
+            Backend::Postgres(_) => BackendKind::Postgres,
+        }
+    }
+
+    /// The store's URL with any password replaced by `***`.
+    pub fn url(&self) -> &str {
+        &self.redacted_url
+    }
+
+    /// Closes every connection; later calls fail as unavailable.
+    pub async fn close(&self) {
+        match &self.backend {
+            Backend::Sqlite(p) => p.close().await,
+            Backend::Postgres(p) => p.close().await,
+        }
+    }
+
+    /// The schema version recorded in the store.
+    pub async fn schema_version(&self) -> Result<i64, StoreError> {
+        with_pool!(self, |pool| {
+            let (v,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(version), 0) FROM mesh_schema")
+                .fetch_one(pool)
+                .await?;
+            Ok(v)
+        })
+    }
+
+    /// Applies every migration newer than the store's version, up to `target`.
+    async fn migrate(&self, target: i64) -> Result<(), StoreError> {
+        let backend = self.kind();
+        with_pool!(self, |pool| {
+            sqlx::query(CREATE_SCHEMA_TABLE).execute(pool).await?;
+            let (current,): (i64,) =
+                sqlx::query_as("SELECT COALESCE(MAX(version), 0) FROM mesh_schema")
+                    .fetch_one(pool)
+                    .await?;
+            // Refuse before touching anything: a newer mesh may have moved
+            // records this binary would misread or overwrite.
+            if current > SCHEMA_VERSION {
+                return Err(StoreError::SchemaTooNew {
+                    found: current,
+                    supported: SCHEMA_VERSION,
+                }
+                .into());
+            }
+            for m in MIGRATIONS
+                .iter()
+                .filter(|m| m.version > current && m.version <= target)
+            {
+                let mut tx = pool.begin_write().await?;
+                if backend == BackendKind::Postgres {
+                    // Two controllers opening one fresh database at once would
+                    // both try to create the tables; the lock makes one wait.
+                    sqlx::query("SELECT pg_advisory_xact_lock(7046218)")
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let (now_at,): (i64,) =
+                    sqlx::query_as("SELECT COALESCE(MAX(version), 0) FROM mesh_schema")
+                        .fetch_one(&mut *tx)
+                        .await?;
+                if now_at >= m.version {
+                    tx.rollback().await?;
+                    continue;
+                }
+                sqlx::raw_sql(&m.sql_for(backend)).execute(&mut *tx).await?;
+                sqlx::query(
+                    "INSERT INTO mesh_schema (version, name, applied_at) VALUES ($1, $2, $3)",
+                )
+                .bind(m.version)
+                .bind(m.name)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await?;
+                tx.commit().await?;
+            }
+            Ok(())
+        })
+    }
+}
+
+fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

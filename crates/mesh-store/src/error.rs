@@ -1,0 +1,230 @@
+//! What can go wrong with the store, typed so a caller can act on it.
+//!
+//! The controller's store window rests on one distinction: [`StoreError::Unavailable`]
+//! (the store could not take the call now; try the same call later) versus
+//! everything else (the store took the call and said no). Anything that is not
+//! demonstrably an outage is *not* classified as one, so a refusal is never
+//! retried forever.
+
+use std::fmt;
+
+use mesh_core::names::Name;
+
+use crate::Millis;
+
+/// Which database sits behind a [`crate::Store`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    Sqlite,
+    Postgres,
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendKind::Sqlite => "sqlite",
+            BackendKind::Postgres => "postgresql",
+        })
+    }
+}
+
+/// Every error the store returns. Messages never carry a secret: not a token,
+/// not a credential, not the password a store URL may hold.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be reached or could not take the call right now
+    /// (connection refused or closed, pool timeout, I/O, database busy or
+    /// shutting down). The same call may succeed later.
+    #[error("the {backend} store is unavailable")]
+    Unavailable {
+        backend: BackendKind,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The store's schema was written by a newer mesh; touching it could
+    /// destroy what that version recorded.
+    #[error(
+        "store schema version {found} is newer than this mesh binary supports ({supported}); upgrade mesh"
+    )]
+    SchemaTooNew { found: i64, supported: i64 },
+    /// An enrolment token was refused; every reason displays the same.
+    #[error(transparent)]
+    TokenRefused(#[from] TokenRefused),
+    #[error("{what} {key} is not in the store")]
+    NotFound { what: &'static str, key: String },
+    #[error("{what} {key} is already in the store")]
+    AlreadyExists { what: &'static str, key: String },
+    #[error(
+        "declaration {version} for node {node} is not newer than the newest recorded ({newest})"
+    )]
+    StaleDeclaration {
+        node: Name,
+        version: i64,
+        newest: i64,
+    },
+    /// The store refused the write: a constraint (foreign key, check, not
+    /// null, uniqueness not anticipated by a more specific variant) or a
+    /// statement error.
+    #[error("the {backend} store refused this: {kind}")]
+    Refused {
+        backend: BackendKind,
+        kind: RefusalKind,
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The URL does not name a store mesh can open. `url` is redacted.
+    #[error("store url {url} cannot be used: {reason}")]
+    BadUrl { url: String, reason: String },
+    /// A value read back from the store is not one mesh could have written.
+    #[error("a {what} record in the store is malformed: {detail}")]
+    Malformed { what: &'static str, detail: String },
+    /// A value handed to the store is out of range for it.
+    #[error("{what} cannot be stored: {detail}")]
+    Invalid { what: &'static str, detail: String },
+    #[error("hashing a credential failed")]
+    Hash {
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl StoreError {
+    /// True when the store could not take the call now (retry later), false
+    /// when it answered (a refusal, a missing record, ...).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Unavailable { .. })
+    }
+
+    pub(crate) fn classify(backend: BackendKind, e: sqlx::Error) -> StoreError {
+        if is_outage(backend, &e) {
+            return StoreError::Unavailable { backend, source: e };
+        }
+        let kind = match &e {
+            sqlx::Error::Database(db) => match db.kind() {
+                sqlx::error::ErrorKind::UniqueViolation => RefusalKind::Unique,
+                sqlx::error::ErrorKind::ForeignKeyViolation => RefusalKind::ForeignKey,
+                sqlx::error::ErrorKind::NotNullViolation => RefusalKind::NotNull,
+                sqlx::error::ErrorKind::CheckViolation => RefusalKind::Check,
+                _ => RefusalKind::Statement,
+            },
+            sqlx::Error::RowNotFound => RefusalKind::NoRow,
+            sqlx::Error::ColumnDecode { .. }
+            | sqlx::Error::Decode(_)
+            | sqlx::Error::ColumnNotFound(_)
+            | sqlx::Error::ColumnIndexOutOfBounds { .. }
+            | sqlx::Error::TypeNotFound { .. } => RefusalKind::Decode,
+            _ => RefusalKind::Statement,
+        };
+        StoreError::Refused {
+            backend,
+            kind,
+            source: e,
+        }
+    }
+}
+
+/// Is this error the store being away (as opposed to the store answering no)?
+fn is_outage(backend: BackendKind, e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        // A server that dies mid-message leaves the protocol half-read.
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(db) => match backend {
+            BackendKind::Postgres => db.code().is_some_and(|c| pg_outage(&c)),
+            BackendKind::Sqlite => db
+                .code()
+                .and_then(|c| c.parse::<i32>().ok())
+                .is_some_and(sqlite_outage),
+        },
+        _ => false,
+    }
+}
+
+/// SQLSTATEs that mean "not now" rather than "no".
+fn pg_outage(sqlstate: &str) -> bool {
+    // 08: connection exception; 53: insufficient resources (too many
+    // connections, disk full); 58: system error (I/O); 57P01-57P03: the
+    // server is shutting down or starting; 40001/40P01: serialization
+    // failure or deadlock, where retrying the same call is the remedy.
+    sqlstate.starts_with("08")
+        || sqlstate.starts_with("53")
+        || sqlstate.starts_with("58")
+        || matches!(sqlstate, "57P01" | "57P02" | "57P03" | "40001" | "40P01")
+}
+
+/// SQLite primary result codes that mean the file cannot be used right now.
+fn sqlite_outage(extended: i32) -> bool {
+    // The primary code is the low byte of the extended one.
+    matches!(
+        extended & 0xff,
+        5 /* BUSY */ | 6 /* LOCKED */ | 7 /* NOMEM */ | 8 /* READONLY */
+        | 10 /* IOERR */ | 11 /* CORRUPT */ | 13 /* FULL */ | 14 /* CANTOPEN */
+        | 15 /* PROTOCOL */ | 26 /* NOTADB */
+    )
+}
+
+/// What kind of "no" the store said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    Unique,
+    ForeignKey,
+    NotNull,
+    Check,
+    /// The query ran but returned no row where one was required.
+    NoRow,
+    /// A column could not be read as the type mesh expects.
+    Decode,
+    /// Any other statement error (syntax, missing table, ...).
+    Statement,
+}
+
+impl fmt::Display for RefusalKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RefusalKind::Unique => "a record with that key already exists",
+            RefusalKind::ForeignKey => "a record it refers to is missing or still referred to",
+            RefusalKind::NotNull => "a required value is missing",
+            RefusalKind::Check => "a value is out of range",
+            RefusalKind::NoRow => "no matching record",
+            RefusalKind::Decode => "a stored value has an unexpected type",
+            RefusalKind::Statement => "the statement failed",
+        })
+    }
+}
+
+/// An enrolment token was not accepted.
+///
+/// The message is the same for every reason: a node that presents a bad token
+/// learns nothing about which tokens exist. The reason is for the log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("this enrolment token cannot be used; ask the operator for a new one")]
+pub struct TokenRefused {
+    pub node: String,
+    pub reason: RefusalReason,
+}
+
+/// Why a token was refused. Determined after the refusal, for the log only:
+/// the decision itself is the single spend statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RefusalReason {
+    /// No token with this secret was ever issued for this node.
+    Unknown,
+    /// The token was spent already.
+    Spent { at: Millis },
+    /// The token expired before it was presented.
+    Expired { at: Millis },
+}
+
+impl fmt::Display for RefusalReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RefusalReason::Unknown => f.write_str("no such token was issued for this node"),
+            RefusalReason::Spent { at } => write!(f, "the token was spent at {at} (unix ms)"),
+            RefusalReason::Expired { at } => write!(f, "the token expired at {at} (unix ms)"),
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! The records the store keeps, as the rest of mesh sees them.
+
+use std::fmt;
+
+use mesh_core::names::Name;
+
+use crate::Millis;
+use crate::secret::Secret;
+
+/// A machine in the mesh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub name: Name,
+    /// Set at enrolment; `None` until the node has spent its token.
+    pub public_key: Option<String>,
+    /// Ports the operator gave this node, ascending.
+    pub ports: Vec<u16>,
+    pub created_at: Millis,
+    pub enrolled_at: Option<Millis>,
+    /// Last heartbeat heard; heartbeats themselves are never kept.
+    pub last_seen_at: Option<Millis>,
+}
+
+/// A freshly issued enrolment token. The secret is shown here once; the
+/// store keeps only its SHA-256.
+#[derive(Debug)]
+pub struct IssuedToken {
+    pub node: Name,
+    pub secret: Secret,
+    pub issued_at: Millis,
+    pub expires_at: Millis,
+}
+
+/// A token that can still be spent (one enrolment user per live token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveToken {
+    pub node: Name,
+    /// bcrypt hash of the token's secret: the enrolment user's password hash
+    /// in the users file, for as long as the token is live.
+    pub bus_hash: String,
+    pub issued_at: Millis,
+    pub expires_at: Millis,
+}
+
+/// A successful enrolment: the token is spent and the node's key recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Enrolled {
+    pub node: Name,
+    pub public_key: String,
+    pub enrolled_at: Millis,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialKind {
+    /// A host, a module or the controller: 256-bit secret, low bcrypt cost.
+    Machine,
+    /// An operator: high bcrypt cost.
+    Person,
+}
+
+impl CredentialKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            CredentialKind::Machine => "machine",
+            CredentialKind::Person => "person",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "machine" => Some(CredentialKind::Machine),
+            "person" => Some(CredentialKind::Person),
+            _ => None,
+        }
+    }
+}
+
+/// A recorded credential: the principal and the bcrypt hash of its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credential {
+    pub principal: String,
+    pub kind: CredentialKind,
+    pub bcrypt_hash: String,
+    /// The node whose host or module this credential belongs to.
+    pub node: Option<Name>,
+    /// The module, for a module's credential on `node`.
+    pub module: Option<Name>,
+    pub created_at: Millis,
+}
+
+/// Which tools a person may call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolGrant {
+    /// `*`: every tool.
+    All,
+    /// Exactly these (sorted, no duplicates when read back).
+    Tools(Vec<String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Person {
+    pub name: Name,
+    pub tools: ToolGrant,
+    pub created_at: Millis,
+}
+
+/// A registered module and its manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Module {
+    pub name: Name,
+    /// The manifest exactly as registered.
+    pub manifest_source: String,
+    /// `sha256:<hex>` of `manifest_source`, computed by the store.
+    pub manifest_digest: String,
+    pub registered_at: Millis,
+    pub updated_at: Millis,
+}
+
+/// A version of a module: a commit, and the build it was built by if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleVersion {
+    pub module: Name,
+    pub rev: String,
+    pub build_id: Option<String>,
+    pub recorded_at: Millis,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeatScope {
+    /// One holder per node.
+    Node,
+    /// One holder in the mesh.
+    Mesh,
+}
+
+impl SeatScope {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            SeatScope::Node => "node",
+            SeatScope::Mesh => "mesh",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Self> {
+        match s {
+            "node" => Some(SeatScope::Node),
+            "mesh" => Some(SeatScope::Mesh),
+            _ => None,
+        }
+    }
+}
+
+/// A seat (or, with `declared_by` `None`, a role the mesh itself declares).
+/// Its accepts/emits/tools live in the declaring manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seat {
+    pub name: Name,
+    pub declared_by: Option<Name>,
+    pub scope: SeatScope,
+    /// Empty: a marker.
+    pub protocol: String,
+}
+
+/// Module `module` runs on node `node`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    pub node: Name,
+    pub module: Name,
+    pub created_at: Millis,
+}
+
+/// The whole desired state of one node at one version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declaration {
+    pub node: Name,
+    pub version: i64,
+    pub digest: String,
+    pub body: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModuleState {
+    Running,
+    Failed { reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleOutcome {
+    pub module: Name,
+    pub state: ModuleState,
+}
+
+/// What a host said after applying a declaration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub node: Name,
+    pub declaration_version: i64,
+    /// Sorted by module when read back.
+    pub outcomes: Vec<ModuleOutcome>,
+    pub received_at: Millis,
+}
+
+/// A report as recorded, with the id the store gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredReport {
+    pub id: i64,
+    pub report: Report,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildState {
+    Succeeded,
+    Failed { reason: String },
+}
+
+/// A build output, addressed by digest in the artifact store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    pub name: String,
+    /// `sha256:<hex>`.
+    pub digest: String,
+    pub path: String,
+    pub size: u64,
+}
+
+/// One finished build, as announced by the build machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    /// The request id the asker chose.
+    pub id: String,
+    /// `None` for a build that failed before it knew its module.
+    pub module: Option<Name>,
+    pub rev: Option<String>,
+    pub state: BuildState,
+    /// What the build read, in the order it reported them.
+    pub inputs: Vec<String>,
+    /// Sorted by name when read back.
+    pub artifacts: Vec<Artifact>,
+    pub finished_at: Millis,
+}
+
+/// What forgetting a node removed, for the operator's log.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Forgotten {
+    /// Principals whose credentials were deleted, sorted.
+    pub credentials: Vec<String>,
+    pub assignments: u64,
+}
+
+impl fmt::Display for ToolGrant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolGrant::All => f.write_str("*"),
+            ToolGrant::Tools(t) => f.write_str(&t.join(",")),
+        }
+    }
+}

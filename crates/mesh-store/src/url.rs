@@ -1,0 +1,162 @@
+//! Which store a URL names, and how to print it without its password.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use sqlx::postgres::PgConnectOptions;
+
+use crate::error::StoreError;
+
+/// The embedded default: a SQLite file beside where mesh runs.
+pub const DEFAULT_URL: &str = "sqlite://./.mesh/mesh.db";
+
+const DEFAULT_SQLITE_PATH: &str = "./.mesh/mesh.db";
+
+pub(crate) enum Target {
+    Sqlite(PathBuf),
+    Postgres(Box<PgConnectOptions>),
+}
+
+pub(crate) fn parse(url: &str) -> Result<Target, StoreError> {
+    let bad = |reason: String| StoreError::BadUrl {
+        url: redact_url(url),
+        reason,
+    };
+    if let Some(rest) = url.strip_prefix("sqlite:") {
+        let path = rest.strip_prefix("//").unwrap_or(rest);
+        if path.contains('?') {
+            return Err(bad(
+                "options in a sqlite url are not supported; mesh sets them itself".into(),
+            ));
+        }
+        if path == ":memory:" {
+            // Every pooled connection would get its own empty database, and
+            // everything would be lost at exit.
+            return Err(bad(
+                "an in-memory store cannot hold the mesh's records; give a file path".into(),
+            ));
+        }
+        let path = if path.is_empty() {
+            DEFAULT_SQLITE_PATH
+        } else {
+            path
+        };
+        return Ok(Target::Sqlite(PathBuf::from(path)));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return PgConnectOptions::from_str(url)
+            .map(|o| Target::Postgres(Box::new(o)))
+            // The driver's message may quote the URL; scrub before keeping it.
+            .map_err(|e| bad(scrub(&e.to_string(), url)));
+    }
+    Err(bad(
+        "expected sqlite://PATH (the embedded default) or postgres://USER@HOST/DATABASE".into(),
+    ))
+}
+
+/// `url` with the password (in the userinfo or a `password=` parameter)
+/// replaced by `***`, safe to print.
+pub fn redact_url(url: &str) -> String {
+    let out = match password_span(url) {
+        Some((s, e)) if s < e => format!("{}***{}", &url[..s], &url[e..]),
+        _ => url.to_string(),
+    };
+    redact_password_param(&out)
+}
+
+/// Byte range of the password in `scheme://user:password@host...`. Errs on
+/// the side of hiding too much: the userinfo ends at the *last* '@' before any
+/// query, so a password holding an unencoded '/' or '@' is still covered.
+fn password_span(url: &str) -> Option<(usize, usize)> {
+    let start = url.find("://")? + 3;
+    let end = url[start..]
+        .find(['?', '#'])
+        .map_or(url.len(), |i| start + i);
+    let at = start + url[start..end].rfind('@')?;
+    let colon = start + url[start..at].find(':')?;
+    Some((colon + 1, at))
+}
+
+fn userinfo_password(url: &str) -> Option<&str> {
+    password_span(url).map(|(s, e)| &url[s..e])
+}
+
+fn redact_password_param(url: &str) -> String {
+    let Some(q) = url.find('?') else {
+        return url.to_string();
+    };
+    let (head, query) = url.split_at(q + 1);
+    let parts: Vec<String> = query
+        .split('&')
+        .map(|kv| match kv.split_once('=') {
+            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+            _ => kv.to_string(),
+        })
+        .collect();
+    format!("{head}{}", parts.join("&"))
+}
+
+/// Removes the URL's password (and the URL itself) from a driver message.
+fn scrub(message: &str, url: &str) -> String {
+    let mut m = message.replace(url, &redact_url(url));
+    if let Some(pw) = userinfo_password(url).filter(|p| !p.is_empty()) {
+        m = m.replace(pw, "***");
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_userinfo_password() {
+        assert_eq!(
+            redact_url("postgres://mesh:s3cr@t@db:5432/mesh"),
+            "postgres://mesh:***@db:5432/mesh"
+        );
+        assert_eq!(
+            redact_url("postgres://u:pa/ss@db/mesh"),
+            "postgres://u:***@db/mesh"
+        );
+        assert_eq!(
+            redact_url("postgres://mesh@db/mesh"),
+            "postgres://mesh@db/mesh"
+        );
+        assert_eq!(
+            redact_url("postgres://db/mesh?user=a&password=hunter2&sslmode=require"),
+            "postgres://db/mesh?user=a&password=***&sslmode=require"
+        );
+    }
+
+    #[test]
+    fn bad_url_never_shows_the_password() {
+        let url = "postgres://mesh:hunter2@db:notaport/mesh";
+        let Err(e) = parse(url) else {
+            panic!("a port that is not a number must be refused")
+        };
+        assert!(matches!(e, StoreError::BadUrl { .. }), "{e:?}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        assert!(!format!("{e:?}").contains("hunter2"), "{e:?}");
+    }
+
+    #[test]
+    fn sqlite_default_path_and_refusals() {
+        match parse("sqlite://") {
+            Ok(Target::Sqlite(p)) => assert_eq!(p, PathBuf::from(DEFAULT_SQLITE_PATH)),
+            _ => panic!("sqlite:// must mean the default path"),
+        }
+        match parse("sqlite:///var/lib/mesh/mesh.db") {
+            Ok(Target::Sqlite(p)) => assert_eq!(p, PathBuf::from("/var/lib/mesh/mesh.db")),
+            _ => panic!("absolute path"),
+        }
+        assert!(matches!(
+            parse("sqlite::memory:"),
+            Err(StoreError::BadUrl { .. })
+        ));
+        assert!(matches!(
+            parse("mysql://x/y"),
+            Err(StoreError::BadUrl { .. })
+        ));
+    }
+}
