@@ -1,2 +1,9 @@
-//! mesh-bus: the NATS side of mesh (connect with a pinned certificate, assert
-//! JetStream objects, publish, consume). The seam a second bus would sit behind.
+//! mesh-bus: the NATS side of mesh. It carries out what `mesh-core` decided —
+//! connecting as a principal, asserting the JetStream objects — and is the
+//! seam a second bus would sit behind.
+
+pub mod connect;
+pub mod objects;
+
+pub use connect::{BusConfig, ConnectError, Secret, connect};
+pub use objects::{AssertError, AssertReport, assert_objects};

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod authority;
 pub mod check;
+pub mod fleet;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
 /// principal's authority on the bus is derived from declarations.
@@ -23,6 +25,22 @@ pub enum Command {
     Version,
     /// Check manifests one by one and as a catalogue (exit 1 on any error).
     Check(check::CheckArgs),
+    /// Derive and explain principals' permissions; compose the users file.
+    Authority(authority::AuthorityArgs),
+    /// Record a fleet (nodes, assignments, persons, tokens) from a file.
+    Fleet(FleetCommand),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct FleetCommand {
+    #[command(subcommand)]
+    pub command: FleetSubcommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetSubcommand {
+    /// Record the fleet a file describes and mint missing credentials.
+    Load(fleet::FleetArgs),
 }
 
 /// Parses `args` and runs the chosen subcommand; the exit code is the command's.
@@ -45,6 +63,10 @@ where
             ExitCode::SUCCESS
         }
         Command::Check(args) => check::run(&args).unwrap_or_else(edge_error),
+        Command::Authority(args) => authority::run(&args).unwrap_or_else(edge_error),
+        Command::Fleet(FleetCommand {
+            command: FleetSubcommand::Load(args),
+        }) => fleet::run(&args).unwrap_or_else(edge_error),
     }
 }
 

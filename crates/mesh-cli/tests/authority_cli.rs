@@ -1,0 +1,196 @@
+//! `mesh fleet load`, `mesh authority compose` and `mesh authority explain`
+//! from the binary, against a SQLite store in a temp dir.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .canonicalize()
+        .unwrap()
+}
+
+fn mesh(dir: &Path, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_mesh"))
+        .args(args)
+        .env(
+            "MESH_STORE",
+            format!("sqlite://{}", dir.join("mesh.db").display()),
+        )
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mesh {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn load_fleet(dir: &Path) {
+    let catalogue = examples().join("catalogue");
+    let fleet = examples().join("fleet.toml");
+    mesh(
+        dir,
+        &[
+            "fleet",
+            "load",
+            fleet.to_str().unwrap(),
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+        ],
+    );
+}
+
+fn compose(dir: &Path, out: &str) -> (Vec<u8>, String) {
+    let catalogue = examples().join("catalogue");
+    let o = mesh(
+        dir,
+        &[
+            "authority",
+            "compose",
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+            "--out",
+            out,
+        ],
+    );
+    (
+        std::fs::read(dir.join(out)).unwrap(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn compose_is_deterministic_and_the_server_accepts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    load_fleet(dir.path());
+    let (a, stderr) = compose(dir.path(), "broker/users.conf");
+    // The node that only holds a token has no host credential yet: named.
+    assert!(
+        stderr.contains("left out") && stderr.contains("host_n4"),
+        "{stderr}"
+    );
+    // Loading again mints nothing and changes nothing.
+    load_fleet(dir.path());
+    let (b, _) = compose(dir.path(), "broker/users.conf");
+    assert_eq!(a, b, "same records, same bytes");
+    let text = String::from_utf8(a).unwrap();
+    assert!(text.contains("user: \"enrol_n4\""));
+    assert!(!text.contains("user: \"host_n4\""));
+
+    // The broker's own config includes ours by bare name, from its directory.
+    let broker = dir.path().join("broker");
+    std::fs::write(
+        broker.join("nats.conf"),
+        format!(
+            "listen: \"127.0.0.1:-1\"\njetstream {{ store_dir: {:?} }}\ninclude users.conf\n",
+            dir.path().join("js").display().to_string()
+        ),
+    )
+    .unwrap();
+    mesh_testkit::nats::test_config(&broker.join("nats.conf"))
+        .expect("nats-server -t accepts the composed users file");
+}
+
+#[test]
+fn explain_names_the_manifest_line_behind_each_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    load_fleet(dir.path());
+    let catalogue = examples().join("catalogue");
+    let out = mesh(
+        dir.path(),
+        &[
+            "authority",
+            "explain",
+            "module_n1_audit-log",
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["name"], "module_n1_audit-log");
+    assert_eq!(v["has_credential"], true);
+    let emits = v["permissions"]["publish"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["subject"] == "mesh.mod.audit-log.event.entry-written")
+        .expect("the emitted event is granted");
+    assert_eq!(emits["cause"]["from"], "manifest");
+    assert!(
+        emits["cause"]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("audit-log/mesh.toml")
+    );
+    assert_eq!(emits["cause"]["line"], 15);
+
+    let text = mesh(
+        dir.path(),
+        &[
+            "authority",
+            "explain",
+            "person_bob",
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+        ],
+    );
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("mesh.seat.git.tool.clone"), "{text}");
+    assert!(text.contains("allow_responses: no"), "{text}");
+}
+
+#[test]
+fn explaining_an_unknown_principal_lists_the_known_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    load_fleet(dir.path());
+    let catalogue = examples().join("catalogue");
+    let out = Command::new(env!("CARGO_BIN_EXE_mesh"))
+        .args(["authority", "explain", "host_nope", "--catalogue"])
+        .arg(&catalogue)
+        .env(
+            "MESH_STORE",
+            format!("sqlite://{}", dir.path().join("mesh.db").display()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no principal \"host_nope\"") && err.contains("host_n1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_fleet_file_with_a_typo_is_refused_with_its_location() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet.toml");
+    std::fs::write(
+        &fleet,
+        "[[node]]\nname = \"n1\"\nmodulse = [\"git-server\"]\n",
+    )
+    .unwrap();
+    let catalogue = examples().join("catalogue");
+    let out = Command::new(env!("CARGO_BIN_EXE_mesh"))
+        .args(["fleet", "load"])
+        .arg(&fleet)
+        .arg("--catalogue")
+        .arg(&catalogue)
+        .env(
+            "MESH_STORE",
+            format!("sqlite://{}", dir.path().join("mesh.db").display()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("fleet.toml:3:1"), "{err}");
+    assert!(err.contains("modulse"), "{err}");
+}
