@@ -12,6 +12,7 @@ use mesh_core::authority::{
     self, ControllerSpec, Grant, PersonRecord, Principal, Records, ToolAccess,
 };
 use mesh_core::catalogue::Catalogue;
+use mesh_core::jetstream::ConsumerSpec;
 use mesh_core::manifest::refs::parse_tool_ref;
 use mesh_core::users_file;
 use mesh_store::{Store, ToolGrant};
@@ -173,19 +174,35 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
         );
     };
     let has_credential = loaded.hashes.contains_key(&p.name);
+    let objects = mesh_core::jetstream::derive(
+        &loaded.catalogue,
+        &loaded.records,
+        &ControllerSpec::default(),
+    )?;
+    // The consumers delivering to this principal: what it hears, and through which filters.
+    let consumers: Vec<&ConsumerSpec> = objects
+        .consumers
+        .iter()
+        .filter(|c| {
+            p.permissions
+                .subscribe_subjects()
+                .contains(c.deliver_subject.as_str())
+        })
+        .collect();
     match args.format {
         Format::Json => {
             let mut v = serde_json::to_value(p)?;
             v["has_credential"] = serde_json::Value::Bool(has_credential);
+            v["consumers"] = serde_json::to_value(&consumers)?;
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
-        Format::Text => print!("{}", render(p, has_credential)),
+        Format::Text => print!("{}", render(p, has_credential, &consumers)),
     }
     Ok(ExitCode::SUCCESS)
 }
 
 /// The text of `mesh authority explain`.
-pub fn render(p: &Principal, has_credential: bool) -> String {
+pub fn render(p: &Principal, has_credential: bool, consumers: &[&ConsumerSpec]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(out, "principal {} ({})", p.name, p.source);
@@ -219,6 +236,25 @@ pub fn render(p: &Principal, has_credential: bool) -> String {
     };
     section(&mut out, "publish", &p.permissions.publish);
     section(&mut out, "subscribe", &p.permissions.subscribe);
+    for c in consumers {
+        let _ = writeln!(
+            out,
+            "consumer {} on {} delivers to {}{}:",
+            c.name,
+            c.stream,
+            c.deliver_subject,
+            c.deliver_group
+                .as_deref()
+                .map(|g| format!(" (group {g})"))
+                .unwrap_or_default()
+        );
+        for f in &c.filter_subjects {
+            let _ = writeln!(out, "  {f}");
+        }
+        if c.filter_subjects.is_empty() {
+            let _ = writeln!(out, "  (every subject of {})", c.stream);
+        }
+    }
     match &p.permissions.allow_responses {
         Some(c) => {
             let _ = writeln!(out, "allow_responses: yes, because {c}");

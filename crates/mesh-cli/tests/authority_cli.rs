@@ -130,6 +130,17 @@ fn explain_names_the_manifest_line_behind_each_grant() {
             .ends_with("audit-log/mesh.toml")
     );
     assert_eq!(emits["cause"]["line"], 15);
+    // What it hears: its EVENTS consumer and that consumer's filters.
+    let consumers = v["consumers"].as_array().unwrap();
+    assert_eq!(consumers.len(), 1);
+    assert_eq!(consumers[0]["name"], "mod_audit-log");
+    assert!(
+        consumers[0]["filter_subjects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f == "mesh.seat.mesh-build-machine.event.built")
+    );
 
     let text = mesh(
         dir.path(),
