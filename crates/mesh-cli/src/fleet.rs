@@ -210,14 +210,18 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     }
     store.close().await;
     println!(
-        "fleet loaded: {} nodes, {} persons, {} tokens issued, {} credentials minted (secrets in {})",
-        fleet.node.len(),
-        fleet.person.len(),
-        written,
-        minted,
+        "fleet loaded: {}, {}, {} issued, {} minted (secrets in {})",
+        count(fleet.node.len(), "node"),
+        count(fleet.person.len(), "person"),
+        count(written, "token"),
+        count(minted, "credential"),
         args.secrets_dir.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Writes one secret, readable by its owner only.
