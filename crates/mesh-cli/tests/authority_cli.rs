@@ -11,8 +11,9 @@ fn examples() -> PathBuf {
         .unwrap()
 }
 
-fn mesh(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_mesh"))
+/// Runs `mesh` with its store in `dir`, whatever it exits with.
+fn run_mesh(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mesh"))
         .args(args)
         .env(
             "MESH_STORE",
@@ -20,7 +21,12 @@ fn mesh(dir: &Path, args: &[&str]) -> Output {
         )
         .current_dir(dir)
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs `mesh` with its store in `dir` and requires success.
+fn mesh(dir: &Path, args: &[&str]) -> Output {
+    let out = run_mesh(dir, args);
     assert!(
         out.status.success(),
         "mesh {args:?}: {}{}",
@@ -162,15 +168,16 @@ fn explaining_an_unknown_principal_lists_the_known_ones() {
     let dir = tempfile::tempdir().unwrap();
     load_fleet(dir.path());
     let catalogue = examples().join("catalogue");
-    let out = Command::new(env!("CARGO_BIN_EXE_mesh"))
-        .args(["authority", "explain", "host_nope", "--catalogue"])
-        .arg(&catalogue)
-        .env(
-            "MESH_STORE",
-            format!("sqlite://{}", dir.path().join("mesh.db").display()),
-        )
-        .output()
-        .unwrap();
+    let out = run_mesh(
+        dir.path(),
+        &[
+            "authority",
+            "explain",
+            "host_nope",
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -189,17 +196,16 @@ fn a_fleet_file_with_a_typo_is_refused_with_its_location() {
     )
     .unwrap();
     let catalogue = examples().join("catalogue");
-    let out = Command::new(env!("CARGO_BIN_EXE_mesh"))
-        .args(["fleet", "load"])
-        .arg(&fleet)
-        .arg("--catalogue")
-        .arg(&catalogue)
-        .env(
-            "MESH_STORE",
-            format!("sqlite://{}", dir.path().join("mesh.db").display()),
-        )
-        .output()
-        .unwrap();
+    let out = run_mesh(
+        dir.path(),
+        &[
+            "fleet",
+            "load",
+            fleet.to_str().unwrap(),
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("fleet.toml:3:1"), "{err}");
