@@ -40,7 +40,8 @@ pub struct Sources {
     #[arg(long = "catalogue", required = true)]
     pub catalogue: Vec<PathBuf>,
     /// The store holding the mesh's records (`sqlite://PATH` or `postgres://...`).
-    #[arg(long, env = "MESH_STORE", default_value = mesh_store::DEFAULT_URL)]
+    // The URL may carry the database password: `--help` must not print it.
+    #[arg(long, env = "MESH_STORE", hide_env_values = true, default_value = mesh_store::DEFAULT_URL)]
     pub store: String,
 }
 

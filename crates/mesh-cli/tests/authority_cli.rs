@@ -211,3 +211,24 @@ fn a_fleet_file_with_a_typo_is_refused_with_its_location() {
     assert!(err.contains("fleet.toml:3:1"), "{err}");
     assert!(err.contains("modulse"), "{err}");
 }
+
+#[test]
+fn help_never_prints_the_store_password() {
+    for cmd in [
+        &["authority", "compose", "--help"][..],
+        &["fleet", "load", "--help"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_mesh"))
+            .args(cmd)
+            .env("MESH_STORE", "postgres://mesh:hunter2@127.0.0.1/mesh")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{cmd:?}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(help.contains("MESH_STORE"), "{help}");
+        assert!(
+            !help.contains("hunter2"),
+            "{cmd:?} printed the password: {help}"
+        );
+    }
+}
