@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use crate::error::io;
-use crate::process::{stop_child, tail};
+use crate::process::{stop_child, wait_ready};
 use crate::tls::TestCertificates;
 use crate::{TestkitError, nats_server_binary};
 
@@ -195,30 +195,22 @@ impl NatsServer {
             .dir
             .path()
             .join(format!("nats-server_{}.ports", self.child.id()));
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(TestkitError::CommandFailed {
-                    command: "nats-server".into(),
-                    status: status.to_string(),
-                    stderr: tail(&self.log_path(), 20),
-                });
-            }
-            if let Some(port) = read_client_port(&ports_file)
-                && self.log().contains("Server is ready")
-            {
-                return Ok(port);
-            }
-            if Instant::now() > deadline {
-                return Err(TestkitError::NotReady {
-                    what: "nats-server",
-                    secs: READY_TIMEOUT.as_secs(),
-                    log: self.log_path(),
-                    tail: tail(&self.log_path(), 20),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let log = self.log_path();
+        let child = &mut self.child;
+        wait_ready(
+            "nats-server",
+            READY_TIMEOUT,
+            Duration::from_millis(20),
+            &log,
+            || child.try_wait().ok().flatten(),
+            || {
+                read_client_port(&ports_file).filter(|_| {
+                    std::fs::read_to_string(&log)
+                        .unwrap_or_default()
+                        .contains("Server is ready")
+                })
+            },
+        )
     }
 }
 

@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tempfile::TempDir;
 
 use crate::error::io;
-use crate::process::{free_port, stop_child, tail};
+use crate::process::{free_port, stop_child, wait_ready};
 use crate::{TestkitError, postgres_bin_dir};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -149,32 +149,19 @@ impl PgCluster {
     }
 
     fn wait_ready(&self) -> Result<(), TestkitError> {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if self.psql("postgres", "SELECT 1").is_ok() {
-                return Ok(());
-            }
-            if let Ok(mut g) = self.child.lock()
-                && let Some(c) = g.as_mut()
-                && let Ok(Some(status)) = c.try_wait()
-            {
-                *g = None;
-                return Err(TestkitError::CommandFailed {
-                    command: "postgres".into(),
-                    status: status.to_string(),
-                    stderr: tail(&self.log_path(), 20),
-                });
-            }
-            if Instant::now() > deadline {
-                return Err(TestkitError::NotReady {
-                    what: "postgres",
-                    secs: READY_TIMEOUT.as_secs(),
-                    log: self.log_path(),
-                    tail: tail(&self.log_path(), 20),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_ready(
+            "postgres",
+            READY_TIMEOUT,
+            Duration::from_millis(50),
+            &self.log_path(),
+            || {
+                let mut child = self.child.lock().ok()?;
+                let status = child.as_mut()?.try_wait().ok()??;
+                *child = None;
+                Some(status)
+            },
+            || self.psql("postgres", "SELECT 1").ok().map(|_| ()),
+        )
     }
 
     /// Stops the server (fast shutdown), keeping its data: an outage.

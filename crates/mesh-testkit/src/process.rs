@@ -1,7 +1,8 @@
 //! Process helpers shared by the servers: free ports, signals, waiting.
 
 use std::net::TcpListener;
-use std::process::Child;
+use std::path::Path;
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 use crate::TestkitError;
@@ -44,8 +45,43 @@ pub fn pid_alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Polls `probe` every `poll` until it yields a value. Fails with the tail of
+/// `log` when `exited` reports that the process `what` is gone, or when
+/// `timeout` passes first.
+pub(crate) fn wait_ready<T>(
+    what: &'static str,
+    timeout: Duration,
+    poll: Duration,
+    log: &Path,
+    mut exited: impl FnMut() -> Option<ExitStatus>,
+    mut probe: impl FnMut() -> Option<T>,
+) -> Result<T, TestkitError> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = exited() {
+            return Err(TestkitError::CommandFailed {
+                command: what.into(),
+                status: status.to_string(),
+                stderr: tail(log, 20),
+            });
+        }
+        if let Some(ready) = probe() {
+            return Ok(ready);
+        }
+        if Instant::now() > deadline {
+            return Err(TestkitError::NotReady {
+                what,
+                secs: timeout.as_secs(),
+                log: log.to_path_buf(),
+                tail: tail(log, 20),
+            });
+        }
+        std::thread::sleep(poll);
+    }
+}
+
 /// The last lines of a log file, for error messages.
-pub(crate) fn tail(path: &std::path::Path, lines: usize) -> String {
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
