@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
 use crate::error::io;
-use crate::process::{stop_child, wait_ready};
+use crate::process::{checked_output, stop_child, wait_ready};
 use crate::tls::TestCertificates;
 use crate::{TestkitError, nats_server_binary};
 
@@ -276,20 +276,9 @@ impl Drop for NatsServer {
 /// configuration, with its own words when it does not.
 pub fn test_config(config: &Path) -> Result<(), TestkitError> {
     let bin = nats_server_binary()?;
-    let out = Command::new(&bin)
-        .arg("-t")
-        .arg("-c")
-        .arg(config)
-        .output()
-        .map_err(io(format!("run {} -t", bin.display())))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(TestkitError::CommandFailed {
-            command: format!("nats-server -t -c {}", config.display()),
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned()
-                + &String::from_utf8_lossy(&out.stdout),
-        })
-    }
+    checked_output(
+        Command::new(&bin).arg("-t").arg("-c").arg(config),
+        &format!("nats-server -t -c {}", config.display()),
+    )?;
+    Ok(())
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 use crate::error::io;
-use crate::process::{free_port, stop_child, wait_ready};
+use crate::process::{checked_output, free_port, stop_child, wait_ready};
 use crate::{TestkitError, postgres_bin_dir};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -79,7 +79,7 @@ impl PgCluster {
             .arg(&data)
             .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
             .current_dir(dir.path());
-        run(initdb, user, "initdb")?;
+        checked_output(as_user(&mut initdb, user), "initdb")?;
         let cluster = PgCluster {
             bin,
             port: free_port()?,
@@ -139,10 +139,9 @@ impl PgCluster {
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(io("clone the log handle"))?)
             .stderr(log);
-        if let Some(u) = self.user {
-            cmd.uid(u.uid).gid(u.gid);
-        }
-        let child = cmd.spawn().map_err(io("start postgres"))?;
+        let child = as_user(&mut cmd, self.user)
+            .spawn()
+            .map_err(io("start postgres"))?;
         *guard = Some(child);
         drop(guard);
         self.wait_ready()
@@ -194,48 +193,33 @@ fn chown(path: &Path, u: RunAs) -> Result<(), TestkitError> {
         .map_err(io(format!("chown {} to postgres", path.display())))
 }
 
-fn run(mut cmd: Command, user: Option<RunAs>, what: &str) -> Result<(), TestkitError> {
+/// Runs the command as `user` when there is one.
+fn as_user(cmd: &mut Command, user: Option<RunAs>) -> &mut Command {
     if let Some(u) = user {
         cmd.uid(u.uid).gid(u.gid);
     }
-    let out = cmd.output().map_err(io(format!("run {what}")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(TestkitError::CommandFailed {
-            command: what.into(),
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
-    }
+    cmd
 }
 
 fn psql(bin: &Path, url: &str, sql: &str) -> Result<String, TestkitError> {
-    let out = Command::new(bin.join("psql"))
-        .args([
-            "-X",
-            "-q",
-            "-t",
-            "-A",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            url,
-            "-c",
-            sql,
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(io("run psql"))?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    } else {
-        Err(TestkitError::CommandFailed {
-            command: "psql".into(),
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
-    }
+    let out = checked_output(
+        Command::new(bin.join("psql"))
+            .args([
+                "-X",
+                "-q",
+                "-t",
+                "-A",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                url,
+                "-c",
+                sql,
+            ])
+            .stdin(Stdio::null()),
+        "psql",
+    )?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 static NEXT_DB: AtomicU64 = AtomicU64::new(0);

@@ -2,7 +2,7 @@
 
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Output};
 use std::time::{Duration, Instant};
 
 use crate::TestkitError;
@@ -43,6 +43,21 @@ pub(crate) fn stop_child(child: &mut Child, sig: libc::c_int, grace: Duration) {
 /// Whether a process with this pid exists (zombies included).
 pub fn pid_alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Runs `cmd` to completion; a failed exit is CommandFailed naming `what`,
+/// with what the command wrote to stderr, then stdout.
+pub(crate) fn checked_output(cmd: &mut Command, what: &str) -> Result<Output, TestkitError> {
+    let out = cmd.output().map_err(io(format!("run {what}")))?;
+    if out.status.success() {
+        return Ok(out);
+    }
+    Err(TestkitError::CommandFailed {
+        command: what.into(),
+        status: out.status.to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout),
+    })
 }
 
 /// Polls `probe` every `poll` until it yields a value. Fails with the tail of
