@@ -209,15 +209,21 @@ impl Aliases {
     /// Follows renames from `name` to its current name. A cycle stops where
     /// it would repeat (and is reported by [`check`]).
     pub fn resolve(&self, name: &Name) -> Name {
+        self.follow(name).0
+    }
+
+    /// Follows renames from `name` as far as they go: the name reached, and
+    /// whether the renames ran into a cycle (stopping where it would repeat).
+    pub fn follow(&self, name: &Name) -> (Name, bool) {
         let mut seen = BTreeSet::new();
         let mut cur = name.clone();
         while let Some(a) = self.get(&cur) {
             if !seen.insert(cur.clone()) {
-                break;
+                return (cur, true);
             }
             cur = a.new.value.clone();
         }
-        cur
+        (cur, false)
     }
 }
 
@@ -571,18 +577,10 @@ fn check_aliases(cat: &Catalogue, out: &mut Vec<Diagnostic>) {
             );
             continue;
         }
-        // A cycle: following from the new name comes back to the old one.
-        let mut seen = BTreeSet::from([a.old.value.clone()]);
-        let mut cur = a.new.value.clone();
-        let mut cycle = false;
-        while let Some(next) = cat.aliases.get(&cur) {
-            if !seen.insert(cur.clone()) {
-                cycle = true;
-                break;
-            }
-            cur = next.new.value.clone();
-        }
-        if cycle || cur == a.old.value {
+        // `a` is the first rename of its old name (later ones are duplicates,
+        // reported above), so following from the old name starts with `a`.
+        let (cur, cycle) = cat.aliases.follow(&a.old.value);
+        if cycle {
             out.push(Diagnostic::new(
                 Kind::AliasCycle,
                 loc(a.old.pos),
