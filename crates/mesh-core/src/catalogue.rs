@@ -724,7 +724,7 @@ fn check_consumes(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
                 cat,
                 &c.emitter,
                 &c.written.to_string(),
-                &c.event.to_string(),
+                c.event.written(),
                 &c.location,
                 true,
                 out,
@@ -763,7 +763,8 @@ fn check_consumes(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
 /// A reference to an emitter or provider that is not registered: a seat
 /// named as a module (or the reverse) is an error, since the derived subject
 /// is one nothing will ever publish on; otherwise a warning, as a module may
-/// be installed before the one it listens to.
+/// be installed before the one it listens to. `last` is the event or tool in
+/// manifest syntax.
 fn unregistered(
     cat: &Catalogue,
     target: &Target,
@@ -773,7 +774,6 @@ fn unregistered(
     event: bool,
     out: &mut Vec<Diagnostic>,
 ) {
-    let last = if last == ">" { "**" } else { last };
     match target {
         Target::Module(name) if cat.seat(name).is_some() => {
             let what = if cat.seat(name).is_some_and(|s| s.module.is_none()) {

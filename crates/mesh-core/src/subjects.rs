@@ -32,12 +32,41 @@ pub enum EventSelector {
     All,
 }
 
+/// `*`: one token, in a manifest and in a subject alike.
+const ANY_ONE: &str = "*";
+/// Every event as a manifest writes it.
+const ALL_WRITTEN: &str = "**";
+/// Every event as NATS writes it.
+const ALL_SUBJECT: &str = ">";
+
+impl EventSelector {
+    /// In manifest syntax: the name, `*`, or `**` (never NATS `>`).
+    pub fn written(&self) -> &str {
+        match self {
+            EventSelector::Named(n) => n.as_str(),
+            EventSelector::AnyOne => ANY_ONE,
+            EventSelector::All => ALL_WRITTEN,
+        }
+    }
+
+    /// The event token of a subject in manifest syntax: `>` is written
+    /// `**`; any other token stands as it is.
+    pub fn written_token(token: &str) -> &str {
+        if token == ALL_SUBJECT {
+            ALL_WRITTEN
+        } else {
+            token
+        }
+    }
+}
+
+/// In subject syntax (`>`, not manifest `**`).
 impl fmt::Display for EventSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             EventSelector::Named(n) => f.write_str(n.as_str()),
-            EventSelector::AnyOne => f.write_str("*"),
-            EventSelector::All => f.write_str(">"),
+            EventSelector::AnyOne => f.write_str(ANY_ONE),
+            EventSelector::All => f.write_str(ALL_SUBJECT),
         }
     }
 }

@@ -65,11 +65,7 @@ impl EventRef {
 impl fmt::Display for EventRef {
     /// In manifest syntax (`**`, not NATS `>`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.event {
-            EventSelector::Named(e) => write!(f, "{}.{e}", self.emitter),
-            EventSelector::AnyOne => write!(f, "{}.*", self.emitter),
-            EventSelector::All => write!(f, "{}.**", self.emitter),
-        }
+        write!(f, "{}.{}", self.emitter, self.event.written())
     }
 }
 
@@ -285,14 +281,14 @@ fn from_subject(s: &str, what: What) -> Option<String> {
         What::Tool => "tool",
     };
     match t.as_slice() {
-        ["mesh", "mod", m, v, e] if *v == verb => Some(format!("{m}.{}", star(e))),
-        ["mesh", "seat", m, v, e] if *v == verb => Some(format!("seat:{m}.{}", star(e))),
+        ["mesh", "mod", m, v, e] if *v == verb => {
+            Some(format!("{m}.{}", EventSelector::written_token(e)))
+        }
+        ["mesh", "seat", m, v, e] if *v == verb => {
+            Some(format!("seat:{m}.{}", EventSelector::written_token(e)))
+        }
         _ => None,
     }
-}
-
-fn star(e: &str) -> &str {
-    if e == ">" { "**" } else { e }
 }
 
 /// Validates one token as a [`Name`], pointing at the offending character.
