@@ -2,6 +2,7 @@
 //! seconds), a fresh database per test. `MESH_TEST_POSTGRES_URL`, when set,
 //! names a server to use instead of the cluster.
 
+use std::fmt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -173,12 +174,12 @@ impl PgCluster {
     }
 
     fn psql(&self, database: &str, sql: &str) -> Result<String, TestkitError> {
-        psql(&self.bin, &self.url(database), sql)
+        psql(&self.bin, &DbUrl(self.url(database)), sql)
     }
 
     /// A new, empty database in this cluster.
     pub fn create_database(&self) -> Result<TestDatabase, TestkitError> {
-        create_database(&self.bin, &self.url("postgres"))
+        create_database(&self.bin, DbUrl(self.url("postgres")))
     }
 }
 
@@ -201,39 +202,34 @@ fn as_user(cmd: &mut Command, user: Option<RunAs>) -> &mut Command {
     cmd
 }
 
-fn psql(bin: &Path, url: &str, sql: &str) -> Result<String, TestkitError> {
-    let out = checked_output(
-        Command::new(bin.join("psql"))
-            .args([
-                "-X",
-                "-q",
-                "-t",
-                "-A",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-d",
-                url,
-                "-c",
-                sql,
-            ])
-            .stdin(Stdio::null()),
-        "psql",
-    )?;
+/// Runs one statement. A password in `url` reaches psql through PGPASSWORD,
+/// never its argv, where any process on the machine could read it.
+fn psql(bin: &Path, url: &DbUrl, sql: &str) -> Result<String, TestkitError> {
+    let (url, password) = url.without_password();
+    let mut cmd = Command::new(bin.join("psql"));
+    cmd.args(["-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d"])
+        .arg(url)
+        .args(["-c", sql])
+        .stdin(Stdio::null());
+    if let Some(password) = password {
+        cmd.env("PGPASSWORD", password);
+    }
+    let out = checked_output(&mut cmd, "psql")?;
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 static NEXT_DB: AtomicU64 = AtomicU64::new(0);
 
-fn create_database(bin: &Path, admin_url: &str) -> Result<TestDatabase, TestkitError> {
+fn create_database(bin: &Path, admin_url: DbUrl) -> Result<TestDatabase, TestkitError> {
     let name = format!(
         "mesh_test_{}_{}",
         std::process::id(),
         NEXT_DB.fetch_add(1, Ordering::Relaxed)
     );
-    psql(bin, admin_url, &format!("CREATE DATABASE {name}"))?;
+    psql(bin, &admin_url, &format!("CREATE DATABASE {name}"))?;
     Ok(TestDatabase {
-        url: with_database(admin_url, &name),
-        admin_url: admin_url.to_string(),
+        url: DbUrl(with_database(&admin_url.0, &name)),
+        admin_url,
         bin: bin.to_path_buf(),
         name,
     })
@@ -258,18 +254,119 @@ fn with_database(url: &str, database: &str) -> String {
     out
 }
 
+/// A connection URL that may carry a password (`MESH_TEST_POSTGRES_URL`'s
+/// may): its Debug output masks the password.
+struct DbUrl(String);
+
+impl DbUrl {
+    /// The URL with its password taken out (from the user info and from a
+    /// `password` query parameter), and that password, percent-decoded.
+    fn without_password(&self) -> (String, Option<String>) {
+        let url = self.0.as_str();
+        let Some(start) = url.find("://").map(|i| i + 3) else {
+            return (url.to_string(), None);
+        };
+        let mut password = None;
+        let mut out = url[..start].to_string();
+        let mut rest = &url[start..];
+        // As libpq reads it: user info ends at the first '@' before any '/'.
+        if let Some(at) = rest
+            .find(['@', '/'])
+            .filter(|&i| rest[i..].starts_with('@'))
+        {
+            let userinfo = &rest[..at];
+            match userinfo.split_once(':') {
+                Some((user, secret)) => {
+                    password = Some(percent_decode(secret));
+                    out.push_str(user);
+                }
+                None => out.push_str(userinfo),
+            }
+            out.push('@');
+            rest = &rest[at + 1..];
+        }
+        let (path, query) = match rest.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (rest, None),
+        };
+        out.push_str(path);
+        let kept: Vec<&str> = query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .filter(|param| match param.split_once('=') {
+                Some(("password", secret)) => {
+                    password = Some(percent_decode(secret));
+                    false
+                }
+                _ => true,
+            })
+            .collect();
+        if !kept.is_empty() {
+            out.push('?');
+            out.push_str(&kept.join("&"));
+        }
+        (out, password)
+    }
+}
+
+impl fmt::Debug for DbUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (url, password) = self.without_password();
+        let mut t = f.debug_tuple("DbUrl");
+        t.field(&url);
+        if password.is_some() {
+            t.field(&"password redacted");
+        }
+        t.finish()
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            Some(byte) if b[i] == b'%' => {
+                out.push(byte);
+                i += 3;
+            }
+            _ => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// A fresh database, dropped (best effort) when this is dropped.
-#[derive(Debug)]
 pub struct TestDatabase {
-    url: String,
-    admin_url: String,
+    url: DbUrl,
+    admin_url: DbUrl,
     bin: PathBuf,
     name: String,
 }
 
+/// Written out so that no password reaches a test's output.
+impl fmt::Debug for TestDatabase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestDatabase")
+            .field("url", &self.url)
+            .field("admin_url", &self.admin_url)
+            .field("bin", &self.bin)
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
 impl TestDatabase {
+    /// The database's URL, password included: for connecting, not printing.
     pub fn url(&self) -> &str {
-        &self.url
+        &self.url.0
     }
 
     pub fn name(&self) -> &str {
@@ -321,14 +418,16 @@ pub fn fresh_database() -> Result<TestDatabase, TestkitError> {
     if let Ok(url) = std::env::var("MESH_TEST_POSTGRES_URL")
         && !url.is_empty()
     {
-        return create_database(&postgres_bin_dir()?, &url);
+        return create_database(&postgres_bin_dir()?, DbUrl(url));
     }
     shared_cluster()?.create_database()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::with_database;
+    use std::path::PathBuf;
+
+    use super::{DbUrl, TestDatabase, with_database};
 
     #[test]
     fn database_is_swapped_in_the_url() {
@@ -337,5 +436,49 @@ mod tests {
             "postgres://u:p@h:5/x?sslmode=disable"
         );
         assert_eq!(with_database("postgres://h:5", "x"), "postgres://h:5/x");
+    }
+
+    #[test]
+    fn the_password_leaves_the_url_whole() {
+        let url = |s: &str| DbUrl(s.into()).without_password();
+        assert_eq!(
+            url("postgres://u:hunter2@127.0.0.1:5/db"),
+            ("postgres://u@127.0.0.1:5/db".into(), Some("hunter2".into()))
+        );
+        assert_eq!(
+            url("postgres://u:p%40ss@h:5,g:6/db?sslmode=disable&password=q&x=1"),
+            (
+                "postgres://u@h:5,g:6/db?sslmode=disable&x=1".into(),
+                Some("q".into())
+            )
+        );
+        assert_eq!(
+            url("postgres://u@h/db?password=a%2Fb"),
+            ("postgres://u@h/db".into(), Some("a/b".into()))
+        );
+        assert_eq!(
+            url("postgres://postgres@127.0.0.1:5/x"),
+            ("postgres://postgres@127.0.0.1:5/x".into(), None)
+        );
+    }
+
+    #[test]
+    fn debug_never_shows_the_password() {
+        let admin = "postgres://u:hunter2@127.0.0.1:5/db";
+        let db = TestDatabase {
+            url: DbUrl(with_database(admin, "mesh_test_x")),
+            admin_url: DbUrl(admin.into()),
+            bin: PathBuf::from("/nonexistent"),
+            name: "mesh_test_x".into(),
+        };
+        let shown = format!("{db:?} {db:#?}");
+        // Not dropped: its Drop would run psql against that address.
+        std::mem::forget(db);
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(
+            shown.contains("postgres://u@127.0.0.1:5/mesh_test_x"),
+            "{shown}"
+        );
+        assert!(shown.contains("password redacted"), "{shown}");
     }
 }
