@@ -15,9 +15,9 @@ use mesh_core::catalogue::Catalogue;
 use mesh_core::jetstream::ConsumerSpec;
 use mesh_core::manifest::refs::parse_tool_ref;
 use mesh_core::users_file;
-use mesh_store::{Store, ToolGrant};
+use mesh_store::{Store, ToolGrant, principal};
 
-use crate::check;
+use crate::{check, files};
 
 #[derive(Debug, Args)]
 pub struct AuthorityArgs {
@@ -77,26 +77,32 @@ pub struct Loaded {
     pub records: Records,
     /// principal → bcrypt hash
     pub hashes: BTreeMap<String, String>,
+    /// What the controller follows and submits; principals and objects are
+    /// derived from this one value so they cannot disagree.
+    pub controller: ControllerSpec,
 }
 
-/// Reads the catalogue (refusing one that does not check clean) and the
-/// store's records and credential hashes.
-pub async fn load(sources: &Sources) -> anyhow::Result<Loaded> {
-    let report = check::check_paths(&sources.catalogue)?;
+/// Reads and checks the catalogue; one that does not check clean is refused,
+/// its diagnostics printed, with `refusal` saying what it blocks.
+pub fn checked_catalogue(paths: &[PathBuf], refusal: &str) -> anyhow::Result<check::Report> {
+    let report = check::check_paths(paths)?;
     if report.errors() > 0 {
         check::print_text(&report)?;
-        bail!(
-            "the catalogue has {} error(s); authority is derived only from a catalogue that checks clean",
-            report.errors()
-        );
+        bail!("the catalogue has {} error(s); {refusal}", report.errors());
     }
-    let catalogue = report.catalogue;
-    let store = Store::open(&sources.store).await.with_context(|| {
-        format!(
-            "opening the store {}",
-            mesh_store::redact_url(&sources.store)
-        )
-    })?;
+    Ok(report)
+}
+
+/// Opens the store; the URL in the error has its password removed.
+pub async fn open_store(url: &str) -> anyhow::Result<Store> {
+    Store::open(url)
+        .await
+        .with_context(|| format!("opening the store {}", mesh_store::redact_url(url)))
+}
+
+/// The records authority is derived from, and every credential hash by
+/// principal, read fresh from the store.
+pub async fn read_records(store: &Store) -> anyhow::Result<(Records, BTreeMap<String, String>)> {
     let mut records = Records::default();
     for node in store.nodes().await? {
         records.nodes.push(node.name);
@@ -106,28 +112,11 @@ pub async fn load(sources: &Sources) -> anyhow::Result<Loaded> {
     }
     let mut hashes = BTreeMap::new();
     for t in store.live_tokens().await? {
-        hashes.insert(
-            authority::PrincipalKind::Enrolment {
-                node: t.node.clone(),
-            }
-            .principal_name(),
-            t.bus_hash,
-        );
+        hashes.insert(principal::enrolment(&t.node), t.bus_hash);
         records.live_tokens.push(t.node);
     }
     for p in store.persons().await? {
-        let tools = match p.tools {
-            ToolGrant::All => ToolAccess::All,
-            ToolGrant::Tools(list) => ToolAccess::Only(
-                list.iter()
-                    .map(|t| {
-                        parse_tool_ref(t).map_err(|e| {
-                            anyhow::anyhow!("person {}: tool {t:?}: {}", p.name, e.message)
-                        })
-                    })
-                    .collect::<anyhow::Result<_>>()?,
-            ),
-        };
+        let tools = tool_access(&p.tools).map_err(|e| anyhow::anyhow!("person {}: {e}", p.name))?;
         records.persons.push(PersonRecord {
             name: p.name,
             tools,
@@ -136,11 +125,54 @@ pub async fn load(sources: &Sources) -> anyhow::Result<Loaded> {
     for c in store.credentials().await? {
         hashes.insert(c.principal, c.bcrypt_hash);
     }
+    Ok((records, hashes))
+}
+
+/// The tools a person may call, as written in a fleet file: `["*"]` for every
+/// tool, or a list of tool references. `*` inside a list is refused rather than
+/// read as "every tool": a typo beside it must not widen the grant silently.
+pub fn tool_grant(tools: &[String]) -> Result<ToolGrant, String> {
+    if tools.len() == 1 && tools[0] == "*" {
+        return Ok(ToolGrant::All);
+    }
+    if tools.iter().any(|t| t == "*") {
+        return Err(
+            "\"*\" stands alone: write tools = [\"*\"] for every tool, or list the tools".into(),
+        );
+    }
+    let grant = ToolGrant::Tools(tools.to_vec());
+    tool_access(&grant)?;
+    Ok(grant)
+}
+
+/// A stored grant, each tool reference parsed.
+fn tool_access(grant: &ToolGrant) -> Result<ToolAccess, String> {
+    Ok(match grant {
+        ToolGrant::All => ToolAccess::All,
+        ToolGrant::Tools(list) => ToolAccess::Only(
+            list.iter()
+                .map(|t| parse_tool_ref(t).map_err(|e| format!("tool {t:?}: {}", e.message)))
+                .collect::<Result<_, _>>()?,
+        ),
+    })
+}
+
+/// Reads the catalogue (refusing one that does not check clean) and the
+/// store's records and credential hashes.
+pub async fn load(sources: &Sources) -> anyhow::Result<Loaded> {
+    let report = checked_catalogue(
+        &sources.catalogue,
+        "authority is derived only from a catalogue that checks clean",
+    )?;
+    let store = open_store(&sources.store).await?;
+    let read = read_records(&store).await;
     store.close().await;
+    let (records, hashes) = read?;
     Ok(Loaded {
-        catalogue,
+        catalogue: report.catalogue,
         records,
         hashes,
+        controller: ControllerSpec::default(),
     })
 }
 
@@ -148,18 +180,14 @@ pub fn derive(loaded: &Loaded) -> anyhow::Result<Vec<Principal>> {
     Ok(authority::derive(
         &loaded.catalogue,
         &loaded.records,
-        &ControllerSpec::default(),
+        &loaded.controller,
     )?)
 }
 
 pub fn run(args: &AuthorityArgs) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
     match &args.command {
-        AuthorityCommand::Explain(a) => rt.block_on(explain(a)),
-        AuthorityCommand::Compose(a) => rt.block_on(compose(a)),
+        AuthorityCommand::Explain(a) => crate::block_on(explain(a))?,
+        AuthorityCommand::Compose(a) => crate::block_on(compose(a))?,
     }
 }
 
@@ -175,11 +203,8 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
         );
     };
     let has_credential = loaded.hashes.contains_key(&p.name);
-    let objects = mesh_core::jetstream::derive(
-        &loaded.catalogue,
-        &loaded.records,
-        &ControllerSpec::default(),
-    )?;
+    let objects =
+        mesh_core::jetstream::derive(&loaded.catalogue, &loaded.records, &loaded.controller)?;
     // The consumers delivering to this principal: what it hears, and through which filters.
     let consumers: Vec<&ConsumerSpec> = objects
         .consumers
@@ -273,7 +298,8 @@ async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
     let file = users_file::compose(&principals, &loaded.hashes)?;
     match &args.out {
         Some(path) => {
-            write_private(path, &file.text)?;
+            // Owner-only: it holds every user's hash.
+            files::write_private(path, file.text.as_bytes())?;
             eprintln!(
                 "wrote {} ({} users, {} bytes)",
                 path.display(),
@@ -290,26 +316,4 @@ async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes the file readable by its owner only: it holds every user's hash.
-fn write_private(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("writing {}", tmp.display()))?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    // Renamed into place: a watcher never reads a half-written file.
-    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
 }

@@ -109,7 +109,7 @@ pub fn print_text(report: &Report) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn plural(n: usize) -> &'static str {
+pub fn plural(n: usize) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 

@@ -25,14 +25,15 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use mesh_core::authority::PrincipalKind;
-use mesh_core::manifest::refs::parse_tool_ref;
+use mesh_core::authority::{ControllerSpec, PrincipalKind};
+use mesh_core::catalogue::Catalogue;
 use mesh_core::names::Name;
-use mesh_store::{Secret, Store, ToolGrant};
+use mesh_store::{Secret, Store, ToolGrant, principal};
 use serde::Deserialize;
 
-use crate::authority::{Sources, derive, load};
-use crate::check;
+use crate::authority::{self, Loaded, Sources};
+use crate::check::{self, plural};
+use crate::files;
 
 /// How long an enrolment token issued by a fleet file stays live.
 const TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -97,33 +98,79 @@ pub fn parse(path: &Path, text: &str) -> anyhow::Result<Fleet> {
 }
 
 pub fn run(args: &FleetArgs) -> anyhow::Result<ExitCode> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    rt.block_on(load_fleet(args))
+    crate::block_on(load_fleet(args))?
+}
+
+/// A fleet file checked against the catalogue, ready to record.
+struct Checked {
+    /// person → the grant to record
+    grants: Vec<(Name, ToolGrant)>,
+}
+
+/// Checks the whole fleet file before anything is written, so a bad file
+/// leaves the store as it was.
+fn check_fleet(path: &Path, fleet: &Fleet, catalogue: &Catalogue) -> anyhow::Result<Checked> {
+    for node in &fleet.node {
+        for module in &node.modules {
+            if catalogue.module(module).is_none() {
+                bail!(
+                    "{}: node {} runs module {module}, which is not in the catalogue",
+                    path.display(),
+                    node.name
+                );
+            }
+        }
+    }
+    let grants = fleet
+        .person
+        .iter()
+        .map(|p| {
+            authority::tool_grant(&p.tools)
+                .map(|g| (p.name.clone(), g))
+                .map_err(|e| anyhow::anyhow!("{}: person {}: {e}", path.display(), p.name))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    Ok(Checked { grants })
 }
 
 async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))?;
     let fleet = parse(&args.file, &text)?;
+    let report = authority::checked_catalogue(&args.sources.catalogue, "fix them first")?;
+    let checked = check_fleet(&args.file, &fleet, &report.catalogue)?;
+    // Before anything is minted: a secret whose file cannot be written is lost,
+    // since the store keeps only its hash.
+    files::private_dir(&args.secrets_dir)?;
 
-    let report = check::check_paths(&args.sources.catalogue)?;
-    if report.errors() > 0 {
-        check::print_text(&report)?;
-        bail!(
-            "the catalogue has {} error(s); fix them first",
-            report.errors()
-        );
-    }
-    let store = Store::open(&args.sources.store).await.with_context(|| {
-        format!(
-            "opening the store {}",
-            mesh_store::redact_url(&args.sources.store)
-        )
-    })?;
+    let store = authority::open_store(&args.sources.store).await?;
+    let loaded = record(args, &fleet, checked, report, &store).await;
+    store.close().await;
+    let (written, minted) = loaded?;
+    println!(
+        "fleet loaded: {} node{}, {} person{}, {} token{} issued, {} credential{} minted (secrets in {})",
+        fleet.node.len(),
+        plural(fleet.node.len()),
+        fleet.person.len(),
+        plural(fleet.person.len()),
+        written,
+        plural(written),
+        minted,
+        plural(minted),
+        args.secrets_dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
 
+/// Records the checked fleet and mints what is missing; returns (tokens
+/// issued, credentials minted).
+async fn record(
+    args: &FleetArgs,
+    fleet: &Fleet,
+    checked: Checked,
+    report: check::Report,
+    store: &Store,
+) -> anyhow::Result<(usize, usize)> {
     for m in report.catalogue.manifests() {
         let source = report.sources.get(&m.path).cloned().unwrap_or_default();
         store.register_module(&m.name.value, &source).await?;
@@ -133,33 +180,11 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
             store.add_node(&node.name, &[]).await?;
         }
         for module in &node.modules {
-            if report.catalogue.module(module).is_none() {
-                bail!(
-                    "{}: node {} runs module {module}, which is not in the catalogue",
-                    args.file.display(),
-                    node.name
-                );
-            }
             store.assign(&node.name, module).await?;
         }
     }
-    for person in &fleet.person {
-        let grant = if person.tools.iter().any(|t| t == "*") {
-            ToolGrant::All
-        } else {
-            for t in &person.tools {
-                parse_tool_ref(t).map_err(|e| {
-                    anyhow::anyhow!(
-                        "{}: person {}: tool {t:?}: {}",
-                        args.file.display(),
-                        person.name,
-                        e.message
-                    )
-                })?;
-            }
-            ToolGrant::Tools(person.tools.clone())
-        };
-        store.put_person(&person.name, &grant).await?;
+    for (person, grant) in &checked.grants {
+        store.put_person(person, grant).await?;
     }
     let live: Vec<Name> = store
         .live_tokens()
@@ -174,19 +199,25 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
         }
         if !live.contains(&token.node) {
             let issued = store.issue_token(&token.node, TOKEN_TTL).await?;
-            let name = PrincipalKind::Enrolment {
-                node: token.node.clone(),
-            }
-            .principal_name();
-            write_secret(&args.secrets_dir, &name, &issued.secret)?;
+            write_secret(
+                &args.secrets_dir,
+                &principal::enrolment(&token.node),
+                &issued.secret,
+            )?;
             written += 1;
         }
     }
 
     // Mint for every derived principal that has no credential yet.
-    let loaded = load(&args.sources).await?;
+    let (records, hashes) = authority::read_records(store).await?;
+    let loaded = Loaded {
+        catalogue: report.catalogue,
+        records,
+        hashes,
+        controller: ControllerSpec::default(),
+    };
     let mut minted = 0;
-    for p in derive(&loaded)? {
+    for p in authority::derive(&loaded)? {
         if loaded.hashes.contains_key(&p.name) {
             continue;
         }
@@ -208,39 +239,10 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
         write_secret(&args.secrets_dir, &p.name, &secret)?;
         minted += 1;
     }
-    store.close().await;
-    println!(
-        "fleet loaded: {}, {}, {} issued, {} minted (secrets in {})",
-        count(fleet.node.len(), "node"),
-        count(fleet.person.len(), "person"),
-        count(written, "token"),
-        count(minted, "credential"),
-        args.secrets_dir.display()
-    );
-    Ok(ExitCode::SUCCESS)
-}
-
-fn count(n: usize, noun: &str) -> String {
-    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+    Ok((written, minted))
 }
 
 /// Writes one secret, readable by its owner only.
 fn write_secret(dir: &Path, principal: &str, secret: &Secret) -> anyhow::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))?;
-    let path = dir.join(principal);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .with_context(|| format!("writing {}", path.display()))?;
-    f.write_all(secret.expose().as_bytes())?;
-    Ok(())
+    files::write_private(&dir.join(principal), secret.expose().as_bytes())
 }

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 pub mod authority;
 pub mod check;
+pub mod files;
 pub mod fleet;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
@@ -74,4 +75,15 @@ where
 fn edge_error(e: anyhow::Error) -> ExitCode {
     eprintln!("error: {e:#}");
     ExitCode::from(2)
+}
+
+/// Runs one command's future on a single-threaded runtime: a command is one
+/// short sequence of store and bus calls.
+fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
+    use anyhow::Context;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    Ok(rt.block_on(f))
 }

@@ -232,3 +232,49 @@ fn help_never_prints_the_store_password() {
         );
     }
 }
+
+/// Runs `fleet load` on `text`; returns its stderr after asserting it was
+/// refused and wrote nothing: no store, no secret.
+fn refused_fleet(text: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet.toml");
+    std::fs::write(&fleet, text).unwrap();
+    let catalogue = examples().join("catalogue");
+    let out = run_mesh(
+        dir.path(),
+        &[
+            "fleet",
+            "load",
+            fleet.to_str().unwrap(),
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        !dir.path().join("mesh.db").exists(),
+        "the store was written"
+    );
+    assert!(!dir.path().join(".mesh").exists(), "secrets were written");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_fleet_file_is_checked_whole_before_anything_is_recorded() {
+    // The first node is fine; the second names a module the catalogue lacks.
+    let err = refused_fleet(
+        "[[node]]\nname = \"n1\"\nmodules = [\"audit-log\"]\n\n\
+         [[node]]\nname = \"n2\"\nmodules = [\"audit-logg\"]\n",
+    );
+    assert!(
+        err.contains("node n2 runs module audit-logg, which is not in the catalogue"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_star_beside_other_tools_is_refused_not_read_as_every_tool() {
+    let err = refused_fleet("[[person]]\nname = \"carol\"\ntools = [\"*\", \"audit-log.serch\"]\n");
+    assert!(err.contains("person carol"), "{err}");
+    assert!(err.contains("\"*\" stands alone"), "{err}");
+}
