@@ -188,26 +188,7 @@ fn explaining_an_unknown_principal_lists_the_known_ones() {
 
 #[test]
 fn a_fleet_file_with_a_typo_is_refused_with_its_location() {
-    let dir = tempfile::tempdir().unwrap();
-    let fleet = dir.path().join("fleet.toml");
-    std::fs::write(
-        &fleet,
-        "[[node]]\nname = \"n1\"\nmodulse = [\"git-server\"]\n",
-    )
-    .unwrap();
-    let catalogue = examples().join("catalogue");
-    let out = run_mesh(
-        dir.path(),
-        &[
-            "fleet",
-            "load",
-            fleet.to_str().unwrap(),
-            "--catalogue",
-            catalogue.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = refused_fleet("[[node]]\nname = \"n1\"\nmodulse = [\"git-server\"]\n");
     assert!(err.contains("fleet.toml:3:1"), "{err}");
     assert!(err.contains("modulse"), "{err}");
 }
