@@ -720,15 +720,7 @@ fn check_consumes(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
             renamed(out, &r);
         }
         let Some(pubs) = cat.publications(&c.emitter) else {
-            unregistered(
-                cat,
-                &c.emitter,
-                &c.written.to_string(),
-                c.event.written(),
-                &c.location,
-                true,
-                out,
-            );
+            unregistered(cat, Reference::Event(&c), out);
             continue;
         };
         // The comparison that matters: the subject subscribed against the
@@ -760,20 +752,56 @@ fn check_consumes(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// A consumed event or a used tool, for [`unregistered`].
+enum Reference<'a> {
+    Event(&'a Consume),
+    Tool(&'a ToolUse),
+}
+
+impl Reference<'_> {
+    /// The same event or tool of `target` instead: as a manifest writes it,
+    /// and its subject.
+    fn of(&self, target: Target) -> (String, String) {
+        match self {
+            Reference::Event(c) => {
+                let r = EventRef {
+                    emitter: target,
+                    event: c.event.clone(),
+                };
+                (r.to_string(), r.subject())
+            }
+            Reference::Tool(u) => {
+                let r = ToolRef {
+                    provider: target,
+                    tool: u.tool.clone(),
+                };
+                (r.to_string(), r.subject())
+            }
+        }
+    }
+}
+
 /// A reference to an emitter or provider that is not registered: a seat
 /// named as a module (or the reverse) is an error, since the derived subject
 /// is one nothing will ever publish on; otherwise a warning, as a module may
-/// be installed before the one it listens to. `last` is the event or tool in
-/// manifest syntax.
-fn unregistered(
-    cat: &Catalogue,
-    target: &Target,
-    written: &str,
-    last: &str,
-    loc: &Location,
-    event: bool,
-    out: &mut Vec<Diagnostic>,
-) {
+/// be installed before the one it listens to.
+fn unregistered(cat: &Catalogue, r: Reference<'_>, out: &mut Vec<Diagnostic>) {
+    let (target, written, subject, loc, event) = match r {
+        Reference::Event(c) => (
+            &c.emitter,
+            c.written.to_string(),
+            &c.subject,
+            &c.location,
+            true,
+        ),
+        Reference::Tool(u) => (
+            &u.provider,
+            u.written.to_string(),
+            &u.subject,
+            &u.location,
+            false,
+        ),
+    };
     match target {
         Target::Module(name) if cat.seat(name).is_some() => {
             let what = if cat.seat(name).is_some_and(|s| s.module.is_none()) {
@@ -781,29 +809,30 @@ fn unregistered(
             } else {
                 "a seat"
             };
-            let noun = if event { "events" } else { "tools" };
-            let subject = if event {
-                format!("mesh.mod.{name}.event.…")
+            let (fix, seat_subject) = r.of(Target::Seat(name.clone()));
+            let (nobody, holder) = if event {
+                ("published by nothing", "its holder publishes on")
             } else {
-                format!("mesh.mod.{name}.tool.…")
+                ("served by nothing", "its holder serves")
             };
             out.push(
                 Diagnostic::new(
                     Kind::SeatReadAsModule,
                     loc.clone(),
-                    format!("`{written}` reads `{name}` as a module, but it is {what}: {subject} is published by nothing; its {noun} are under mesh.seat.{name}"),
+                    format!("`{written}` reads `{name}` as a module, but it is {what}: {subject} is {nobody}; {holder} {seat_subject}"),
                 )
-                .with_help(format!("write `seat:{name}.{last}`")),
+                .with_help(format!("write `{fix}`")),
             );
         }
         Target::Seat(name) if cat.module(name).is_some() => {
+            let (fix, _) = r.of(Target::Module(name.clone()));
             out.push(
                 Diagnostic::new(
                     Kind::ModuleReadAsSeat,
                     loc.clone(),
                     format!("`{written}` reads `{name}` as a seat, but it is a module and no seat has that name"),
                 )
-                .with_help(format!("write `{name}.{last}`")),
+                .with_help(format!("write `{fix}`")),
             );
         }
         _ => {
@@ -834,15 +863,7 @@ fn check_tools(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
             );
         }
         let Some(served) = cat.served_tools(&u.provider) else {
-            unregistered(
-                cat,
-                &u.provider,
-                &u.written.to_string(),
-                u.tool.as_str(),
-                &u.location,
-                false,
-                out,
-            );
+            unregistered(cat, Reference::Tool(&u), out);
             continue;
         };
         if served.iter().any(|(_, s)| pattern::matches(s, &u.subject)) {
@@ -903,7 +924,10 @@ fn check_emit_names(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
                     Diagnostic::new(
                         Kind::EventReadsAsForeign,
                         m.locate(e.pos),
-                        format!("`{s}` reads as event `{rest}` of {whose} `{prefix}`, but it is published as mesh.mod.{}.event.{s}", m.name.value),
+                        format!(
+                            "`{s}` reads as event `{rest}` of {whose} `{prefix}`, but it is published as {}",
+                            subjects::module_event(&m.name.value, &EventSelector::Named(e.value.clone()))
+                        ),
                     )
                     .with_help(help),
                 );

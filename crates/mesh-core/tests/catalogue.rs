@@ -77,6 +77,51 @@ fn a_role_read_as_a_module_is_an_error_not_a_missing_emitter() {
         diags[0].help.as_deref(),
         Some("write `seat:mesh-build-machine.built`")
     );
+    assert!(
+        diags[0].message.ends_with(
+            "mesh.mod.mesh-build-machine.event.built is published by nothing; \
+             its holder publishes on mesh.seat.mesh-build-machine.event.built"
+        ),
+        "{}",
+        diags[0].message
+    );
+}
+
+#[test]
+fn a_seat_tool_called_as_a_module_tool_names_both_subjects() {
+    let git = r#"[module]
+name = "git-server"
+[[seat]]
+name = "git"
+scope = "mesh"
+protocol = "git"
+tools = ["clone"]
+[holds]
+seats = ["git"]
+"#;
+    let caller = r#"[module]
+name = "mirror"
+[tools]
+uses = ["git.clone"]
+"#;
+    let cat = Catalogue::build(
+        vec![
+            parse("git-server/mesh.toml", git),
+            parse("mirror/mesh.toml", caller),
+        ],
+        Aliases::new(),
+    );
+    let diags = catalogue::check(&cat);
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    assert_eq!(diags[0].kind, Kind::SeatReadAsModule);
+    assert_eq!(diags[0].help.as_deref(), Some("write `seat:git.clone`"));
+    assert!(
+        diags[0].message.ends_with(
+            "mesh.mod.git.tool.clone is served by nothing; its holder serves mesh.seat.git.tool.clone"
+        ),
+        "{}",
+        diags[0].message
+    );
 }
 
 #[test]
