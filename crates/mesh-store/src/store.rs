@@ -1300,13 +1300,21 @@ impl Store {
             .bind(i64::from(limit))
             .fetch_all(pool)
             .await?;
+            // Outcomes by the ids just read, not by the window again: a report
+            // arriving in between would shift it and leave the oldest rows
+            // without theirs. (A report commits with its outcomes.)
+            let (Some(newest), Some(oldest)) = (rows.first(), rows.last()) else {
+                return Ok((rows, Vec::new()));
+            };
             let outcomes: Vec<(i64, String, String, Option<String>)> = sqlx::query_as(
                 "SELECT o.report_id, o.module, o.state, o.reason FROM report_outcomes o \
-                 JOIN (SELECT id FROM reports WHERE node = $1 ORDER BY id DESC LIMIT $2) r \
-                 ON r.id = o.report_id ORDER BY o.report_id, o.module",
+                 JOIN reports r ON r.id = o.report_id \
+                 WHERE r.node = $1 AND o.report_id BETWEEN $2 AND $3 \
+                 ORDER BY o.report_id, o.module",
             )
             .bind(node.as_str())
-            .bind(i64::from(limit))
+            .bind(oldest.0)
+            .bind(newest.0)
             .fetch_all(pool)
             .await?;
             Ok((rows, outcomes))

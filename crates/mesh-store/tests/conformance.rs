@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use mesh_core::names::Name;
@@ -165,6 +166,19 @@ impl Fixture {
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// A report from n1 with one outcome: git running.
+fn git_running_on_n1(received_at: Millis) -> Report {
+    Report {
+        node: n("n1"),
+        declaration_version: 1,
+        outcomes: vec![ModuleOutcome {
+            module: n("git"),
+            state: ModuleState::Running,
+        }],
+        received_at,
+    }
 }
 
 fn assert_refused(r: Result<Enrolled, StoreError>, want: fn(&RefusalReason) -> bool) {
@@ -523,17 +537,7 @@ async fn forgetting_a_node_leaves_none_of_its_credentials(fx: &Fixture) {
     })
     .await
     .unwrap();
-    s.record_report(&Report {
-        node: n("n1"),
-        declaration_version: 1,
-        outcomes: vec![ModuleOutcome {
-            module: n("git"),
-            state: ModuleState::Running,
-        }],
-        received_at: 1,
-    })
-    .await
-    .unwrap();
+    s.record_report(&git_running_on_n1(1)).await.unwrap();
 
     let forgotten = s.forget_node(&n("n1")).await.unwrap();
     assert_eq!(
@@ -824,6 +828,37 @@ async fn reports_round_trip(fx: &Fixture) {
     }
 }
 
+/// A report is never read without its outcomes, even while newer reports
+/// arrive between the store's reads (they are written in one transaction).
+async fn a_report_read_while_others_arrive_has_its_outcomes(fx: &Fixture) {
+    let s = fx.store.clone();
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let report = git_running_on_n1(1);
+    s.record_report(&report).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (s, stop, report) = (s.clone(), stop.clone(), report.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                s.record_report(&report).await.unwrap();
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut reads = 0;
+    while Instant::now() < deadline {
+        let got = s.latest_report(&n("n1")).await.unwrap().unwrap();
+        reads += 1;
+        assert_eq!(
+            got.report.outcomes, report.outcomes,
+            "report {} read without its outcomes (read {reads})",
+            got.id
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.await.expect("writer");
+}
+
 async fn builds_round_trip(fx: &Fixture) {
     let s = &fx.store;
     let build = Build {
@@ -1018,6 +1053,7 @@ conformance!(
     catalogue_round_trip,
     declarations_round_trip,
     reports_round_trip,
+    a_report_read_while_others_arrive_has_its_outcomes,
     builds_round_trip,
     reopening_is_idempotent,
     an_older_store_is_brought_forward,
@@ -1044,15 +1080,7 @@ async fn postgres_outage_is_unavailable_then_recovers() {
         .expect("database");
     let store = Store::open_with(db.url(), options()).await.unwrap();
     store.add_node(&n("n1"), &[]).await.unwrap();
-    let report = Report {
-        node: n("n1"),
-        declaration_version: 1,
-        outcomes: vec![ModuleOutcome {
-            module: n("git"),
-            state: ModuleState::Running,
-        }],
-        received_at: 7,
-    };
+    let report = git_running_on_n1(7);
     store.record_report(&report).await.unwrap();
 
     let c = cluster.clone();
