@@ -53,6 +53,20 @@ pub struct ConsumerSpec {
 }
 
 impl ConsumerSpec {
+    /// A consumer `name` of `stream` pushing to its own deliver subject, with
+    /// no group and no filter, the default ack wait, and no max-deliver.
+    fn new(stream: &str, name: &str) -> ConsumerSpec {
+        ConsumerSpec {
+            stream: stream.into(),
+            name: name.into(),
+            deliver_subject: subjects::deliver(name),
+            deliver_group: None,
+            filter_subjects: Vec::new(),
+            ack_wait_secs: DEFAULT_ACK_WAIT_SECS,
+            max_deliver: None,
+        }
+    }
+
     /// The subject its owner must be granted to acknowledge a delivery.
     pub fn ack_subject(&self) -> String {
         subjects::js_ack(&self.stream, &self.name)
@@ -127,52 +141,38 @@ pub fn derive(
         max_msgs_per_subject: Some(1),
     });
     for entry in catalogue.seats() {
-        let (seat, src) = (&entry.decl.name.value, entry);
-        if src.decl.accepts.is_empty() {
+        let seat = &entry.decl.name.value;
+        if entry.decl.accepts.is_empty() {
             continue;
         }
-        let kinds: BTreeSet<&Name> = src.decl.accepts.iter().map(|k| &k.value).collect();
+        let kinds: BTreeSet<&Name> = entry.decl.accepts.iter().map(|k| &k.value).collect();
+        let stream = subjects::seat_stream(seat);
         o.streams.push(StreamSpec {
-            name: subjects::seat_stream(seat),
+            name: stream.clone(),
             subjects: kinds.iter().map(|k| subjects::seat_work(seat, k)).collect(),
             retention: Retention::WorkQueue,
             max_msgs_per_subject: None,
         });
         let name = consumer::seat_worker(seat);
         o.consumers.push(ConsumerSpec {
-            stream: subjects::seat_stream(seat),
-            deliver_subject: subjects::deliver(&name),
             // A queue group although a seat has one holder: the seat is
             // authority, the group is delivery; tied together, two holders
             // would each process every message with nothing reporting it.
             deliver_group: Some(name.clone()),
-            filter_subjects: Vec::new(),
-            ack_wait_secs: DEFAULT_ACK_WAIT_SECS,
-            max_deliver: None,
-            name,
+            ..ConsumerSpec::new(&stream, &name)
         });
     }
 
-    o.consumers.push(ConsumerSpec {
-        stream: STREAM_CONTROL.into(),
-        name: consumer::CONTROLLER_CONTROL.into(),
-        deliver_subject: subjects::deliver(consumer::CONTROLLER_CONTROL),
-        deliver_group: None,
-        filter_subjects: Vec::new(),
-        ack_wait_secs: DEFAULT_ACK_WAIT_SECS,
-        // No max-deliver: the store window's bound is the controller's; a
-        // server that dead-lettered first would drop what CONTROL protects.
-        max_deliver: None,
-    });
+    // No max-deliver: the store window's bound is the controller's; a server
+    // that dead-lettered first would drop what CONTROL protects.
+    o.consumers.push(ConsumerSpec::new(
+        STREAM_CONTROL,
+        consumer::CONTROLLER_CONTROL,
+    ));
     if !controller.follows.is_empty() {
         o.consumers.push(ConsumerSpec {
-            stream: STREAM_EVENTS.into(),
-            name: consumer::CONTROLLER_EVENTS.into(),
-            deliver_subject: subjects::deliver(consumer::CONTROLLER_EVENTS),
-            deliver_group: None,
             filter_subjects: sorted(controller.follows.iter().map(|e| e.subject())),
-            ack_wait_secs: DEFAULT_ACK_WAIT_SECS,
-            max_deliver: None,
+            ..ConsumerSpec::new(STREAM_EVENTS, consumer::CONTROLLER_EVENTS)
         });
     }
 
@@ -182,15 +182,10 @@ pub fn derive(
     for node in nodes {
         // Named after the node: the host's ack grant is $JS.ACK.NODES.<node>.>,
         // and a consumer named otherwise is one it cannot acknowledge.
-        let name = consumer::node(node);
         o.consumers.push(ConsumerSpec {
-            stream: STREAM_NODES.into(),
-            deliver_subject: subjects::deliver(&name),
-            deliver_group: None,
             filter_subjects: vec![subjects::node_declaration(node)],
             ack_wait_secs: NODE_ACK_WAIT_SECS,
-            max_deliver: None,
-            name,
+            ..ConsumerSpec::new(STREAM_NODES, &consumer::node(node))
         });
     }
 
@@ -207,13 +202,9 @@ pub fn derive(
         // derived from its name, and instances share it through the group.
         let name = consumer::module(module);
         o.consumers.push(ConsumerSpec {
-            stream: STREAM_EVENTS.into(),
-            deliver_subject: subjects::deliver(&name),
             deliver_group: Some(name.clone()),
             filter_subjects: sorted(consumes.into_iter().map(|c| c.subject)),
-            ack_wait_secs: DEFAULT_ACK_WAIT_SECS,
-            max_deliver: None,
-            name,
+            ..ConsumerSpec::new(STREAM_EVENTS, &name)
         });
     }
     check(&o)?;
