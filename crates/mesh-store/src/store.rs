@@ -487,6 +487,7 @@ impl Store {
             CredentialKind::Machine,
             Some(node),
             None,
+            None,
         )
         .await
     }
@@ -503,20 +504,19 @@ impl Store {
             CredentialKind::Machine,
             Some(node),
             Some(module),
+            None,
         )
         .await
     }
 
     /// Mints (or rotates) a person's credential; the person must be recorded.
     pub async fn mint_person_credential(&self, person: &Name) -> Result<Secret, StoreError> {
-        if self.person(person).await?.is_none() {
-            return Err(not_found("person", person));
-        }
         self.mint(
             principal::person(person),
             CredentialKind::Person,
             None,
             None,
+            Some(person),
         )
         .await
     }
@@ -526,6 +526,7 @@ impl Store {
         self.mint(
             principal::CONTROLLER.to_string(),
             CredentialKind::Machine,
+            None,
             None,
             None,
         )
@@ -558,12 +559,16 @@ impl Store {
         Ok(done == 1)
     }
 
+    /// `node`, `module` on it and `person` are checked in the transaction that
+    /// writes, after the slow hash: a removal committing during the hash would
+    /// otherwise leave the new credential behind.
     async fn mint(
         &self,
         principal: String,
         kind: CredentialKind,
         node: Option<&Name>,
         module: Option<&Name>,
+        person: Option<&Name>,
     ) -> Result<Secret, StoreError> {
         let secret = Secret::generate();
         let cost = match kind {
@@ -594,6 +599,16 @@ impl Store {
                     if found.is_none() {
                         return Err(not_found("assignment", format!("{module} on {node}")).into());
                     }
+                }
+            }
+            if let Some(person) = person {
+                let found: Option<(String,)> =
+                    sqlx::query_as("SELECT name FROM persons WHERE name = $1")
+                        .bind(person.as_str())
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                if found.is_none() {
+                    return Err(not_found("person", person).into());
                 }
             }
             // Minting again rotates: the old hash is replaced, never joined by

@@ -636,6 +636,31 @@ async fn persons_round_trip(fx: &Fixture) {
     assert_eq!(s.credential("person_ada").await.unwrap(), None);
 }
 
+/// A person removed while their credential is being minted keeps no
+/// credential: the mint checks the person inside the transaction that writes.
+async fn a_person_removed_while_minting_keeps_no_credential(fx: &Fixture) {
+    let s = fx.store.clone();
+    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    let mint = {
+        let s = s.clone();
+        tokio::spawn(async move { s.mint_person_credential(&n("ada")).await })
+    };
+    // The cost-11 hash takes far longer than this; the removal lands while
+    // the mint is hashing, between a check made outside its write and the write.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(s.remove_person(&n("ada")).await.unwrap());
+    match mint.await.expect("join") {
+        // Minted first: the removal deleted it too.
+        Ok(_) | Err(StoreError::NotFound { what: "person", .. }) => {}
+        Err(e) => panic!("minting for a person being removed: {e:?}"),
+    }
+    assert_eq!(
+        s.credential("person_ada").await.unwrap(),
+        None,
+        "a credential outlived its person"
+    );
+}
+
 async fn catalogue_round_trip(fx: &Fixture) {
     let s = &fx.store;
     let source = "[module]\nname = \"git\"\n";
@@ -1050,6 +1075,7 @@ conformance!(
     forgetting_a_node_leaves_none_of_its_credentials,
     unassigning_deletes_the_modules_credential,
     persons_round_trip,
+    a_person_removed_while_minting_keeps_no_credential,
     catalogue_round_trip,
     declarations_round_trip,
     reports_round_trip,
