@@ -5,7 +5,9 @@
 //!
 //! Every subject comes from [`crate::subjects`], the generator the publishers
 //! and the JetStream objects use too, so a grant and the subject it is meant
-//! for cannot drift apart.
+//! for cannot drift apart. A module's grants on a durable consumer come from
+//! the [`crate::jetstream`] spec of that consumer, so whether it has one is
+//! decided in one place.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -14,6 +16,7 @@ use serde::Serialize;
 
 use crate::catalogue::{BUILD_MACHINE_ROLE, Catalogue};
 use crate::diagnostic::Location;
+use crate::jetstream::{self, ConsumerSpec};
 use crate::manifest::{EventRef, Manifest, ToolRef};
 use crate::names::Name;
 use crate::subjects::{self, EventSelector, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, consumer};
@@ -114,6 +117,14 @@ impl Permissions {
             subject: subject.into(),
             cause,
         });
+    }
+
+    /// Taking deliveries from a durable push consumer: hearing its deliver
+    /// subject, acknowledging, and binding to it.
+    fn consume(&mut self, c: &ConsumerSpec, cause: Cause) {
+        self.subscribe(c.deliver_subject.clone(), cause.clone());
+        self.publish(c.ack_subject(), cause.clone());
+        self.publish(c.info_subject(), cause);
     }
 
     /// The distinct subjects, sorted: what the users file lists.
@@ -446,15 +457,9 @@ pub fn module_principal(
             manifest_cause(m, e.pos, format!("emits {}", e.value)),
         );
     }
-    if let Some(first) = catalogue.consumes(m).first() {
-        let c = consumer::module(module);
-        let cause = Cause::Manifest {
-            at: first.location.clone(),
-            what: "consumes events (its EVENTS consumer)".into(),
-        };
-        p.subscribe(subjects::deliver(&c), cause.clone());
-        p.publish(subjects::js_ack(STREAM_EVENTS, &c), cause.clone());
-        p.publish(subjects::js_consumer_info(STREAM_EVENTS, &c), cause);
+    if let Some((c, first)) = jetstream::module_consumer(catalogue, m).zip(m.consumes.first()) {
+        let cause = manifest_cause(m, first.pos, "consumes events (its EVENTS consumer)".into());
+        p.consume(&c, cause);
     }
     for t in &m.serves {
         let cause = manifest_cause(m, t.pos, format!("serves tool {}", t.value));
@@ -493,13 +498,11 @@ pub fn module_principal(
             p.subscribe(subjects::seat_tool(&seat, &t.value), cause.clone());
             serves_tools.get_or_insert(cause);
         }
-        if !entry.decl.accepts.is_empty() {
-            let c = consumer::seat_worker(&seat);
-            let stream = subjects::seat_stream(&seat);
-            let cause = why("the seat accepts work (its worker consumer)".into());
-            p.subscribe(subjects::deliver(&c), cause.clone());
-            p.publish(subjects::js_ack(&stream, &c), cause.clone());
-            p.publish(subjects::js_consumer_info(&stream, &c), cause);
+        if let Some(worker) = jetstream::seat_worker(entry) {
+            p.consume(
+                &worker,
+                why("the seat accepts work (its worker consumer)".into()),
+            );
         }
     }
     for used in catalogue.used_seats(m) {

@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::authority::{ControllerSpec, Records};
-use crate::catalogue::Catalogue;
+use crate::catalogue::{Catalogue, SeatEntry};
+use crate::manifest::Manifest;
 use crate::names::Name;
 use crate::subjects::{self, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, consumer, pattern};
 
@@ -71,6 +72,45 @@ impl ConsumerSpec {
     pub fn ack_subject(&self) -> String {
         subjects::js_ack(&self.stream, &self.name)
     }
+
+    /// The subject its owner must be granted to bind to it (the client asks
+    /// for its info).
+    pub fn info_subject(&self) -> String {
+        subjects::js_consumer_info(&self.stream, &self.name)
+    }
+}
+
+/// The worker consumer on a seat's work-queue stream; `None` for a seat that
+/// accepts no work, which has neither stream nor worker.
+pub fn seat_worker(entry: &SeatEntry) -> Option<ConsumerSpec> {
+    if entry.decl.accepts.is_empty() {
+        return None;
+    }
+    let seat = &entry.decl.name.value;
+    let name = consumer::seat_worker(seat);
+    Some(ConsumerSpec {
+        // A queue group although a seat has one holder: the seat is
+        // authority, the group is delivery; tied together, two holders would
+        // each process every message with nothing reporting it.
+        deliver_group: Some(name.clone()),
+        ..ConsumerSpec::new(&subjects::seat_stream(seat), &name)
+    })
+}
+
+/// A module's consumer on EVENTS; `None` for a module that consumes nothing.
+/// One consumer per module carrying every filter: its ack permission is
+/// derived from its name, and instances share it through the group.
+pub fn module_consumer(catalogue: &Catalogue, m: &Manifest) -> Option<ConsumerSpec> {
+    let consumes = catalogue.consumes(m);
+    if consumes.is_empty() {
+        return None;
+    }
+    let name = consumer::module(&m.name.value);
+    Some(ConsumerSpec {
+        deliver_group: Some(name.clone()),
+        filter_subjects: sorted(consumes.into_iter().map(|c| c.subject)),
+        ..ConsumerSpec::new(STREAM_EVENTS, &name)
+    })
 }
 
 /// Everything to assert, streams first.
@@ -141,26 +181,18 @@ pub fn derive(
         max_msgs_per_subject: Some(1),
     });
     for entry in catalogue.seats() {
-        let seat = &entry.decl.name.value;
-        if entry.decl.accepts.is_empty() {
+        let Some(worker) = seat_worker(entry) else {
             continue;
-        }
+        };
+        let seat = &entry.decl.name.value;
         let kinds: BTreeSet<&Name> = entry.decl.accepts.iter().map(|k| &k.value).collect();
-        let stream = subjects::seat_stream(seat);
         o.streams.push(StreamSpec {
-            name: stream.clone(),
+            name: worker.stream.clone(),
             subjects: kinds.iter().map(|k| subjects::seat_work(seat, k)).collect(),
             retention: Retention::WorkQueue,
             max_msgs_per_subject: None,
         });
-        let name = consumer::seat_worker(seat);
-        o.consumers.push(ConsumerSpec {
-            // A queue group although a seat has one holder: the seat is
-            // authority, the group is delivery; tied together, two holders
-            // would each process every message with nothing reporting it.
-            deliver_group: Some(name.clone()),
-            ..ConsumerSpec::new(&stream, &name)
-        });
+        o.consumers.push(worker);
     }
 
     // No max-deliver: the store window's bound is the controller's; a server
@@ -191,21 +223,12 @@ pub fn derive(
 
     let assigned: BTreeSet<&Name> = records.assignments.iter().map(|(_, m)| m).collect();
     for module in assigned {
-        let Some(m) = catalogue.module(module) else {
-            continue;
-        };
-        let consumes = catalogue.consumes(m);
-        if consumes.is_empty() {
-            continue;
+        if let Some(c) = catalogue
+            .module(module)
+            .and_then(|m| module_consumer(catalogue, m))
+        {
+            o.consumers.push(c);
         }
-        // One consumer per module carrying every filter: its ack permission is
-        // derived from its name, and instances share it through the group.
-        let name = consumer::module(module);
-        o.consumers.push(ConsumerSpec {
-            deliver_group: Some(name.clone()),
-            filter_subjects: sorted(consumes.into_iter().map(|c| c.subject)),
-            ..ConsumerSpec::new(STREAM_EVENTS, &name)
-        });
     }
     check(&o)?;
     Ok(o)
