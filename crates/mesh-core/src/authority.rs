@@ -14,7 +14,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::catalogue::{BUILD_MACHINE_ROLE, Catalogue};
+use crate::catalogue::{BUILD_MACHINE_ROLE, Catalogue, SeatEntry, SeatRef};
 use crate::diagnostic::Location;
 use crate::jetstream::{self, ConsumerSpec};
 use crate::manifest::{EventRef, Manifest, ToolRef};
@@ -242,6 +242,16 @@ fn manifest_cause(m: &Manifest, pos: crate::diagnostic::Pos, what: String) -> Ca
         at: m.locate(pos),
         what,
     }
+}
+
+/// The declared seat (or role) a manifest names in `[holds]` or `[uses]`.
+fn seat_entry<'c>(catalogue: &'c Catalogue, r: &SeatRef) -> Result<&'c SeatEntry, AuthorityError> {
+    catalogue
+        .seat(&r.seat)
+        .ok_or_else(|| AuthorityError::UnknownSeat {
+            seat: r.written.clone(),
+            at: r.location.clone(),
+        })
 }
 
 /// Derives every principal, the controller first, then hosts, modules,
@@ -477,12 +487,7 @@ pub fn module_principal(
     }
     for held in catalogue.held_seats(m) {
         let seat = held.seat.clone();
-        let entry = catalogue
-            .seat(&seat)
-            .ok_or_else(|| AuthorityError::UnknownSeat {
-                seat: held.written.clone(),
-                at: held.location.clone(),
-            })?;
+        let entry = seat_entry(catalogue, &held)?;
         let why = |what: String| Cause::Manifest {
             at: held.location.clone(),
             what: format!("holds seat {seat}: {what}"),
@@ -507,12 +512,7 @@ pub fn module_principal(
     }
     for used in catalogue.used_seats(m) {
         let seat = used.seat.clone();
-        let entry = catalogue
-            .seat(&seat)
-            .ok_or_else(|| AuthorityError::UnknownSeat {
-                seat: used.written.clone(),
-                at: used.location.clone(),
-            })?;
+        let entry = seat_entry(catalogue, &used)?;
         for kind in &entry.decl.accepts {
             p.publish(
                 subjects::seat_work(&seat, &kind.value),
