@@ -8,7 +8,7 @@ use std::ops::Range;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::refs::{self, name_error_range};
+use super::refs;
 use super::{
     Artifact, BROKER_ROLE, BUS_USERS_FILE, Build, Driver, EnvVar, FileDecl, Located, Manifest, Run,
     RunValue, Scope, SeatDecl,
@@ -375,13 +375,10 @@ impl<'a> Parser<'a> {
     /// Validates a name written as the string `s` at `span`, pointing at the
     /// offending character.
     fn name(&mut self, s: &str, span: &Range<usize>, what: &str) -> Option<Name> {
-        match Name::new(s) {
+        match refs::valid_name(s, what, |r| self.inner(span, s, r), span.clone()) {
             Ok(n) => Some(n),
             Err(e) => {
-                let at = name_error_range(s, &e)
-                    .map(|r| self.inner(span, s, r))
-                    .unwrap_or_else(|| span.clone());
-                self.push(Kind::BadName, at, format!("bad {what} name: {e}"), None);
+                self.push(e.kind, e.range, e.message, e.help);
                 None
             }
         }

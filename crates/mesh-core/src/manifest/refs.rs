@@ -291,18 +291,31 @@ fn from_subject(s: &str, what: What) -> Option<String> {
     }
 }
 
-/// Validates one token as a [`Name`], pointing at the offending character.
+/// Validates one token (at `offset` of the reference) as a [`Name`],
+/// pointing at the offending character.
 fn name(token: &str, offset: usize, what: &str) -> Result<Name, RefError> {
-    Name::new(token).map_err(|e| {
-        let range = name_error_range(token, &e)
-            .map(|r| offset + r.start..offset + r.end)
-            .unwrap_or(offset..offset + token.len());
-        RefError {
-            kind: Kind::BadName,
-            range,
-            message: format!("bad {what} name: {e}"),
-            help: None,
-        }
+    valid_name(
+        token,
+        what,
+        |r| offset + r.start..offset + r.end,
+        offset..offset + token.len(),
+    )
+}
+
+/// Validates `token` as a [`Name`]. A bad one is refused as a bad `what`
+/// name pointing at the offending character (its range within `token`,
+/// mapped by `at`), or at `whole` where no one character is to blame.
+pub(crate) fn valid_name(
+    token: &str,
+    what: &str,
+    at: impl FnOnce(Range<usize>) -> Range<usize>,
+    whole: Range<usize>,
+) -> Result<Name, RefError> {
+    Name::new(token).map_err(|e| RefError {
+        kind: Kind::BadName,
+        range: name_error_range(token, &e).map(at).unwrap_or(whole),
+        message: format!("bad {what} name: {e}"),
+        help: None,
     })
 }
 
