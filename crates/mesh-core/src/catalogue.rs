@@ -866,7 +866,7 @@ fn check_tools(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
             unregistered(cat, Reference::Tool(&u), out);
             continue;
         };
-        if served.iter().any(|(_, s)| pattern::matches(s, &u.subject)) {
+        if served.iter().any(|(_, s)| pattern::covers(s, &u.subject)) {
             continue;
         }
         let names: Vec<Name> = served.iter().map(|(n, _)| n.clone()).collect();

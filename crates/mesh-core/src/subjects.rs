@@ -120,11 +120,6 @@ pub fn seat_work(seat: &Name, kind: &Name) -> String {
     format!("mesh.seat.{seat}.work.{kind}")
 }
 
-/// Every work subject of a seat (its SEAT_ stream's filter).
-pub fn seat_work_all(seat: &Name) -> String {
-    format!("mesh.seat.{seat}.work.*")
-}
-
 /// `mesh.mod.<module>.tool.<tool>`
 pub fn module_tool(module: &Name, tool: &Name) -> String {
     format!("mesh.mod.{module}.tool.{tool}")
@@ -223,11 +218,6 @@ pub fn is_valid_consumer_name(name: &str) -> bool {
 pub mod pattern {
     fn tokens(s: &str) -> Vec<&str> {
         s.split('.').collect()
-    }
-
-    /// Whether the literal `subject` is matched by `pattern`.
-    pub fn matches(pattern: &str, subject: &str) -> bool {
-        covers(pattern, subject)
     }
 
     /// Whether some subject is matched by both patterns (two stream filters, or
