@@ -33,6 +33,45 @@ fn not_found(what: &'static str, key: impl ToString) -> StoreError {
     }
 }
 
+/// Fails with `NotFound { what, key }` unless `$sql` finds a row. Used in the
+/// transaction that writes, never before it: a check outside would leave a
+/// removal the whole call to slip in.
+macro_rules! must_exist {
+    // The row named `$name` in `$table`.
+    ($tx:ident, $what:literal in $table:literal, $name:expr) => {{
+        let name: &Name = $name;
+        must_exist!(
+            $tx,
+            $what,
+            name,
+            concat!("SELECT name FROM ", $table, " WHERE name = $1"),
+            name.as_str()
+        )
+    }};
+    ($tx:ident, $what:literal, $key:expr, $sql:expr $(, $bind:expr)+) => {{
+        let found: Option<(String,)> = sqlx::query_as($sql)
+            $(.bind($bind))+
+            .fetch_optional(&mut *$tx)
+            .await?;
+        if found.is_none() {
+            return Err(not_found($what, $key).into());
+        }
+    }};
+}
+
+/// Records `$ports` (checked, see `check_ports`) for `$node` in `$tx`.
+macro_rules! insert_ports {
+    ($tx:ident, $node:expr, $ports:expr) => {
+        for p in $ports {
+            sqlx::query("INSERT INTO node_ports (node, port) VALUES ($1, $2)")
+                .bind($node.as_str())
+                .bind(i64::from(*p))
+                .execute(&mut *$tx)
+                .await?;
+        }
+    };
+}
+
 fn port(p: i64) -> Result<u16, StoreError> {
     u16::try_from(p).map_err(|_| StoreError::Malformed {
         what: "node",
@@ -158,13 +197,7 @@ impl Store {
                 }
                 .into());
             }
-            for p in &ports {
-                sqlx::query("INSERT INTO node_ports (node, port) VALUES ($1, $2)")
-                    .bind(node.as_str())
-                    .bind(i64::from(*p))
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            insert_ports!(tx, node, &ports);
             tx.commit().await?;
             Ok(())
         })?;
@@ -183,24 +216,12 @@ impl Store {
         let ports = check_ports(ports)?;
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let found: Option<(String,)> = sqlx::query_as("SELECT name FROM nodes WHERE name = $1")
-                .bind(node.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-            if found.is_none() {
-                return Err(not_found("node", node).into());
-            }
+            must_exist!(tx, "node" in "nodes", node);
             sqlx::query("DELETE FROM node_ports WHERE node = $1")
                 .bind(node.as_str())
                 .execute(&mut *tx)
                 .await?;
-            for p in &ports {
-                sqlx::query("INSERT INTO node_ports (node, port) VALUES ($1, $2)")
-                    .bind(node.as_str())
-                    .bind(i64::from(*p))
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            insert_ports!(tx, node, &ports);
             tx.commit().await?;
             Ok(())
         })
@@ -276,13 +297,7 @@ impl Store {
     pub async fn forget_node(&self, node: &Name) -> Result<Forgotten, StoreError> {
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let found: Option<(String,)> = sqlx::query_as("SELECT name FROM nodes WHERE name = $1")
-                .bind(node.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-            if found.is_none() {
-                return Err(not_found("node", node).into());
-            }
+            must_exist!(tx, "node" in "nodes", node);
             // By the node column, not by parsing principal names: a host's and
             // every module's credential on this node carry it.
             let principals: Vec<(String,)> =
@@ -334,13 +349,7 @@ impl Store {
         let expires_at = issued_at.saturating_add(duration_ms(ttl));
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let found: Option<(String,)> = sqlx::query_as("SELECT name FROM nodes WHERE name = $1")
-                .bind(node.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-            if found.is_none() {
-                return Err(not_found("node", node).into());
-            }
+            must_exist!(tx, "node" in "nodes", node);
             sqlx::query("DELETE FROM enrolment_tokens WHERE node = $1 AND spent_at IS NULL")
                 .bind(node.as_str())
                 .execute(&mut *tx)
@@ -580,36 +589,20 @@ impl Store {
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             if let Some(node) = node {
-                let found: Option<(String,)> =
-                    sqlx::query_as("SELECT name FROM nodes WHERE name = $1")
-                        .bind(node.as_str())
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                if found.is_none() {
-                    return Err(not_found("node", node).into());
-                }
+                must_exist!(tx, "node" in "nodes", node);
                 if let Some(module) = module {
-                    let found: Option<(String,)> = sqlx::query_as(
+                    must_exist!(
+                        tx,
+                        "assignment",
+                        format!("{module} on {node}"),
                         "SELECT module FROM assignments WHERE node = $1 AND module = $2",
-                    )
-                    .bind(node.as_str())
-                    .bind(module.as_str())
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    if found.is_none() {
-                        return Err(not_found("assignment", format!("{module} on {node}")).into());
-                    }
+                        node.as_str(),
+                        module.as_str()
+                    );
                 }
             }
             if let Some(person) = person {
-                let found: Option<(String,)> =
-                    sqlx::query_as("SELECT name FROM persons WHERE name = $1")
-                        .bind(person.as_str())
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                if found.is_none() {
-                    return Err(not_found("person", person).into());
-                }
+                must_exist!(tx, "person" in "persons", person);
             }
             // Minting again rotates: the old hash is replaced, never joined by
             // a second row the broker would also accept.
@@ -898,14 +891,7 @@ impl Store {
         let now = now_ms();
         let row = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let found: Option<(String,)> =
-                sqlx::query_as("SELECT name FROM modules WHERE name = $1")
-                    .bind(module.as_str())
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if found.is_none() {
-                return Err(not_found("module", module).into());
-            }
+            must_exist!(tx, "module" in "modules", module);
             let row: (String, String, Option<String>, i64) = sqlx::query_as(
                 "INSERT INTO module_versions (module, rev, build_id, recorded_at) \
                  VALUES ($1, $2, $3, $4) \
@@ -976,14 +962,7 @@ impl Store {
                 .into());
             }
             if let Some(m) = &seat.declared_by {
-                let found: Option<(String,)> =
-                    sqlx::query_as("SELECT name FROM modules WHERE name = $1")
-                        .bind(m.as_str())
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                if found.is_none() {
-                    return Err(not_found("module", m).into());
-                }
+                must_exist!(tx, "module" in "modules", m);
             }
             sqlx::query(
                 "INSERT INTO seats (name, declared_by, scope, protocol, created_at) \
@@ -1033,14 +1012,7 @@ impl Store {
     pub async fn add_seat_alias(&self, alias: &Name, seat: &Name) -> Result<(), StoreError> {
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let target: Option<(String,)> =
-                sqlx::query_as("SELECT name FROM seats WHERE name = $1")
-                    .bind(seat.as_str())
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if target.is_none() {
-                return Err(not_found("seat", seat).into());
-            }
+            must_exist!(tx, "seat" in "seats", seat);
             let clash: Option<(String,)> = sqlx::query_as("SELECT name FROM seats WHERE name = $1")
                 .bind(alias.as_str())
                 .fetch_optional(&mut *tx)
@@ -1108,20 +1080,8 @@ impl Store {
         let now = now_ms();
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let n: Option<(String,)> = sqlx::query_as("SELECT name FROM nodes WHERE name = $1")
-                .bind(node.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-            if n.is_none() {
-                return Err(not_found("node", node).into());
-            }
-            let m: Option<(String,)> = sqlx::query_as("SELECT name FROM modules WHERE name = $1")
-                .bind(module.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-            if m.is_none() {
-                return Err(not_found("module", module).into());
-            }
+            must_exist!(tx, "node" in "nodes", node);
+            must_exist!(tx, "module" in "modules", module);
             sqlx::query(
                 "INSERT INTO assignments (node, module, created_at) VALUES ($1, $2, $3) \
                  ON CONFLICT (node, module) DO NOTHING",
@@ -1186,13 +1146,7 @@ impl Store {
         let now = now_ms();
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let n: Option<(String,)> = sqlx::query_as("SELECT name FROM nodes WHERE name = $1")
-                .bind(d.node.as_str())
-                .fetch_optional(&mut *tx)
-                .await?;
-            if n.is_none() {
-                return Err(not_found("node", &d.node).into());
-            }
+            must_exist!(tx, "node" in "nodes", &d.node);
             let done = sqlx::query(
                 "INSERT INTO declarations (node, version, digest, body, created_at) \
                  SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS \
