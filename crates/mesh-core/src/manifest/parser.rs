@@ -114,7 +114,11 @@ impl<'a> Parser<'a> {
     }
 
     fn push(&mut self, kind: Kind, span: Range<usize>, message: String, help: Option<String>) {
-        let mut d = Diagnostic::new(kind, Location::new(self.path, self.pos(&span)), message);
+        self.push_at(kind, self.pos(&span), message, help);
+    }
+
+    fn push_at(&mut self, kind: Kind, pos: Pos, message: String, help: Option<String>) {
+        let mut d = Diagnostic::new(kind, Location::new(self.path, pos), message);
         d.help = help;
         self.diags.push(d);
     }
@@ -482,7 +486,7 @@ impl<'a> Parser<'a> {
     fn emits(&mut self, v: &Val<'_>, module: Option<&Name>) -> Vec<Located<Name>> {
         let mut out = Vec::new();
         for (s, span) in self.strings(v, "emits") {
-            if let Some(rest) = s.strip_prefix("seat:") {
+            if let Some(rest) = s.strip_prefix(refs::SEAT_PREFIX) {
                 let (seat, event) = rest.split_once('.').unwrap_or((rest, "<event>"));
                 self.push(
                     Kind::ForeignEvent,
@@ -645,12 +649,6 @@ impl<'a> Parser<'a> {
             });
         }
         out
-    }
-
-    fn push_at(&mut self, kind: Kind, pos: Pos, message: String, help: Option<String>) {
-        let mut d = Diagnostic::new(kind, Location::new(self.path, pos), message);
-        d.help = help;
-        self.diags.push(d);
     }
 
     /// A path the mesh writes into (or a build reads from) must stay inside

@@ -39,7 +39,7 @@ impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Target::Module(n) => write!(f, "{n}"),
-            Target::Seat(n) => write!(f, "seat:{n}"),
+            Target::Seat(n) => write!(f, "{SEAT_PREFIX}{n}"),
         }
     }
 }
@@ -124,7 +124,8 @@ impl What {
     }
 }
 
-const SEAT_PREFIX: &str = "seat:";
+/// What marks a reference to a seat rather than a module.
+pub(crate) const SEAT_PREFIX: &str = "seat:";
 
 /// Parses `<module>.<event>` or `seat:<seat>.<event>`; the event may be a
 /// name, `*` (one event) or `**` (every event).
@@ -284,9 +285,10 @@ fn from_subject(s: &str, what: What) -> Option<String> {
         ["mesh", "mod", m, v, e] if *v == verb => {
             Some(format!("{m}.{}", EventSelector::written_token(e)))
         }
-        ["mesh", "seat", m, v, e] if *v == verb => {
-            Some(format!("seat:{m}.{}", EventSelector::written_token(e)))
-        }
+        ["mesh", "seat", m, v, e] if *v == verb => Some(format!(
+            "{SEAT_PREFIX}{m}.{}",
+            EventSelector::written_token(e)
+        )),
         _ => None,
     }
 }
