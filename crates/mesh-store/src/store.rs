@@ -121,6 +121,17 @@ fn module_from(row: ModuleRow) -> Result<Module, StoreError> {
     })
 }
 
+type ModuleVersionRow = (String, String, Option<String>, i64);
+
+fn module_version_from(row: ModuleVersionRow) -> Result<ModuleVersion, StoreError> {
+    Ok(ModuleVersion {
+        module: name("module version", row.0)?,
+        rev: row.1,
+        build_id: row.2,
+        recorded_at: row.3,
+    })
+}
+
 type SeatRow = (String, Option<String>, String, String);
 
 fn seat_from(row: SeatRow) -> Result<Seat, StoreError> {
@@ -173,6 +184,10 @@ fn check_ports(ports: &[u16]) -> Result<Vec<u16>, StoreError> {
 
 const NODE_COLUMNS: &str = "name, public_key, created_at, enrolled_at, last_seen_at";
 const CREDENTIAL_COLUMNS: &str = "principal, kind, bcrypt_hash, node, module, created_at";
+const PERSON_COLUMNS: &str = "name, all_tools, created_at";
+const MODULE_COLUMNS: &str = "name, manifest_source, manifest_digest, registered_at, updated_at";
+const MODULE_VERSION_COLUMNS: &str = "module, rev, build_id, recorded_at";
+const SEAT_COLUMNS: &str = "name, declared_by, scope, protocol";
 
 impl Store {
     // ---------------------------------------------------------------- nodes
@@ -720,11 +735,12 @@ impl Store {
 
     pub async fn person(&self, person: &Name) -> Result<Option<Person>, StoreError> {
         let (row, tools) = with_pool!(self, |pool| {
-            let row: Option<(String, i64, i64)> =
-                sqlx::query_as("SELECT name, all_tools, created_at FROM persons WHERE name = $1")
-                    .bind(person.as_str())
-                    .fetch_optional(pool)
-                    .await?;
+            let row: Option<PersonRow> = sqlx::query_as(&format!(
+                "SELECT {PERSON_COLUMNS} FROM persons WHERE name = $1"
+            ))
+            .bind(person.as_str())
+            .fetch_optional(pool)
+            .await?;
             let tools: Vec<(String, String)> = sqlx::query_as(
                 "SELECT person, tool FROM person_tools WHERE person = $1 ORDER BY tool",
             )
@@ -740,10 +756,11 @@ impl Store {
     /// Every person, by name.
     pub async fn persons(&self) -> Result<Vec<Person>, StoreError> {
         let (rows, tools) = with_pool!(self, |pool| {
-            let rows: Vec<(String, i64, i64)> =
-                sqlx::query_as("SELECT name, all_tools, created_at FROM persons ORDER BY name")
-                    .fetch_all(pool)
-                    .await?;
+            let rows: Vec<PersonRow> = sqlx::query_as(&format!(
+                "SELECT {PERSON_COLUMNS} FROM persons ORDER BY name"
+            ))
+            .fetch_all(pool)
+            .await?;
             let tools: Vec<(String, String)> =
                 sqlx::query_as("SELECT person, tool FROM person_tools ORDER BY person, tool")
                     .fetch_all(pool)
@@ -795,13 +812,12 @@ impl Store {
         let digest = sha256_digest(manifest_source);
         let now = now_ms();
         let row = with_pool!(self, |pool| {
-            let row: ModuleRow = sqlx::query_as(
-                "INSERT INTO modules (name, manifest_source, manifest_digest, registered_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $4) \
+            let row: ModuleRow = sqlx::query_as(&format!(
+                "INSERT INTO modules ({MODULE_COLUMNS}) VALUES ($1, $2, $3, $4, $4) \
                  ON CONFLICT (name) DO UPDATE SET manifest_source = excluded.manifest_source, \
                  manifest_digest = excluded.manifest_digest, updated_at = excluded.updated_at \
-                 RETURNING name, manifest_source, manifest_digest, registered_at, updated_at",
-            )
+                 RETURNING {MODULE_COLUMNS}"
+            ))
             .bind(module.as_str())
             .bind(manifest_source)
             .bind(&digest)
@@ -815,10 +831,9 @@ impl Store {
 
     pub async fn module(&self, module: &Name) -> Result<Option<Module>, StoreError> {
         let row = with_pool!(self, |pool| {
-            let row: Option<ModuleRow> = sqlx::query_as(
-                "SELECT name, manifest_source, manifest_digest, registered_at, updated_at \
-                 FROM modules WHERE name = $1",
-            )
+            let row: Option<ModuleRow> = sqlx::query_as(&format!(
+                "SELECT {MODULE_COLUMNS} FROM modules WHERE name = $1"
+            ))
             .bind(module.as_str())
             .fetch_optional(pool)
             .await?;
@@ -830,10 +845,9 @@ impl Store {
     /// Every registered module, by name.
     pub async fn modules(&self) -> Result<Vec<Module>, StoreError> {
         let rows = with_pool!(self, |pool| {
-            let rows: Vec<ModuleRow> = sqlx::query_as(
-                "SELECT name, manifest_source, manifest_digest, registered_at, updated_at \
-                 FROM modules ORDER BY name",
-            )
+            let rows: Vec<ModuleRow> = sqlx::query_as(&format!(
+                "SELECT {MODULE_COLUMNS} FROM modules ORDER BY name"
+            ))
             .fetch_all(pool)
             .await?;
             Ok(rows)
@@ -892,13 +906,13 @@ impl Store {
         let row = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             must_exist!(tx, "module" in "modules", module);
-            let row: (String, String, Option<String>, i64) = sqlx::query_as(
-                "INSERT INTO module_versions (module, rev, build_id, recorded_at) \
+            let row: ModuleVersionRow = sqlx::query_as(&format!(
+                "INSERT INTO module_versions ({MODULE_VERSION_COLUMNS}) \
                  VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (module, rev) DO UPDATE SET \
                  build_id = COALESCE(excluded.build_id, module_versions.build_id) \
-                 RETURNING module, rev, build_id, recorded_at",
-            )
+                 RETURNING {MODULE_VERSION_COLUMNS}"
+            ))
             .bind(module.as_str())
             .bind(rev)
             .bind(build_id)
@@ -908,36 +922,22 @@ impl Store {
             tx.commit().await?;
             Ok(row)
         })?;
-        Ok(ModuleVersion {
-            module: name("module version", row.0)?,
-            rev: row.1,
-            build_id: row.2,
-            recorded_at: row.3,
-        })
+        module_version_from(row)
     }
 
     /// `module`'s versions, oldest first.
     pub async fn module_versions(&self, module: &Name) -> Result<Vec<ModuleVersion>, StoreError> {
         let rows = with_pool!(self, |pool| {
-            let rows: Vec<(String, String, Option<String>, i64)> = sqlx::query_as(
-                "SELECT module, rev, build_id, recorded_at FROM module_versions \
-                 WHERE module = $1 ORDER BY recorded_at, rev",
-            )
+            let rows: Vec<ModuleVersionRow> = sqlx::query_as(&format!(
+                "SELECT {MODULE_VERSION_COLUMNS} FROM module_versions \
+                 WHERE module = $1 ORDER BY recorded_at, rev"
+            ))
             .bind(module.as_str())
             .fetch_all(pool)
             .await?;
             Ok(rows)
         })?;
-        rows.into_iter()
-            .map(|r| {
-                Ok(ModuleVersion {
-                    module: name("module version", r.0)?,
-                    rev: r.1,
-                    build_id: r.2,
-                    recorded_at: r.3,
-                })
-            })
-            .collect()
+        rows.into_iter().map(module_version_from).collect()
     }
 
     // ---------------------------------------------------------------- seats
@@ -984,12 +984,11 @@ impl Store {
 
     pub async fn seat(&self, seat: &Name) -> Result<Option<Seat>, StoreError> {
         let row = with_pool!(self, |pool| {
-            let row: Option<SeatRow> = sqlx::query_as(
-                "SELECT name, declared_by, scope, protocol FROM seats WHERE name = $1",
-            )
-            .bind(seat.as_str())
-            .fetch_optional(pool)
-            .await?;
+            let row: Option<SeatRow> =
+                sqlx::query_as(&format!("SELECT {SEAT_COLUMNS} FROM seats WHERE name = $1"))
+                    .bind(seat.as_str())
+                    .fetch_optional(pool)
+                    .await?;
             Ok(row)
         })?;
         row.map(seat_from).transpose()
@@ -998,11 +997,10 @@ impl Store {
     /// Every seat and role, by name.
     pub async fn seats(&self) -> Result<Vec<Seat>, StoreError> {
         let rows = with_pool!(self, |pool| {
-            let rows: Vec<SeatRow> = sqlx::query_as(
-                "SELECT name, declared_by, scope, protocol FROM seats ORDER BY name",
-            )
-            .fetch_all(pool)
-            .await?;
+            let rows: Vec<SeatRow> =
+                sqlx::query_as(&format!("SELECT {SEAT_COLUMNS} FROM seats ORDER BY name"))
+                    .fetch_all(pool)
+                    .await?;
             Ok(rows)
         })?;
         rows.into_iter().map(seat_from).collect()
@@ -1471,7 +1469,9 @@ fn artifact_from(
     })
 }
 
-fn person_from(row: (String, i64, i64), tools: Vec<String>) -> Result<Person, StoreError> {
+type PersonRow = (String, i64, i64);
+
+fn person_from(row: PersonRow, tools: Vec<String>) -> Result<Person, StoreError> {
     let grant = match row.1 {
         1 => ToolGrant::All,
         0 => ToolGrant::Tools(tools),
