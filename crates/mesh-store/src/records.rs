@@ -5,7 +5,7 @@ use std::fmt;
 use mesh_core::names::Name;
 
 use crate::Millis;
-use crate::secret::Secret;
+use crate::secret::{MACHINE_BCRYPT_COST, PERSON_BCRYPT_COST, Secret};
 
 /// A machine in the mesh.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +71,14 @@ impl CredentialKind {
             "machine" => Some(CredentialKind::Machine),
             "person" => Some(CredentialKind::Person),
             _ => None,
+        }
+    }
+
+    /// The bcrypt cost its secrets are hashed at.
+    pub(crate) fn bcrypt_cost(self) -> u32 {
+        match self {
+            CredentialKind::Machine => MACHINE_BCRYPT_COST,
+            CredentialKind::Person => PERSON_BCRYPT_COST,
         }
     }
 }

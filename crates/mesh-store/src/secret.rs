@@ -69,18 +69,25 @@ pub fn sha256_digest(text: &str) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(text.as_bytes())))
 }
 
-/// bcrypt off the async runtime: at cost 11 a hash takes long enough to stall
-/// every other task on the worker thread.
-pub(crate) async fn bcrypt_hash(secret: &Secret, cost: u32) -> Result<String, StoreError> {
-    let plaintext = secret.0.clone();
-    let joined = tokio::task::spawn_blocking(move || bcrypt::hash_with_result(plaintext, cost))
+/// Runs a bcrypt call off the async runtime: at cost 11 a hash takes long
+/// enough to stall every other task on the worker thread.
+async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| StoreError::Hash {
             source: Box::new(e),
+        })
+}
+
+pub(crate) async fn bcrypt_hash(secret: &Secret, cost: u32) -> Result<String, StoreError> {
+    let plaintext = secret.0.clone();
+    let parts = off_runtime(move || bcrypt::hash_with_result(plaintext, cost))
+        .await?
+        .map_err(|e| StoreError::Hash {
+            source: Box::new(e),
         })?;
-    let parts = joined.map_err(|e| StoreError::Hash {
-        source: Box::new(e),
-    })?;
     // `$2a$`: identical to `$2b$` for inputs this short, and the one prefix the
     // NATS config parser does not mistake for a variable reference when a hash
     // is written unquoted (DESIGN §8).
@@ -90,17 +97,11 @@ pub(crate) async fn bcrypt_hash(secret: &Secret, cost: u32) -> Result<String, St
 pub(crate) async fn bcrypt_verify(secret: &str, hash: &str) -> Result<bool, StoreError> {
     let plaintext = secret.to_string();
     let hash = hash.to_string();
-    let joined = tokio::task::spawn_blocking(move || bcrypt::verify(plaintext, &hash))
-        .await
-        .map_err(|e| StoreError::Hash {
-            source: Box::new(e),
-        })?;
-    match joined {
-        Ok(ok) => Ok(ok),
+    off_runtime(move || bcrypt::verify(plaintext, &hash))
+        .await?
         // A hash bcrypt cannot parse was not written by mesh.
-        Err(e) => Err(StoreError::Malformed {
+        .map_err(|e| StoreError::Malformed {
             what: "credential",
             detail: format!("stored hash is not bcrypt: {e}"),
-        }),
-    }
+        })
 }

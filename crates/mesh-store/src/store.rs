@@ -9,8 +9,7 @@ use mesh_core::names::Name;
 use crate::error::{RefusalKind, RefusalReason, StoreError, TokenRefused};
 use crate::records::*;
 use crate::secret::{
-    MACHINE_BCRYPT_COST, PERSON_BCRYPT_COST, Secret, bcrypt_hash, bcrypt_verify, sha256_digest,
-    token_hash,
+    MACHINE_BCRYPT_COST, Secret, bcrypt_hash, bcrypt_verify, sha256_digest, token_hash,
 };
 use crate::{BeginWrite, Millis, Store, duration_ms, now_ms, principal, with_pool};
 
@@ -566,14 +565,16 @@ impl Store {
         principal: &str,
         secret: &str,
     ) -> Result<bool, StoreError> {
-        let hash = bcrypt_hash(&Secret::from_plaintext(secret), MACHINE_BCRYPT_COST).await?;
+        let kind = CredentialKind::Machine;
+        let hash = bcrypt_hash(&Secret::from_plaintext(secret), kind.bcrypt_cost()).await?;
         let now = now_ms();
         let done = with_pool!(self, |pool| {
             Ok(sqlx::query(
                 "INSERT INTO credentials (principal, kind, bcrypt_hash, created_at) \
-                 VALUES ($1, 'machine', $2, $3) ON CONFLICT (principal) DO NOTHING",
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (principal) DO NOTHING",
             )
             .bind(principal)
+            .bind(kind.as_str())
             .bind(&hash)
             .bind(now)
             .execute(pool)
@@ -595,11 +596,7 @@ impl Store {
         person: Option<&Name>,
     ) -> Result<Secret, StoreError> {
         let secret = Secret::generate();
-        let cost = match kind {
-            CredentialKind::Machine => MACHINE_BCRYPT_COST,
-            CredentialKind::Person => PERSON_BCRYPT_COST,
-        };
-        let hash = bcrypt_hash(&secret, cost).await?;
+        let hash = bcrypt_hash(&secret, kind.bcrypt_cost()).await?;
         let now = now_ms();
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
