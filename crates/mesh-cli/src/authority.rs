@@ -205,16 +205,7 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let has_credential = loaded.hashes.contains_key(&p.name);
     let objects =
         mesh_core::jetstream::derive(&loaded.catalogue, &loaded.records, &loaded.controller)?;
-    // The consumers delivering to this principal: what it hears, and through which filters.
-    let consumers: Vec<&ConsumerSpec> = objects
-        .consumers
-        .iter()
-        .filter(|c| {
-            p.permissions
-                .subscribe_subjects()
-                .contains(c.deliver_subject.as_str())
-        })
-        .collect();
+    let consumers = objects.delivering_to(p);
     match args.format {
         Format::Json => {
             let mut v = serde_json::to_value(p)?;

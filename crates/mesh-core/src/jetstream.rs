@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::authority::{ControllerSpec, Records};
+use crate::authority::{ControllerSpec, Principal, Records};
 use crate::catalogue::{Catalogue, SeatEntry};
 use crate::manifest::Manifest;
 use crate::names::Name;
@@ -118,6 +118,18 @@ pub fn module_consumer(catalogue: &Catalogue, m: &Manifest) -> Option<ConsumerSp
 pub struct Objects {
     pub streams: Vec<StreamSpec>,
     pub consumers: Vec<ConsumerSpec>,
+}
+
+impl Objects {
+    /// The consumers whose deliveries `principal` may receive: what it hears,
+    /// and through which filters.
+    pub fn delivering_to(&self, principal: &Principal) -> Vec<&ConsumerSpec> {
+        let subscribed = principal.permissions.subscribe_subjects();
+        self.consumers
+            .iter()
+            .filter(|c| subscribed.contains(c.deliver_subject.as_str()))
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -391,6 +391,30 @@ fn every_consumer_is_ackable_by_exactly_its_owner() {
 }
 
 #[test]
+fn each_principal_hears_through_its_own_consumers_only() {
+    let cat = catalogue();
+    let r = records();
+    let spec = ControllerSpec::default();
+    let ps = derive(&cat, &r, &spec).unwrap();
+    let objects = jetstream::derive(&cat, &r, &spec).unwrap();
+    let heard = |name: &str| -> Vec<String> {
+        objects
+            .delivering_to(find(&ps, name))
+            .iter()
+            .map(|c| format!("{}/{}", c.stream, c.name))
+            .collect()
+    };
+    assert_eq!(heard("host_n1"), ["NODES/n1"]);
+    assert_eq!(heard("module_n1_notifier"), ["EVENTS/mod_notifier"]);
+    assert_eq!(
+        heard("module_n2_builder"),
+        ["SEAT_mesh-build-machine/seat_mesh-build-machine"]
+    );
+    assert!(heard("person_alice").is_empty());
+    assert!(heard("enrol_n3").is_empty());
+}
+
+#[test]
 fn objects_follow_the_bus_contract() {
     let cat = catalogue();
     let o = jetstream::derive(&cat, &records(), &ControllerSpec::default()).unwrap();
