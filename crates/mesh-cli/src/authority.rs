@@ -9,11 +9,10 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use mesh_core::authority::{
-    self, ControllerSpec, Grant, PersonRecord, Principal, Records, ToolAccess,
+    self, ControllerSpec, Grant, PersonRecord, Principal, Records, ToolAccess, ToolListError,
 };
 use mesh_core::catalogue::Catalogue;
 use mesh_core::jetstream::ConsumerSpec;
-use mesh_core::manifest::refs::parse_tool_ref;
 use mesh_core::users_file;
 use mesh_store::{Store, ToolGrant, principal};
 
@@ -128,33 +127,21 @@ pub async fn read_records(store: &Store) -> anyhow::Result<(Records, BTreeMap<St
     Ok((records, hashes))
 }
 
-/// The tools a person may call, as written in a fleet file: `["*"]` for every
-/// tool, or a list of tool references. `*` inside a list is refused rather than
-/// read as "every tool": a typo beside it must not widen the grant silently.
-pub fn tool_grant(tools: &[String]) -> Result<ToolGrant, String> {
-    if tools.len() == 1 && tools[0] == "*" {
-        return Ok(ToolGrant::All);
-    }
-    if tools.iter().any(|t| t == "*") {
-        return Err(
-            "\"*\" stands alone: write tools = [\"*\"] for every tool, or list the tools".into(),
-        );
-    }
-    let grant = ToolGrant::Tools(tools.to_vec());
-    tool_access(&grant)?;
-    Ok(grant)
+/// The grant to record for a person's tools as written (checked by
+/// [`ToolAccess::from_written`]).
+pub fn tool_grant(tools: &[String]) -> Result<ToolGrant, ToolListError> {
+    Ok(match ToolAccess::from_written(tools)? {
+        ToolAccess::All => ToolGrant::All,
+        ToolAccess::Only(_) => ToolGrant::Tools(tools.to_vec()),
+    })
 }
 
 /// A stored grant, each tool reference parsed.
-fn tool_access(grant: &ToolGrant) -> Result<ToolAccess, String> {
-    Ok(match grant {
-        ToolGrant::All => ToolAccess::All,
-        ToolGrant::Tools(list) => ToolAccess::Only(
-            list.iter()
-                .map(|t| parse_tool_ref(t).map_err(|e| format!("tool {t:?}: {}", e.message)))
-                .collect::<Result<_, _>>()?,
-        ),
-    })
+fn tool_access(grant: &ToolGrant) -> Result<ToolAccess, ToolListError> {
+    match grant {
+        ToolGrant::All => Ok(ToolAccess::All),
+        ToolGrant::Tools(list) => ToolAccess::from_written(list),
+    }
 }
 
 /// Reads the catalogue (refusing one that does not check clean) and the

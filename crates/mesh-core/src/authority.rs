@@ -162,6 +162,41 @@ pub enum ToolAccess {
     Only(Vec<ToolRef>),
 }
 
+/// A person's tool list that does not read as a grant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolListError {
+    #[error("\"*\" stands alone: write tools = [\"*\"] for every tool, or list the tools")]
+    StarInList,
+    #[error("tool {written:?}: {message}")]
+    BadTool { written: String, message: String },
+}
+
+impl ToolAccess {
+    /// A person's tools as written: `["*"]` for every tool, or tool
+    /// references. `*` inside a list is refused rather than read as every
+    /// tool: a typo beside it must not widen the grant silently.
+    pub fn from_written(tools: &[String]) -> Result<ToolAccess, ToolListError> {
+        if let [only] = tools
+            && only == "*"
+        {
+            return Ok(ToolAccess::All);
+        }
+        if tools.iter().any(|t| t == "*") {
+            return Err(ToolListError::StarInList);
+        }
+        tools
+            .iter()
+            .map(|t| {
+                crate::manifest::refs::parse_tool_ref(t).map_err(|e| ToolListError::BadTool {
+                    written: t.clone(),
+                    message: e.message,
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(ToolAccess::Only)
+    }
+}
+
 /// A person record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PersonRecord {

@@ -570,3 +570,23 @@ fn an_unknown_assignment_is_refused() {
         Err(AuthorityError::UnregisteredModule { .. })
     ));
 }
+
+#[test]
+fn a_persons_tools_read_as_written() {
+    let w =
+        |l: &[&str]| ToolAccess::from_written(&l.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert_eq!(w(&["*"]), Ok(ToolAccess::All));
+    assert_eq!(w(&["*", "audit-log.serch"]), Err(ToolListError::StarInList));
+    assert_eq!(
+        w(&["audit-log.search", "*"]),
+        Err(ToolListError::StarInList)
+    );
+    assert!(matches!(
+        w(&["seat:git.clone"]),
+        Ok(ToolAccess::Only(tools)) if tools.len() == 1 && tools[0].tool.as_str() == "clone"
+    ));
+    assert!(matches!(
+        w(&["audit-log"]),
+        Err(ToolListError::BadTool { written, .. }) if written == "audit-log"
+    ));
+}
