@@ -93,23 +93,51 @@ impl Fixture {
         }
     }
 
+    /// Every table in the store, read from the database catalogue so that a
+    /// table added later is covered without anyone remembering to list it.
+    async fn tables(&self) -> Vec<String> {
+        let tables: Vec<(String,)> = match self.store.kind() {
+            BackendKind::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url)
+                    .await
+                    .expect("raw sqlite");
+                let tables = sqlx::query_as("SELECT name FROM sqlite_master WHERE type = 'table'")
+                    .fetch_all(&pool)
+                    .await
+                    .expect("tables");
+                pool.close().await;
+                tables
+            }
+            BackendKind::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url)
+                    .await
+                    .expect("raw postgres");
+                let tables = sqlx::query_as(
+                    "SELECT CAST(table_name AS TEXT) FROM information_schema.tables \
+                     WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'",
+                )
+                .fetch_all(&pool)
+                .await
+                .expect("tables");
+                pool.close().await;
+                tables
+            }
+        };
+        assert!(tables.len() > 10, "{tables:?}");
+        tables.into_iter().map(|(t,)| t).collect()
+    }
+
     /// Every value of every column of every table, as bytes, labelled
-    /// `table.column`. Tables are enumerated from the catalogue, so a table
-    /// added later is scanned without anyone remembering to add it here.
+    /// `table.column`.
     async fn every_value(&self) -> Vec<(String, Vec<u8>)> {
         let mut out = Vec::new();
+        let tables = self.tables().await;
         match self.store.kind() {
             BackendKind::Sqlite => {
                 let pool = sqlx::SqlitePool::connect(&self.url)
                     .await
                     .expect("raw sqlite");
-                let tables: Vec<(String,)> =
-                    sqlx::query_as("SELECT name FROM sqlite_master WHERE type = 'table'")
-                        .fetch_all(&pool)
-                        .await
-                        .expect("tables");
-                assert!(tables.len() > 10, "{tables:?}");
-                for (table,) in tables {
+                for table in tables {
                     let columns: Vec<(String,)> =
                         sqlx::query_as("SELECT name FROM pragma_table_info($1)")
                             .bind(&table)
@@ -130,15 +158,7 @@ impl Fixture {
                 let pool = sqlx::PgPool::connect(&self.url)
                     .await
                     .expect("raw postgres");
-                let tables: Vec<(String,)> = sqlx::query_as(
-                    "SELECT CAST(table_name AS TEXT) FROM information_schema.tables \
-                     WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'",
-                )
-                .fetch_all(&pool)
-                .await
-                .expect("tables");
-                assert!(tables.len() > 10, "{tables:?}");
-                for (table,) in tables {
+                for table in tables {
                     let columns: Vec<(String,)> = sqlx::query_as(
                         "SELECT CAST(column_name AS TEXT) FROM information_schema.columns \
                          WHERE table_schema = current_schema() AND table_name = $1",
@@ -960,28 +980,9 @@ async fn an_older_store_is_brought_forward(fx: &Fixture) {
             // A fresh schema-less database is needed: reuse this one after
             // dropping everything the fixture created.
             fx.store.close().await;
-            for t in [
-                "artifacts",
-                "build_inputs",
-                "builds",
-                "report_outcomes",
-                "reports",
-                "declarations",
-                "assignments",
-                "seat_aliases",
-                "seats",
-                "module_versions",
-                "modules",
-                "person_tools",
-                "persons",
-                "credentials",
-                "enrolment_tokens",
-                "node_ports",
-                "nodes",
-                "mesh_schema",
-            ] {
-                fx.raw_execute(&format!("DROP TABLE {t}")).await;
-            }
+            // One statement, so the foreign keys between them set no order.
+            let tables = fx.tables().await.join(", ");
+            fx.raw_execute(&format!("DROP TABLE {tables}")).await;
             fx.url.clone()
         }
     };
