@@ -36,9 +36,12 @@ pub type Millis = i64;
 pub(crate) fn now_ms() -> Millis {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .map(duration_ms)
         .unwrap_or(0)
 }
+
+/// The store's schema version; 0 before the first migration.
+const CURRENT_VERSION: &str = "SELECT COALESCE(MAX(version), 0) FROM mesh_schema";
 
 /// How a store is opened.
 #[derive(Debug, Clone)]
@@ -250,9 +253,7 @@ impl Store {
     /// The schema version recorded in the store.
     pub async fn schema_version(&self) -> Result<i64, StoreError> {
         with_pool!(self, |pool| {
-            let (v,): (i64,) = sqlx::query_as("SELECT COALESCE(MAX(version), 0) FROM mesh_schema")
-                .fetch_one(pool)
-                .await?;
+            let (v,): (i64,) = sqlx::query_as(CURRENT_VERSION).fetch_one(pool).await?;
             Ok(v)
         })
     }
@@ -262,10 +263,7 @@ impl Store {
         let backend = self.kind();
         with_pool!(self, |pool| {
             sqlx::query(CREATE_SCHEMA_TABLE).execute(pool).await?;
-            let (current,): (i64,) =
-                sqlx::query_as("SELECT COALESCE(MAX(version), 0) FROM mesh_schema")
-                    .fetch_one(pool)
-                    .await?;
+            let (current,): (i64,) = sqlx::query_as(CURRENT_VERSION).fetch_one(pool).await?;
             // Refuse before touching anything: a newer mesh may have moved
             // records this binary would misread or overwrite.
             if current > SCHEMA_VERSION {
@@ -287,10 +285,7 @@ impl Store {
                         .execute(&mut *tx)
                         .await?;
                 }
-                let (now_at,): (i64,) =
-                    sqlx::query_as("SELECT COALESCE(MAX(version), 0) FROM mesh_schema")
-                        .fetch_one(&mut *tx)
-                        .await?;
+                let (now_at,): (i64,) = sqlx::query_as(CURRENT_VERSION).fetch_one(&mut *tx).await?;
                 if now_at >= m.version {
                     tx.rollback().await?;
                     continue;
