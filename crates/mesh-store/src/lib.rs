@@ -183,8 +183,16 @@ impl Store {
         Ok(store)
     }
 
+    /// The one place a store is made: its URL is kept only with the password
+    /// replaced, so neither `url()` nor `Debug` can show it.
+    fn new(backend: Backend, url: &str) -> Store {
+        Store {
+            backend,
+            redacted_url: redact_url(url),
+        }
+    }
+
     async fn connect(url: &str, options: &StoreOptions) -> Result<Store, StoreError> {
-        let redacted_url = redact_url(url);
         match url::parse(url)? {
             url::Target::Sqlite(path) => {
                 if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -210,10 +218,7 @@ impl Store {
                     .connect_with(connect)
                     .await
                     .map_err(|e| StoreError::classify(BackendKind::Sqlite, e))?;
-                Ok(Store {
-                    backend: Backend::Sqlite(pool),
-                    redacted_url,
-                })
+                Ok(Store::new(Backend::Sqlite(pool), url))
             }
             url::Target::Postgres(connect) => {
                 let pool = PgPoolOptions::new()
@@ -222,10 +227,7 @@ impl Store {
                     .connect_with(*connect)
                     .await
                     .map_err(|e| StoreError::classify(BackendKind::Postgres, e))?;
-                Ok(Store {
-                    backend: Backend::Postgres(pool),
-                    redacted_url,
-                })
+                Ok(Store::new(Backend::Postgres(pool), url))
             }
         }
     }
@@ -308,4 +310,25 @@ impl Store {
 
 fn duration_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A Postgres-backed store whose URL carries a password; the pool is lazy,
+    /// so nothing connects.
+    #[tokio::test]
+    async fn debug_never_shows_the_password() {
+        let url = "postgres://u:hunter2@127.0.0.1/db";
+        let Ok(url::Target::Postgres(connect)) = url::parse(url) else {
+            panic!("{url} is a postgres url")
+        };
+        let pool = PgPoolOptions::new().connect_lazy_with(*connect);
+        let store = Store::new(Backend::Postgres(pool), url);
+        let shown = format!("{store:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("u:***@127.0.0.1"), "{shown}");
+        assert!(!store.url().contains("hunter2"), "{}", store.url());
+    }
 }

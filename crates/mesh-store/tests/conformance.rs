@@ -1038,7 +1038,6 @@ async fn secrets_stay_out_of_debug_output(fx: &Fixture) {
     assert!(!shown.contains(token.secret.expose()), "{shown}");
     let minted = s.mint_host_credential(&n("n1")).await.unwrap();
     assert!(!format!("{minted:?}").contains(minted.expose()));
-    assert!(!format!("{s:?}").contains("password"));
 }
 
 macro_rules! conformance {
