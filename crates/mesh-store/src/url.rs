@@ -81,6 +81,20 @@ fn userinfo_password(url: &str) -> Option<&str> {
     password_span(url).map(|(s, e)| &url[s..e])
 }
 
+fn is_password_key(k: &str) -> bool {
+    k.eq_ignore_ascii_case("password")
+}
+
+/// The values of the URL's `password=` query parameters.
+fn param_passwords(url: &str) -> impl Iterator<Item = &str> {
+    url.split_once('?')
+        .map_or("", |(_, query)| query)
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(k, _)| is_password_key(k))
+        .map(|(_, v)| v)
+}
+
 fn redact_password_param(url: &str) -> String {
     let Some(q) = url.find('?') else {
         return url.to_string();
@@ -89,17 +103,23 @@ fn redact_password_param(url: &str) -> String {
     let parts: Vec<String> = query
         .split('&')
         .map(|kv| match kv.split_once('=') {
-            Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+            Some((k, _)) if is_password_key(k) => format!("{k}=***"),
             _ => kv.to_string(),
         })
         .collect();
     format!("{head}{}", parts.join("&"))
 }
 
-/// Removes the URL's password (and the URL itself) from a driver message.
+/// Removes the URL's passwords (and the URL itself) from a driver message,
+/// which may quote either password on its own.
 fn scrub(message: &str, url: &str) -> String {
     let mut m = message.replace(url, &redact_url(url));
-    if let Some(pw) = userinfo_password(url).filter(|p| !p.is_empty()) {
+    for pw in userinfo_password(url)
+        .into_iter()
+        .chain(param_passwords(url))
+        // Replacing "" would put *** between every character.
+        .filter(|p| !p.is_empty())
+    {
         m = m.replace(pw, "***");
     }
     m
@@ -138,6 +158,19 @@ mod tests {
         assert!(matches!(e, StoreError::BadUrl { .. }), "{e:?}");
         assert!(!e.to_string().contains("hunter2"), "{e}");
         assert!(!format!("{e:?}").contains("hunter2"), "{e:?}");
+    }
+
+    #[test]
+    fn scrub_blanks_both_passwords_quoted_alone() {
+        let url = "postgres://u:s3cret@db/mesh?user=a&Password=hunter2&password=";
+        assert_eq!(
+            scrub("auth failed for s3cret and hunter2 at db", url),
+            "auth failed for *** and *** at db"
+        );
+        assert_eq!(
+            scrub(&format!("cannot parse {url}"), url),
+            "cannot parse postgres://u:***@db/mesh?user=a&Password=***&password=***"
+        );
     }
 
     #[test]
