@@ -1,29 +1,10 @@
 //! Connecting to the bus as one principal.
 
-use std::fmt;
 use std::path::PathBuf;
 
 use async_nats::{Client, ConnectOptions};
 
-/// A credential that never shows up in a log line, an error or a URL.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(s: impl Into<String>) -> Self {
-        Secret(s.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
+pub use mesh_core::secret::Secret;
 
 /// Where and as whom to connect. The password travels beside the address,
 /// never inside it: a credential in a URL leaks into every line that prints it.

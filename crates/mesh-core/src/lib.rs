@@ -11,5 +11,6 @@ pub mod jetstream;
 pub mod manifest;
 pub mod names;
 pub mod placeholders;
+pub mod secret;
 pub mod subjects;
 pub mod users_file;

@@ -1,7 +1,5 @@
 //! Secrets: generated here, shown once, only their hashes recorded.
 
-use std::fmt;
-
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -20,40 +18,15 @@ pub const MACHINE_BCRYPT_COST: u32 = 4;
 /// it gets the cost that makes an offline guess expensive.
 pub const PERSON_BCRYPT_COST: u32 = 11;
 
-/// A plaintext secret, handed out exactly once. `Debug` never shows it and
-/// there is no `Display`, so it cannot end up in a log by accident.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+pub use mesh_core::secret::Secret;
 
-impl Secret {
-    /// 256 bits from the thread CSPRNG (ChaCha, seeded from the OS), as 64 hex
-    /// characters: safe inside a NATS config string and under bcrypt's
-    /// 72-byte input limit.
-    pub(crate) fn generate() -> Secret {
-        let mut bytes = [0u8; 32];
-        rand::rng().fill_bytes(&mut bytes);
-        Secret(hex::encode(bytes))
-    }
-
-    /// Wraps a secret minted elsewhere (the bootstrap credential).
-    pub(crate) fn from_plaintext(s: &str) -> Secret {
-        Secret(s.to_string())
-    }
-
-    /// The plaintext. Give it to whoever will use it; never log it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    pub fn into_string(self) -> String {
-        self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
+/// 256 bits from the thread CSPRNG (ChaCha, seeded from the OS), as 64 hex
+/// characters: safe inside a NATS config string and under bcrypt's 72-byte
+/// input limit.
+pub(crate) fn generate() -> Secret {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    Secret::new(hex::encode(bytes))
 }
 
 /// SHA-256 of a token secret, hex. A token secret is 256 random bits, so a
@@ -82,7 +55,7 @@ async fn off_runtime<T: Send + 'static>(
 }
 
 pub(crate) async fn bcrypt_hash(secret: &Secret, cost: u32) -> Result<String, StoreError> {
-    let plaintext = secret.0.clone();
+    let plaintext = secret.expose().to_owned();
     let parts = off_runtime(move || bcrypt::hash_with_result(plaintext, cost))
         .await?
         .map_err(|e| StoreError::Hash {

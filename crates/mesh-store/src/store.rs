@@ -9,7 +9,7 @@ use mesh_core::names::Name;
 use crate::error::{RefusalKind, RefusalReason, StoreError, TokenRefused};
 use crate::records::*;
 use crate::secret::{
-    MACHINE_BCRYPT_COST, Secret, bcrypt_hash, bcrypt_verify, sha256_digest, token_hash,
+    self, MACHINE_BCRYPT_COST, Secret, bcrypt_hash, bcrypt_verify, sha256_digest, token_hash,
 };
 use crate::{BeginWrite, Millis, Store, duration_ms, now_ms, principal, with_pool};
 
@@ -354,7 +354,7 @@ impl Store {
     /// earlier unspent token of the node is revoked: a node has one live
     /// claim, and its enrolment user is named after the node.
     pub async fn issue_token(&self, node: &Name, ttl: Duration) -> Result<IssuedToken, StoreError> {
-        let secret = Secret::generate();
+        let secret = secret::generate();
         let hash = token_hash(secret.expose());
         // The one-time secret is also the enrolment user's bus password: the
         // node's first connection is already authenticated by it.
@@ -566,7 +566,7 @@ impl Store {
         secret: &str,
     ) -> Result<bool, StoreError> {
         let kind = CredentialKind::Machine;
-        let hash = bcrypt_hash(&Secret::from_plaintext(secret), kind.bcrypt_cost()).await?;
+        let hash = bcrypt_hash(&Secret::new(secret), kind.bcrypt_cost()).await?;
         let now = now_ms();
         let done = with_pool!(self, |pool| {
             Ok(sqlx::query(
@@ -595,7 +595,7 @@ impl Store {
         module: Option<&Name>,
         person: Option<&Name>,
     ) -> Result<Secret, StoreError> {
-        let secret = Secret::generate();
+        let secret = secret::generate();
         let hash = bcrypt_hash(&secret, kind.bcrypt_cost()).await?;
         let now = now_ms();
         with_pool!(self, |pool| {
