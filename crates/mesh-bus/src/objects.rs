@@ -157,21 +157,23 @@ fn consumer_config(c: &ConsumerSpec) -> consumer::push::Config {
     }
 }
 
+/// Both filter fields as one sorted list: the server may report one filter in
+/// either field.
+fn all_filters(one: &str, many: &[String]) -> Vec<String> {
+    let mut all: Vec<String> = many.to_vec();
+    if !one.is_empty() {
+        all.push(one.to_string());
+    }
+    all.sort();
+    all
+}
+
 /// The fields mesh decides; the server fills in the rest.
 fn same_consumer(found: &consumer::Config, wanted: &consumer::push::Config) -> bool {
-    let mut found_filters = found.filter_subjects.clone();
-    if !found.filter_subject.is_empty() {
-        found_filters.push(found.filter_subject.clone());
-    }
-    let mut wanted_filters = wanted.filter_subjects.clone();
-    if !wanted.filter_subject.is_empty() {
-        wanted_filters.push(wanted.filter_subject.clone());
-    }
-    found_filters.sort();
-    wanted_filters.sort();
     found.deliver_subject.as_deref() == Some(wanted.deliver_subject.as_str())
         && found.deliver_group == wanted.deliver_group
-        && found_filters == wanted_filters
+        && all_filters(&found.filter_subject, &found.filter_subjects)
+            == all_filters(&wanted.filter_subject, &wanted.filter_subjects)
         && found.ack_wait == wanted.ack_wait
         && found.max_deliver == wanted.max_deliver
         && found.ack_policy == wanted.ack_policy
