@@ -40,10 +40,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "operations",
         sql: include_str!("../migrations/0003_operations.sql"),
     },
+    Migration {
+        version: 4,
+        name: "credential_owners",
+        sql: include_str!("../migrations/0004_credential_owners.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

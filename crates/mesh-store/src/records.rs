@@ -93,6 +93,8 @@ pub struct Credential {
     pub node: Option<Name>,
     /// The module, for a module's credential on `node`.
     pub module: Option<Name>,
+    /// The person, for a person's credential.
+    pub person: Option<Name>,
     pub created_at: Millis,
 }
 

@@ -32,6 +32,11 @@ fn not_found(what: &'static str, key: impl ToString) -> StoreError {
     }
 }
 
+/// How a missing assignment is named in `NotFound`.
+fn assignment_key(node: &Name, module: &Name) -> String {
+    format!("{module} on {node}")
+}
+
 /// Fails with `NotFound { what, key }` unless `$sql` finds a row. Used in the
 /// transaction that writes, never before it: a check outside would leave a
 /// removal the whole call to slip in.
@@ -91,7 +96,15 @@ fn node_from(row: NodeRow, ports: Vec<u16>) -> Result<Node, StoreError> {
     })
 }
 
-type CredentialRow = (String, String, String, Option<String>, Option<String>, i64);
+type CredentialRow = (
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    i64,
+);
 
 fn credential_from(row: CredentialRow) -> Result<Credential, StoreError> {
     let kind = CredentialKind::parse(&row.1).ok_or_else(|| StoreError::Malformed {
@@ -104,7 +117,8 @@ fn credential_from(row: CredentialRow) -> Result<Credential, StoreError> {
         bcrypt_hash: row.2,
         node: opt_name("credential", row.3)?,
         module: opt_name("credential", row.4)?,
-        created_at: row.5,
+        person: opt_name("credential", row.5)?,
+        created_at: row.6,
     })
 }
 
@@ -182,7 +196,7 @@ fn check_ports(ports: &[u16]) -> Result<Vec<u16>, StoreError> {
 }
 
 const NODE_COLUMNS: &str = "name, public_key, created_at, enrolled_at, last_seen_at";
-const CREDENTIAL_COLUMNS: &str = "principal, kind, bcrypt_hash, node, module, created_at";
+const CREDENTIAL_COLUMNS: &str = "principal, kind, bcrypt_hash, node, module, person, created_at";
 const PERSON_COLUMNS: &str = "name, all_tools, created_at";
 const MODULE_COLUMNS: &str = "name, manifest_source, manifest_digest, registered_at, updated_at";
 const MODULE_VERSION_COLUMNS: &str = "module, rev, build_id, recorded_at";
@@ -586,7 +600,11 @@ impl Store {
 
     /// `node`, `module` on it and `person` are checked in the transaction that
     /// writes, after the slow hash: a removal committing during the hash would
-    /// otherwise leave the new credential behind.
+    /// otherwise leave the new credential behind. The row's foreign keys hold
+    /// the rest: on PostgreSQL a removal can still commit between the check
+    /// and the insert, which the keys then refuse (reported as the same
+    /// `NotFound` the check gives), and a removal after the insert takes the
+    /// credential with it (ON DELETE CASCADE).
     async fn mint(
         &self,
         principal: String,
@@ -598,7 +616,7 @@ impl Store {
         let secret = secret::generate();
         let hash = bcrypt_hash(&secret, kind.bcrypt_cost()).await?;
         let now = now_ms();
-        with_pool!(self, |pool| {
+        let result = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             if let Some(node) = node {
                 must_exist!(tx, "node" in "nodes", node);
@@ -606,7 +624,7 @@ impl Store {
                     must_exist!(
                         tx,
                         "assignment",
-                        format!("{module} on {node}"),
+                        assignment_key(node, module),
                         "SELECT module FROM assignments WHERE node = $1 AND module = $2",
                         node.as_str(),
                         module.as_str()
@@ -619,24 +637,44 @@ impl Store {
             // Minting again rotates: the old hash is replaced, never joined by
             // a second row the broker would also accept.
             sqlx::query(
-                "INSERT INTO credentials (principal, kind, bcrypt_hash, node, module, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6) \
+                "INSERT INTO credentials \
+                 (principal, kind, bcrypt_hash, node, module, person, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
                  ON CONFLICT (principal) DO UPDATE SET kind = excluded.kind, \
                  bcrypt_hash = excluded.bcrypt_hash, node = excluded.node, \
-                 module = excluded.module, created_at = excluded.created_at",
+                 module = excluded.module, person = excluded.person, \
+                 created_at = excluded.created_at",
             )
             .bind(&principal)
             .bind(kind.as_str())
             .bind(&hash)
             .bind(node.map(Name::as_str))
             .bind(module.map(Name::as_str))
+            .bind(person.map(Name::as_str))
             .bind(now)
             .execute(&mut *tx)
             .await?;
             tx.commit().await?;
             Ok(())
-        })?;
-        Ok(secret)
+        });
+        // What the checks found was removed before the insert: the same
+        // answer the check gives when it finds nothing.
+        let owner = match (node, module, person) {
+            (_, _, Some(person)) => Some(("person", person.to_string())),
+            (Some(node), Some(module), _) => Some(("assignment", assignment_key(node, module))),
+            (Some(node), None, _) => Some(("node", node.to_string())),
+            (None, _, None) => None,
+        };
+        match (result, owner) {
+            (
+                Err(StoreError::Refused {
+                    kind: RefusalKind::ForeignKey,
+                    ..
+                }),
+                Some((what, key)),
+            ) => Err(not_found(what, key)),
+            (other, _) => other.map(|()| secret),
+        }
     }
 
     pub async fn credential(&self, principal: &str) -> Result<Option<Credential>, StoreError> {

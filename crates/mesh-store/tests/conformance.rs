@@ -75,18 +75,20 @@ impl Fixture {
 
     /// Runs one statement straight against the database, bypassing the store.
     async fn raw_execute(&self, sql: &str) {
+        self.raw_execute_at(&self.url, sql).await
+    }
+
+    /// Runs one statement straight against the database at `url` (of the
+    /// fixture's backend), bypassing any store.
+    async fn raw_execute_at(&self, url: &str, sql: &str) {
         match self.store.kind() {
             BackendKind::Sqlite => {
-                let pool = sqlx::SqlitePool::connect(&self.url)
-                    .await
-                    .expect("raw sqlite");
+                let pool = sqlx::SqlitePool::connect(url).await.expect("raw sqlite");
                 sqlx::query(sql).execute(&pool).await.expect(sql);
                 pool.close().await;
             }
             BackendKind::Postgres => {
-                let pool = sqlx::PgPool::connect(&self.url)
-                    .await
-                    .expect("raw postgres");
+                let pool = sqlx::PgPool::connect(url).await.expect("raw postgres");
                 sqlx::query(sql).execute(&pool).await.expect(sql);
                 pool.close().await;
             }
@@ -199,6 +201,12 @@ fn git_running_on_n1(received_at: Millis) -> Report {
         }],
         received_at,
     }
+}
+
+/// The principal of every credential in `s`, in order.
+async fn principals(s: &Store) -> Vec<String> {
+    let all = s.credentials().await.unwrap();
+    all.into_iter().map(|c| c.principal).collect()
 }
 
 fn assert_refused(r: Result<Enrolled, StoreError>, want: fn(&RefusalReason) -> bool) {
@@ -566,13 +574,7 @@ async fn forgetting_a_node_leaves_none_of_its_credentials(fx: &Fixture) {
     );
     assert_eq!(forgotten.assignments, 2);
 
-    let left: Vec<String> = s
-        .credentials()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|c| c.principal)
-        .collect();
+    let left = principals(s).await;
     assert_eq!(left, ["host_n2", "module_n2_audit-log", "module_n2_git"]);
     assert_eq!(s.node(&n("n1")).await.unwrap(), None);
     assert!(
@@ -654,6 +656,94 @@ async fn persons_round_trip(fx: &Fixture) {
     assert!(s.remove_person(&n("ada")).await.unwrap());
     assert_eq!(s.person(&n("ada")).await.unwrap(), None);
     assert_eq!(s.credential("person_ada").await.unwrap(), None);
+}
+
+/// The database itself deletes a credential with its person or its
+/// assignment, whoever deletes the row: here plain SQL that knows nothing of
+/// credentials. A host's credential (module NULL) is not an assignment's.
+async fn credentials_go_with_their_person_and_assignment(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.register_module(&n("git"), "x").await.unwrap();
+    s.assign(&n("n1"), &n("git")).await.unwrap();
+    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    s.mint_host_credential(&n("n1")).await.unwrap();
+    s.mint_module_credential(&n("n1"), &n("git")).await.unwrap();
+    s.mint_person_credential(&n("ada")).await.unwrap();
+    let ada = s.credential("person_ada").await.unwrap().unwrap();
+    assert_eq!(ada.person, Some(n("ada")));
+    assert_eq!((ada.node, ada.module), (None, None));
+    let host = s.credential("host_n1").await.unwrap().unwrap();
+    assert_eq!(host.person, None);
+
+    fx.raw_execute("DELETE FROM persons WHERE name = 'ada'")
+        .await;
+    fx.raw_execute("DELETE FROM assignments WHERE node = 'n1' AND module = 'git'")
+        .await;
+    let left = principals(s).await;
+    assert_eq!(left, ["host_n1"], "a credential outlived its owner");
+
+    // Added back, they have no credential until one is minted again.
+    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    s.assign(&n("n1"), &n("git")).await.unwrap();
+    assert_eq!(s.credential("person_ada").await.unwrap(), None);
+    assert_eq!(s.credential("module_n1_git").await.unwrap(), None);
+}
+
+/// What a mint checked can still be removed before its insert (on
+/// PostgreSQL a removal commits between the two). A trigger makes that
+/// happen every time: the foreign keys refuse the insert, and the mint says
+/// what the check would have said.
+async fn an_owner_removed_before_the_insert_is_not_found(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.add_node(&n("n2"), &[]).await.unwrap();
+    s.register_module(&n("git"), "x").await.unwrap();
+    s.assign(&n("n1"), &n("git")).await.unwrap();
+    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    let removals = "DELETE FROM persons WHERE name = NEW.person; \
+         DELETE FROM assignments WHERE node = NEW.node AND module = NEW.module; \
+         DELETE FROM nodes WHERE name = NEW.node AND NEW.module IS NULL;";
+    match s.kind() {
+        BackendKind::Sqlite => {
+            fx.raw_execute(&format!(
+                "CREATE TRIGGER owner_goes BEFORE INSERT ON credentials BEGIN {removals} END"
+            ))
+            .await
+        }
+        BackendKind::Postgres => {
+            fx.raw_execute(&format!(
+                "CREATE FUNCTION owner_goes() RETURNS trigger LANGUAGE plpgsql \
+                 AS $$ BEGIN {removals} RETURN NEW; END $$"
+            ))
+            .await;
+            fx.raw_execute(
+                "CREATE TRIGGER owner_goes BEFORE INSERT ON credentials \
+                 FOR EACH ROW EXECUTE FUNCTION owner_goes()",
+            )
+            .await
+        }
+    }
+
+    match s.mint_person_credential(&n("ada")).await {
+        Err(StoreError::NotFound {
+            what: "person",
+            key,
+        }) => assert_eq!(key, "ada"),
+        other => panic!("minting for a person removed before the insert: {other:?}"),
+    }
+    match s.mint_module_credential(&n("n1"), &n("git")).await {
+        Err(StoreError::NotFound {
+            what: "assignment",
+            key,
+        }) => assert_eq!(key, "git on n1"),
+        other => panic!("minting for an assignment removed before the insert: {other:?}"),
+    }
+    match s.mint_host_credential(&n("n2")).await {
+        Err(StoreError::NotFound { what: "node", key }) => assert_eq!(key, "n2"),
+        other => panic!("minting for a node removed before the insert: {other:?}"),
+    }
+    assert!(s.credentials().await.unwrap().is_empty());
 }
 
 /// A person removed while their credential is being minted keeps no
@@ -972,20 +1062,24 @@ async fn reopening_is_idempotent(fx: &Fixture) {
     }
 }
 
-async fn an_older_store_is_brought_forward(fx: &Fixture) {
-    // The fixture's store is current; build an old one beside it.
-    let old_url = match fx.store.kind() {
+/// The URL of a database with no schema yet, to build an older store in. The
+/// fixture's store is current: SQLite gets a file beside it; PostgreSQL reuses
+/// the fixture's database after closing its store and dropping every table.
+async fn schemaless_url(fx: &Fixture) -> String {
+    match fx.store.kind() {
         BackendKind::Sqlite => fx.url.replace("mesh.db", "old.db"),
         BackendKind::Postgres => {
-            // A fresh schema-less database is needed: reuse this one after
-            // dropping everything the fixture created.
             fx.store.close().await;
             // One statement, so the foreign keys between them set no order.
             let tables = fx.tables().await.join(", ");
             fx.raw_execute(&format!("DROP TABLE {tables}")).await;
             fx.url.clone()
         }
-    };
+    }
+}
+
+async fn an_older_store_is_brought_forward(fx: &Fixture) {
+    let old_url = schemaless_url(fx).await;
     let old = Store::open_at(&old_url, options(), 1).await.unwrap();
     assert_eq!(old.schema_version().await.unwrap(), 1);
     old.add_node(&n("n1"), &[]).await.unwrap();
@@ -999,6 +1093,74 @@ async fn an_older_store_is_brought_forward(fx: &Fixture) {
     assert_eq!(current.schema_version().await.unwrap(), SCHEMA_VERSION);
     assert!(current.node(&n("n1")).await.unwrap().is_some(), "kept");
     current.register_module(&n("git"), "x").await.unwrap();
+    current.close().await;
+}
+
+/// Version 4 ties credentials to their person or assignment. Bringing a
+/// version 3 store forward keeps every credential that still has its owner
+/// (a person's now naming the person) and drops the orphans, whose stale
+/// secrets would otherwise be valid again once the name came back.
+async fn bringing_credentials_forward_drops_the_orphans(fx: &Fixture) {
+    let old_url = schemaless_url(fx).await;
+    let old = Store::open_at(&old_url, options(), 3).await.unwrap();
+    assert_eq!(old.schema_version().await.unwrap(), 3);
+    old.add_node(&n("n1"), &[]).await.unwrap();
+    old.register_module(&n("git"), "x").await.unwrap();
+    old.assign(&n("n1"), &n("git")).await.unwrap();
+    old.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    old.close().await;
+    // What a version 3 mint wrote, and what the race could leave behind:
+    // person_gone and module_n1_gone name a person and an assignment that are
+    // not recorded.
+    fx.raw_execute_at(
+        &old_url,
+        "INSERT INTO credentials (principal, kind, bcrypt_hash, node, module, created_at) VALUES \
+         ('controller', 'machine', 'h0', NULL, NULL, 1), \
+         ('host_n1', 'machine', 'h1', 'n1', NULL, 2), \
+         ('module_n1_git', 'machine', 'h2', 'n1', 'git', 3), \
+         ('module_n1_gone', 'machine', 'h3', 'n1', 'gone', 4), \
+         ('person_ada', 'person', 'h4', NULL, NULL, 5), \
+         ('person_gone', 'person', 'h5', NULL, NULL, 6)",
+    )
+    .await;
+
+    let current = Store::open_with(&old_url, options()).await.unwrap();
+    assert_eq!(current.schema_version().await.unwrap(), SCHEMA_VERSION);
+    let kept = current.credentials().await.unwrap();
+    fn name(n: &Option<Name>) -> Option<&str> {
+        n.as_ref().map(Name::as_str)
+    }
+    let owners: Vec<_> = kept
+        .iter()
+        .map(|c| {
+            let (node, module, person) = (name(&c.node), name(&c.module), name(&c.person));
+            (c.principal.as_str(), node, module, person)
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        [
+            ("controller", None, None, None),
+            ("host_n1", Some("n1"), None, None),
+            ("module_n1_git", Some("n1"), Some("git"), None),
+            ("person_ada", None, None, Some("ada")),
+        ]
+    );
+    let ada = current.credential("person_ada").await.unwrap().unwrap();
+    assert_eq!((ada.bcrypt_hash.as_str(), ada.created_at), ("h4", 5));
+
+    // The names coming back bring no secret back with them.
+    current
+        .put_person(&n("gone"), &ToolGrant::All)
+        .await
+        .unwrap();
+    current.register_module(&n("gone"), "x").await.unwrap();
+    current.assign(&n("n1"), &n("gone")).await.unwrap();
+    assert_eq!(current.credential("person_gone").await.unwrap(), None);
+    assert_eq!(current.credential("module_n1_gone").await.unwrap(), None);
+    // And the kept person credential now goes with its person.
+    assert!(current.remove_person(&n("ada")).await.unwrap());
+    assert_eq!(current.credential("person_ada").await.unwrap(), None);
     current.close().await;
 }
 
@@ -1076,6 +1238,8 @@ conformance!(
     unassigning_deletes_the_modules_credential,
     persons_round_trip,
     a_person_removed_while_minting_keeps_no_credential,
+    credentials_go_with_their_person_and_assignment,
+    an_owner_removed_before_the_insert_is_not_found,
     catalogue_round_trip,
     declarations_round_trip,
     reports_round_trip,
@@ -1083,6 +1247,7 @@ conformance!(
     builds_round_trip,
     reopening_is_idempotent,
     an_older_store_is_brought_forward,
+    bringing_credentials_forward_drops_the_orphans,
     a_newer_store_is_refused_naming_both_versions,
     secrets_stay_out_of_debug_output,
 );
