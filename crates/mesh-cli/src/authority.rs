@@ -8,11 +8,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use mesh_core::authority::{
-    self, ControllerSpec, Grant, PersonRecord, Principal, Records, ToolAccess, ToolListError,
-};
+use mesh_core::authority::{self, Grant, Principal};
 use mesh_core::catalogue::Catalogue;
 use mesh_core::jetstream::ConsumerSpec;
+use mesh_core::records::{ControllerSpec, PersonRecord, Records, ToolAccess, ToolListError};
 use mesh_core::users_file;
 use mesh_store::{Store, ToolGrant, principal};
 
@@ -107,7 +106,9 @@ pub async fn read_records(store: &Store) -> anyhow::Result<(Records, BTreeMap<St
         records.nodes.push(node.name);
     }
     for a in store.assignments().await? {
-        records.assignments.push((a.node, a.module));
+        records
+            .assignments
+            .push(mesh_core::records::Assignment::new(a.node, a.module));
     }
     let mut hashes = BTreeMap::new();
     for t in store.live_tokens().await? {
@@ -192,7 +193,7 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let has_credential = loaded.hashes.contains_key(&p.name);
     let objects =
         mesh_core::jetstream::derive(&loaded.catalogue, &loaded.records, &loaded.controller)?;
-    let consumers = objects.delivering_to(p);
+    let consumers = p.consumers(&objects);
     match args.format {
         Format::Json => {
             let mut v = serde_json::to_value(p)?;

@@ -25,9 +25,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use mesh_core::authority::{ControllerSpec, PrincipalKind};
+use mesh_core::authority::PrincipalKind;
 use mesh_core::catalogue::Catalogue;
 use mesh_core::names::Name;
+use mesh_core::records::ControllerSpec;
 use mesh_store::{Secret, Store, ToolGrant, principal};
 use serde::Deserialize;
 

@@ -13,12 +13,11 @@ use async_nats::jetstream::{self, consumer};
 use async_nats::{Client, ConnectOptions, Event, ServerError};
 use futures::StreamExt;
 use mesh_bus::{BusConfig, Secret, assert_objects};
-use mesh_core::authority::{
-    self, ControllerSpec, Permissions, PersonRecord, Principal, PrincipalKind, Records, ToolAccess,
-};
+use mesh_core::authority::{self, Permissions, Principal, PrincipalKind};
 use mesh_core::catalogue::Catalogue;
 use mesh_core::manifest::{Target, ToolRef};
 use mesh_core::names::Name;
+use mesh_core::records::{Assignment, ControllerSpec, PersonRecord, Records, ToolAccess};
 use mesh_core::{jetstream as objects, subjects, users_file};
 use mesh_testkit::NatsServer;
 use tokio::sync::mpsc;
@@ -48,7 +47,7 @@ fn load_catalogue(dir: &Path) -> Catalogue {
 /// Three nodes, every example module assigned, two persons (one `*`), one
 /// live token.
 fn fleet() -> Records {
-    let a = |node: &str, module: &str| (n(node), n(module));
+    let a = |node: &str, module: &str| Assignment::new(n(node), n(module));
     Records {
         nodes: vec![n("n1"), n("n2"), n("n3")],
         assignments: vec![

@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mesh_core::authority::{self, ControllerSpec, PersonRecord, Records, ToolAccess};
+use mesh_core::authority;
 use mesh_core::catalogue::{Aliases, Catalogue};
 use mesh_core::manifest;
 use mesh_core::names::Name;
+use mesh_core::records::{Assignment, ControllerSpec, PersonRecord, Records, ToolAccess};
 use mesh_core::users_file;
 
 const NODES: usize = 10_000;
@@ -97,7 +98,11 @@ fn fleet() -> (Catalogue, Records) {
     let nodes: Vec<Name> = (0..NODES).map(|i| name(&format!("node-{i:05}"))).collect();
     let assignments = nodes
         .iter()
-        .flat_map(|n| MODULES.iter().map(move |(m, _)| (n.clone(), name(m))))
+        .flat_map(|n| {
+            MODULES
+                .iter()
+                .map(move |(m, _)| Assignment::new(n.clone(), name(m)))
+        })
         .collect();
     let records = Records {
         nodes,

@@ -14,11 +14,12 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::catalogue::{BUILD_MACHINE_ROLE, Catalogue, SeatEntry, SeatRef};
+use crate::catalogue::{Catalogue, SeatEntry, SeatRef};
 use crate::diagnostic::Location;
-use crate::jetstream::{self, ConsumerSpec};
-use crate::manifest::{EventRef, Manifest, ToolRef};
+use crate::jetstream::{self, ConsumerSpec, Objects};
+use crate::manifest::Manifest;
 use crate::names::Name;
+use crate::records::{Assignment, ControllerSpec, PersonRecord, Records, ToolAccess};
 use crate::subjects::{self, EventSelector, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, consumer};
 
 /// The separator of principal names. No [`Name`] can contain it, so
@@ -155,90 +156,6 @@ pub struct Principal {
     pub permissions: Permissions,
 }
 
-/// Whether a person may call every tool or a list of them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolAccess {
-    All,
-    Only(Vec<ToolRef>),
-}
-
-/// A person's tool list that does not read as a grant.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ToolListError {
-    #[error("\"*\" stands alone: write tools = [\"*\"] for every tool, or list the tools")]
-    StarInList,
-    #[error("tool {written:?}: {message}")]
-    BadTool { written: String, message: String },
-}
-
-impl ToolAccess {
-    /// A person's tools as written: `["*"]` for every tool, or tool
-    /// references. `*` inside a list is refused rather than read as every
-    /// tool: a typo beside it must not widen the grant silently.
-    pub fn from_written(tools: &[String]) -> Result<ToolAccess, ToolListError> {
-        if let [only] = tools
-            && only == "*"
-        {
-            return Ok(ToolAccess::All);
-        }
-        if tools.iter().any(|t| t == "*") {
-            return Err(ToolListError::StarInList);
-        }
-        tools
-            .iter()
-            .map(|t| {
-                crate::manifest::refs::parse_tool_ref(t).map_err(|e| ToolListError::BadTool {
-                    written: t.clone(),
-                    message: e.message,
-                })
-            })
-            .collect::<Result<_, _>>()
-            .map(ToolAccess::Only)
-    }
-}
-
-/// A person record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PersonRecord {
-    pub name: Name,
-    pub tools: ToolAccess,
-}
-
-/// The records authority is derived from, besides the catalogue.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Records {
-    pub nodes: Vec<Name>,
-    /// (node, module)
-    pub assignments: Vec<(Name, Name)>,
-    /// Nodes holding a live (issued, unspent, unexpired) enrolment token.
-    pub live_tokens: Vec<Name>,
-    pub persons: Vec<PersonRecord>,
-}
-
-/// The controller's own side of the bus. It files no manifest, so what it
-/// follows and where it submits work is stated here rather than derived.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ControllerSpec {
-    /// Events the controller records (through its EVENTS consumer).
-    pub follows: Vec<EventRef>,
-    /// (seat, work kind) the controller submits work to.
-    pub submits: Vec<(Name, Name)>,
-}
-
-impl Default for ControllerSpec {
-    /// The controller records build outcomes and submits builds.
-    fn default() -> Self {
-        let role = Name::new(BUILD_MACHINE_ROLE).expect("a valid name");
-        ControllerSpec {
-            follows: vec![EventRef {
-                emitter: crate::manifest::Target::Seat(role.clone()),
-                event: EventSelector::Named(Name::new("built").expect("a valid name")),
-            }],
-            submits: vec![(role, Name::new("build").expect("a valid name"))],
-        }
-    }
-}
-
 /// Why authority could not be derived.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthorityError {
@@ -321,9 +238,9 @@ pub fn derive(
     }
 
     let known_nodes: BTreeSet<&Name> = records.nodes.iter().collect();
-    let mut assignments: Vec<&(Name, Name)> = records.assignments.iter().collect();
+    let mut assignments: Vec<&Assignment> = records.assignments.iter().collect();
     assignments.sort();
-    for (node, module) in assignments {
+    for Assignment { node, module } in assignments {
         if !known_nodes.contains(node) {
             return Err(AuthorityError::UnknownNode {
                 node: node.clone(),
@@ -572,6 +489,19 @@ pub fn module_principal(
         format!("assignment of module {module} to node {node} ({})", m.path),
         p,
     ))
+}
+
+impl Principal {
+    /// The consumers whose deliveries this principal may receive: what it
+    /// hears, and through which filters.
+    pub fn consumers<'o>(&self, objects: &'o Objects) -> Vec<&'o ConsumerSpec> {
+        let subscribed = self.permissions.subscribe_subjects();
+        objects
+            .consumers
+            .iter()
+            .filter(|c| subscribed.contains(c.deliver_subject.as_str()))
+            .collect()
+    }
 }
 
 #[cfg(test)]

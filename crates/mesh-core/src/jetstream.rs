@@ -7,10 +7,10 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::authority::{ControllerSpec, Principal, Records};
 use crate::catalogue::{Catalogue, SeatEntry};
 use crate::manifest::Manifest;
 use crate::names::Name;
+use crate::records::{ControllerSpec, Records};
 use crate::subjects::{self, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, consumer, pattern};
 
 /// How long a host has to apply a declaration before it is redelivered:
@@ -120,18 +120,6 @@ pub struct Objects {
     pub consumers: Vec<ConsumerSpec>,
 }
 
-impl Objects {
-    /// The consumers whose deliveries `principal` may receive: what it hears,
-    /// and through which filters.
-    pub fn delivering_to(&self, principal: &Principal) -> Vec<&ConsumerSpec> {
-        let subscribed = principal.permissions.subscribe_subjects();
-        self.consumers
-            .iter()
-            .filter(|c| subscribed.contains(c.deliver_subject.as_str()))
-            .collect()
-    }
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ObjectsError {
     #[error(
@@ -233,7 +221,7 @@ pub fn derive(
         });
     }
 
-    let assigned: BTreeSet<&Name> = records.assignments.iter().map(|(_, m)| m).collect();
+    let assigned: BTreeSet<&Name> = records.assignments.iter().map(|a| &a.module).collect();
     for module in assigned {
         if let Some(c) = catalogue
             .module(module)

@@ -11,6 +11,7 @@ pub mod jetstream;
 pub mod manifest;
 pub mod names;
 pub mod placeholders;
+pub mod records;
 pub mod secret;
 pub mod subjects;
 pub mod users_file;

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::authority::{Grant, Principal};
+use crate::authority::{CONTROLLER, Grant, Principal};
 
 /// The account every mesh principal belongs to.
 pub const ACCOUNT: &str = "MESH";
@@ -29,6 +29,11 @@ pub struct UsersFile {
 pub enum UsersFileError {
     #[error("no principal has a credential, so the users file would admit nobody and the broker would refuse every client; mint credentials first (left out: {})", omitted.join(", "))]
     Empty { omitted: Vec<String> },
+    #[error(
+        "the controller has no credential, so the users file would admit everyone but its own writer, and no composition after it could ever be made live; record the controller's credential first{}",
+        if omitted.is_empty() { String::new() } else { format!(" (also left out: {})", omitted.join(", ")) }
+    )]
+    NoController { omitted: Vec<String> },
     #[error(
         "the credential of principal {principal:?} is not a bcrypt hash; it must start with $2a$, $2b$ or $2y$"
     )]
@@ -79,6 +84,12 @@ pub fn compose(
     text.push_str("    ]\n  }\n}\n");
     if users == 0 {
         return Err(UsersFileError::Empty { omitted });
+    }
+    // A file without the controller admits every client but the one that
+    // writes the file: the next change could never be made live.
+    if omitted.iter().any(|p| p == CONTROLLER) || !principals.iter().any(|p| p.name == CONTROLLER) {
+        omitted.retain(|p| p != CONTROLLER);
+        return Err(UsersFileError::NoController { omitted });
     }
     Ok(UsersFile { text, omitted })
 }

@@ -2,6 +2,8 @@ use super::*;
 use crate::catalogue::{Aliases, Catalogue};
 use crate::jetstream;
 use crate::manifest;
+use crate::manifest::ToolRef;
+use crate::records::ToolListError;
 use crate::subjects::pattern::covers;
 use crate::users_file;
 
@@ -77,10 +79,10 @@ fn records() -> Records {
     Records {
         nodes: vec![n("n2"), n("n1")],
         assignments: vec![
-            (n("n1"), n("git-server")),
-            (n("n2"), n("notifier")),
-            (n("n1"), n("notifier")),
-            (n("n2"), n("builder")),
+            Assignment::new(n("n1"), n("git-server")),
+            Assignment::new(n("n2"), n("notifier")),
+            Assignment::new(n("n1"), n("notifier")),
+            Assignment::new(n("n2"), n("builder")),
         ],
         live_tokens: vec![n("n3")],
         persons: vec![
@@ -398,8 +400,8 @@ fn each_principal_hears_through_its_own_consumers_only() {
     let ps = derive(&cat, &r, &spec).unwrap();
     let objects = jetstream::derive(&cat, &r, &spec).unwrap();
     let heard = |name: &str| -> Vec<String> {
-        objects
-            .delivering_to(find(&ps, name))
+        find(&ps, name)
+            .consumers(&objects)
             .iter()
             .map(|c| format!("{}/{}", c.stream, c.name))
             .collect()
@@ -562,9 +564,36 @@ fn a_users_file_with_no_users_is_refused() {
 }
 
 #[test]
+fn a_users_file_without_the_controller_is_refused() {
+    let ps = principals();
+    // The controller derived but holding no credential.
+    let mut h = hashes(&ps);
+    h.remove(CONTROLLER);
+    h.remove("module_n2_builder");
+    match users_file::compose(&ps, &h).unwrap_err() {
+        users_file::UsersFileError::NoController { omitted } => {
+            assert_eq!(omitted, ["module_n2_builder"])
+        }
+        other => panic!("{other:?}"),
+    }
+    // The controller not among the principals at all.
+    let without: Vec<Principal> = ps
+        .iter()
+        .filter(|p| p.name != CONTROLLER)
+        .cloned()
+        .collect();
+    let e = users_file::compose(&without, &hashes(&ps)).unwrap_err();
+    assert!(
+        matches!(e, users_file::UsersFileError::NoController { ref omitted } if omitted.is_empty()),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("its own writer"), "{e}");
+}
+
+#[test]
 fn an_unknown_assignment_is_refused() {
     let mut r = records();
-    r.assignments.push((n("n1"), n("ghost")));
+    r.assignments.push(Assignment::new(n("n1"), n("ghost")));
     assert!(matches!(
         derive(&catalogue(), &r, &ControllerSpec::default()),
         Err(AuthorityError::UnregisteredModule { .. })

@@ -1,0 +1,160 @@
+//! The records of a mesh as mesh-core reads them: a snapshot the I/O crates
+//! fill from the store and hand to the derivations (authority, JetStream
+//! objects, and later declarations). Kept apart from every derivation so none
+//! of them imports another to reach the inputs they share.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::catalogue::BUILD_MACHINE_ROLE;
+use crate::manifest::{EventRef, Target, ToolRef};
+use crate::names::Name;
+use crate::subjects::EventSelector;
+
+/// Module `module` runs on node `node`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct Assignment {
+    pub node: Name,
+    pub module: Name,
+}
+
+impl Assignment {
+    pub fn new(node: Name, module: Name) -> Self {
+        Assignment { node, module }
+    }
+}
+
+impl fmt::Display for Assignment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {}", self.module, self.node)
+    }
+}
+
+/// Whether a person may call every tool or a list of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolAccess {
+    All,
+    Only(Vec<ToolRef>),
+}
+
+/// A person's tool list that does not read as a grant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolListError {
+    #[error("\"*\" stands alone: write tools = [\"*\"] for every tool, or list the tools")]
+    StarInList,
+    #[error("tool {written:?}: {message}")]
+    BadTool { written: String, message: String },
+}
+
+impl ToolAccess {
+    /// A person's tools as written: `["*"]` for every tool, or tool
+    /// references. `*` inside a list is refused rather than read as every
+    /// tool: a typo beside it must not widen the grant silently.
+    pub fn from_written(tools: &[String]) -> Result<ToolAccess, ToolListError> {
+        if let [only] = tools
+            && only == "*"
+        {
+            return Ok(ToolAccess::All);
+        }
+        if tools.iter().any(|t| t == "*") {
+            return Err(ToolListError::StarInList);
+        }
+        tools
+            .iter()
+            .map(|t| {
+                crate::manifest::refs::parse_tool_ref(t).map_err(|e| ToolListError::BadTool {
+                    written: t.clone(),
+                    message: e.message,
+                })
+            })
+            .collect::<Result<_, _>>()
+            .map(ToolAccess::Only)
+    }
+
+    /// The tools as a fleet file or the store writes them: `["*"]`, or each
+    /// reference in manifest syntax. [`ToolAccess::from_written`] reads it back.
+    pub fn written(&self) -> Vec<String> {
+        match self {
+            ToolAccess::All => vec!["*".to_string()],
+            ToolAccess::Only(tools) => tools.iter().map(ToolRef::to_string).collect(),
+        }
+    }
+}
+
+impl fmt::Display for ToolAccess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.written().join(","))
+    }
+}
+
+/// A person record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PersonRecord {
+    pub name: Name,
+    pub tools: ToolAccess,
+}
+
+/// The records authority and the JetStream objects are derived from, besides
+/// the catalogue.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Records {
+    pub nodes: Vec<Name>,
+    pub assignments: Vec<Assignment>,
+    /// Nodes holding a live (issued, unspent, unexpired) enrolment token.
+    pub live_tokens: Vec<Name>,
+    pub persons: Vec<PersonRecord>,
+}
+
+/// The controller's own side of the bus. It files no manifest, so what it
+/// follows and where it submits work is stated here rather than derived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerSpec {
+    /// Events the controller records (through its EVENTS consumer).
+    pub follows: Vec<EventRef>,
+    /// (seat, work kind) the controller submits work to.
+    pub submits: Vec<(Name, Name)>,
+}
+
+impl Default for ControllerSpec {
+    /// The controller records build outcomes and submits builds.
+    fn default() -> Self {
+        let role = Name::new(BUILD_MACHINE_ROLE).expect("a valid name");
+        ControllerSpec {
+            follows: vec![EventRef {
+                emitter: Target::Seat(role.clone()),
+                event: EventSelector::Named(Name::new("built").expect("a valid name")),
+            }],
+            submits: vec![(role, Name::new("build").expect("a valid name"))],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn written(l: &[&str]) -> Vec<String> {
+        l.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn tool_access_reads_back_what_it_writes() {
+        for l in [
+            &["*"][..],
+            &["seat:git.clone", "audit-log.search"][..],
+            &[][..],
+        ] {
+            let access = ToolAccess::from_written(&written(l)).unwrap();
+            assert_eq!(access.written(), written(l));
+            assert_eq!(ToolAccess::from_written(&access.written()), Ok(access));
+        }
+        assert_eq!(ToolAccess::All.to_string(), "*");
+    }
+
+    #[test]
+    fn an_assignment_reads_module_on_node() {
+        let a = Assignment::new(Name::new("n1").unwrap(), Name::new("git").unwrap());
+        assert_eq!(a.to_string(), "git on n1");
+    }
+}
