@@ -6,4 +6,4 @@ pub mod connect;
 pub mod objects;
 
 pub use connect::{BusConfig, ConnectError, Secret, connect};
-pub use objects::{AssertError, AssertReport, assert_objects};
+pub use objects::{AssertError, ServerError, assert_objects};

@@ -1,77 +1,191 @@
-//! Asserting the JetStream objects `mesh-core` derived: create what is
-//! missing, update what differs, leave alone what matches — streams before
-//! consumers, on every controller start. A mesh restored from a backup has
-//! records and no objects; a node whose consumer is missing hears nothing
-//! while everything else about it looks correct.
+//! Asserting the JetStream objects on the server: observe what it holds,
+//! let `mesh_core::jetstream::plan` decide, execute each step as it is. On
+//! every controller start, streams before consumers: a mesh restored from a
+//! backup has records and no objects, and a node whose consumer is missing
+//! hears nothing while everything else about it looks correct.
 
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{self, AckPolicy, DeliverPolicy};
-use async_nats::jetstream::context::{ConsumerInfoErrorKind, GetStreamErrorKind};
-use async_nats::jetstream::stream::{self, RetentionPolicy};
+use async_nats::jetstream::context::{
+    ConsumerInfoError, ConsumerInfoErrorKind, CreateStreamError, GetStreamError, GetStreamErrorKind,
+};
+use async_nats::jetstream::stream::{self, ConsumerError, ConsumerUpdateError, RetentionPolicy};
 use async_nats::jetstream::{Context, ErrorCode};
-use mesh_core::jetstream::{ConsumerSpec, Objects, Retention, StreamSpec};
+use mesh_core::jetstream::{
+    ConsumerSpec, ObjectStep, Objects, Observed, ObservedConsumer, ObservedStream, PlanError,
+    Retention, StreamSpec, plan,
+};
 
-/// What an assert did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AssertReport {
-    pub created: Vec<String>,
-    pub updated: Vec<String>,
-    pub unchanged: Vec<String>,
-}
-
-impl AssertReport {
-    /// Whether the assert changed nothing on the server.
-    pub fn changed_nothing(&self) -> bool {
-        self.created.is_empty() && self.updated.is_empty()
-    }
-}
-
+/// Why an assert did not complete. [`AssertError::Refused`] is an answer
+/// (retrying changes nothing until an operator acts); [`AssertError::Server`]
+/// is a call that failed and may succeed later.
 #[derive(Debug, thiserror::Error)]
 pub enum AssertError {
-    #[error(
-        "consumer {consumer} cannot be asserted: its stream {stream} does not exist; assert the stream first (was it deleted?)"
-    )]
-    MissingStream { consumer: String, stream: String },
-    #[error(
-        "stream {stream} exists with {found} retention but the mesh needs {wanted}; the server cannot switch a stream to or from work-queue retention, so delete it and let the controller recreate it"
-    )]
-    RetentionMismatch {
-        stream: String,
-        found: String,
-        wanted: String,
-    },
+    #[error(transparent)]
+    Refused(#[from] PlanError),
     #[error("could not {action} {object}")]
     Server {
         action: &'static str,
         object: String,
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: ServerError,
     },
 }
 
-fn server_err<E: std::error::Error + Send + Sync + 'static>(
+/// The server call that failed, typed as the client reports it.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    GetStream(#[from] GetStreamError),
+    #[error(transparent)]
+    StreamInfo(#[from] async_nats::jetstream::context::RequestError),
+    #[error(transparent)]
+    // Creating and updating a stream fail with one error type.
+    StreamWrite(#[from] CreateStreamError),
+    #[error(transparent)]
+    ConsumerInfo(#[from] ConsumerInfoError),
+    #[error(transparent)]
+    Consumer(#[from] ConsumerError),
+    #[error(transparent)]
+    ConsumerUpdate(#[from] ConsumerUpdateError),
+}
+
+fn server_err<E: Into<ServerError>>(
     action: &'static str,
-    object: &str,
+    object: String,
 ) -> impl FnOnce(E) -> AssertError {
-    let object = object.to_string();
     move |e| AssertError::Server {
         action,
         object,
-        source: Box::new(e),
+        source: e.into(),
     }
 }
 
-/// Asserts every stream, then every consumer.
-pub async fn assert_objects(js: &Context, objects: &Objects) -> Result<AssertReport, AssertError> {
-    let mut report = AssertReport::default();
-    for s in &objects.streams {
-        assert_stream(js, s, &mut report).await?;
+/// Observes, plans and executes: the steps it carried out, in order (none
+/// when the server already agreed).
+pub async fn assert_objects(
+    js: &Context,
+    objects: &Objects,
+) -> Result<Vec<ObjectStep>, AssertError> {
+    let observed = observe(js, objects).await?;
+    let steps = plan(objects, &observed)?;
+    for step in &steps {
+        execute(js, step).await?;
     }
-    for c in &objects.consumers {
-        assert_consumer(js, c, &mut report).await?;
+    Ok(steps)
+}
+
+fn is_not_found(e: &GetStreamError) -> bool {
+    matches!(e.kind(), GetStreamErrorKind::JetStream(ref j)
+        if j.error_code() == ErrorCode::STREAM_NOT_FOUND)
+}
+
+/// Reads what the server holds of every stream and consumer `objects` names.
+pub async fn observe(js: &Context, objects: &Objects) -> Result<Observed, AssertError> {
+    let mut observed = Observed::default();
+    let mut names: Vec<&str> = objects.streams.iter().map(|s| s.name.as_str()).collect();
+    names.extend(objects.consumers.iter().map(|c| c.stream.as_str()));
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        let label = format!("stream {name}");
+        let mut stream = match js.get_stream(name).await {
+            Ok(s) => s,
+            Err(e) if is_not_found(&e) => continue,
+            Err(e) => return Err(server_err("read", label)(e)),
+        };
+        let info = stream.info().await.map_err(server_err("read", label))?;
+        let c = &info.config;
+        observed.streams.insert(
+            name.to_string(),
+            ObservedStream {
+                subjects: c.subjects.clone(),
+                retention: match c.retention {
+                    RetentionPolicy::Limits => Some(Retention::Limits),
+                    RetentionPolicy::WorkQueue => Some(Retention::WorkQueue),
+                    RetentionPolicy::Interest => None,
+                },
+                max_msgs_per_subject: (c.max_messages_per_subject >= 0)
+                    .then_some(c.max_messages_per_subject),
+            },
+        );
     }
-    Ok(report)
+    for spec in &objects.consumers {
+        if !observed.streams.contains_key(&spec.stream) {
+            continue;
+        }
+        let label = format!("consumer {} on {}", spec.name, spec.stream);
+        let stream = js
+            .get_stream_no_info(&spec.stream)
+            .await
+            .map_err(server_err("reach the stream of", label.clone()))?;
+        let info = match stream.consumer_info(&spec.name).await {
+            Ok(info) => info,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ConsumerInfoErrorKind::NotFound | ConsumerInfoErrorKind::StreamNotFound
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => return Err(server_err("read", label)(e)),
+        };
+        let c = &info.config;
+        let mut filters = c.filter_subjects.clone();
+        if !c.filter_subject.is_empty() {
+            filters.push(c.filter_subject.clone());
+        }
+        observed.consumers.insert(
+            (spec.stream.clone(), spec.name.clone()),
+            ObservedConsumer {
+                deliver_subject: c.deliver_subject.clone(),
+                deliver_group: c.deliver_group.clone(),
+                filter_subjects: filters,
+                ack_wait_secs: c.ack_wait.as_secs(),
+                max_deliver: (c.max_deliver > 0).then_some(c.max_deliver),
+                explicit_ack: c.ack_policy == AckPolicy::Explicit,
+            },
+        );
+    }
+    Ok(observed)
+}
+
+/// Carries out one step exactly as planned.
+pub async fn execute(js: &Context, step: &ObjectStep) -> Result<(), AssertError> {
+    let label = step.object();
+    match step {
+        ObjectStep::CreateStream { spec } => {
+            js.create_stream(stream_config(spec))
+                .await
+                .map_err(server_err("create", label))?;
+        }
+        ObjectStep::UpdateStream { spec, .. } => {
+            js.update_stream(stream_config(spec))
+                .await
+                .map_err(server_err("update", label))?;
+        }
+        ObjectStep::CreateConsumer { spec } | ObjectStep::UpdateConsumer { spec, .. } => {
+            let stream = js
+                .get_stream_no_info(&spec.stream)
+                .await
+                .map_err(server_err("reach the stream of", label.clone()))?;
+            let config = consumer_config(spec);
+            if step.is_create() {
+                stream
+                    .create_consumer(config)
+                    .await
+                    .map_err(server_err("create", label))?;
+            } else {
+                stream
+                    .update_consumer(config)
+                    .await
+                    .map_err(server_err("update", label))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn stream_config(s: &StreamSpec) -> stream::Config {
@@ -85,56 +199,6 @@ fn stream_config(s: &StreamSpec) -> stream::Config {
         max_messages_per_subject: s.max_msgs_per_subject.unwrap_or(-1),
         ..Default::default()
     }
-}
-
-async fn assert_stream(
-    js: &Context,
-    spec: &StreamSpec,
-    report: &mut AssertReport,
-) -> Result<(), AssertError> {
-    let wanted = stream_config(spec);
-    let label = format!("stream {}", spec.name);
-    match js.get_stream(&spec.name).await {
-        Ok(mut stream) => {
-            let info = stream
-                .info()
-                .await
-                .map_err(server_err("read", &label))?
-                .clone();
-            let found = &info.config;
-            if found.retention != wanted.retention {
-                return Err(AssertError::RetentionMismatch {
-                    stream: spec.name.clone(),
-                    found: format!("{:?}", found.retention),
-                    wanted: format!("{:?}", wanted.retention),
-                });
-            }
-            let same = found.subjects == wanted.subjects
-                && found.max_messages_per_subject == wanted.max_messages_per_subject;
-            if same {
-                report.unchanged.push(label);
-            } else {
-                let mut update = found.clone();
-                update.subjects = wanted.subjects;
-                update.max_messages_per_subject = wanted.max_messages_per_subject;
-                js.update_stream(update)
-                    .await
-                    .map_err(server_err("update", &label))?;
-                report.updated.push(label);
-            }
-        }
-        Err(e)
-            if matches!(e.kind(), GetStreamErrorKind::JetStream(ref j)
-                if j.error_code() == ErrorCode::STREAM_NOT_FOUND) =>
-        {
-            js.create_stream(wanted)
-                .await
-                .map_err(server_err("create", &label))?;
-            report.created.push(label);
-        }
-        Err(e) => return Err(server_err("read", &label)(e)),
-    }
-    Ok(())
 }
 
 fn consumer_config(c: &ConsumerSpec) -> consumer::push::Config {
@@ -155,68 +219,4 @@ fn consumer_config(c: &ConsumerSpec) -> consumer::push::Config {
         max_deliver: c.max_deliver.unwrap_or(-1),
         ..Default::default()
     }
-}
-
-/// Both filter fields as one sorted list: the server may report one filter in
-/// either field.
-fn all_filters(one: &str, many: &[String]) -> Vec<String> {
-    let mut all: Vec<String> = many.to_vec();
-    if !one.is_empty() {
-        all.push(one.to_string());
-    }
-    all.sort();
-    all
-}
-
-/// The fields mesh decides; the server fills in the rest.
-fn same_consumer(found: &consumer::Config, wanted: &consumer::push::Config) -> bool {
-    found.deliver_subject.as_deref() == Some(wanted.deliver_subject.as_str())
-        && found.deliver_group == wanted.deliver_group
-        && all_filters(&found.filter_subject, &found.filter_subjects)
-            == all_filters(&wanted.filter_subject, &wanted.filter_subjects)
-        && found.ack_wait == wanted.ack_wait
-        && found.max_deliver == wanted.max_deliver
-        && found.ack_policy == wanted.ack_policy
-}
-
-async fn assert_consumer(
-    js: &Context,
-    spec: &ConsumerSpec,
-    report: &mut AssertReport,
-) -> Result<(), AssertError> {
-    let label = format!("consumer {} on {}", spec.name, spec.stream);
-    let missing_stream = || AssertError::MissingStream {
-        consumer: spec.name.clone(),
-        stream: spec.stream.clone(),
-    };
-    let stream = match js.get_stream_no_info(&spec.stream).await {
-        Ok(s) => s,
-        Err(e) => return Err(server_err("reach the stream of", &label)(e)),
-    };
-    let wanted = consumer_config(spec);
-    match stream.consumer_info(&spec.name).await {
-        Ok(info) => {
-            if same_consumer(&info.config, &wanted) {
-                report.unchanged.push(label);
-            } else {
-                stream
-                    .update_consumer(wanted)
-                    .await
-                    .map_err(server_err("update", &label))?;
-                report.updated.push(label);
-            }
-        }
-        Err(e) if e.kind() == ConsumerInfoErrorKind::StreamNotFound => {
-            return Err(missing_stream());
-        }
-        Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => {
-            stream
-                .create_consumer(wanted)
-                .await
-                .map_err(server_err("create", &label))?;
-            report.created.push(label);
-        }
-        Err(e) => return Err(server_err("read", &label)(e)),
-    }
-    Ok(())
 }

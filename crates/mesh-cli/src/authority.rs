@@ -11,9 +11,10 @@ use clap::{Args, Subcommand, ValueEnum};
 use mesh_core::authority::{self, Grant, Principal};
 use mesh_core::catalogue::Catalogue;
 use mesh_core::jetstream::ConsumerSpec;
-use mesh_core::records::{ControllerSpec, PersonRecord, Records, ToolAccess, ToolListError};
+use mesh_core::records::{ControllerSpec, Records, ToolAccess, ToolListError};
 use mesh_core::users_file;
-use mesh_store::{Store, ToolGrant, principal};
+use mesh_state::CatalogueCheck;
+use mesh_store::{Store, ToolGrant};
 
 use crate::{check, files};
 
@@ -82,8 +83,8 @@ pub struct Loaded {
 
 /// Reads and checks the catalogue; one that does not check clean is refused,
 /// its diagnostics printed, with `refusal` saying what it blocks.
-pub fn checked_catalogue(paths: &[PathBuf], refusal: &str) -> anyhow::Result<check::Report> {
-    let report = check::check_paths(paths)?;
+pub fn checked_catalogue(paths: &[PathBuf], refusal: &str) -> anyhow::Result<CatalogueCheck> {
+    let report = mesh_state::load(paths)?;
     if report.errors() > 0 {
         check::print_text(&report)?;
         bail!("the catalogue has {} error(s); {refusal}", report.errors());
@@ -101,31 +102,8 @@ pub async fn open_store(url: &str) -> anyhow::Result<Store> {
 /// The records authority is derived from, and every credential hash by
 /// principal, read fresh from the store.
 pub async fn read_records(store: &Store) -> anyhow::Result<(Records, BTreeMap<String, String>)> {
-    let mut records = Records::default();
-    for node in store.nodes().await? {
-        records.nodes.push(node.name);
-    }
-    for a in store.assignments().await? {
-        records
-            .assignments
-            .push(mesh_core::records::Assignment::new(a.node, a.module));
-    }
-    let mut hashes = BTreeMap::new();
-    for t in store.live_tokens().await? {
-        hashes.insert(principal::enrolment(&t.node), t.bus_hash);
-        records.live_tokens.push(t.node);
-    }
-    for p in store.persons().await? {
-        let tools = tool_access(&p.tools).map_err(|e| anyhow::anyhow!("person {}: {e}", p.name))?;
-        records.persons.push(PersonRecord {
-            name: p.name,
-            tools,
-        });
-    }
-    for c in store.credentials().await? {
-        hashes.insert(c.principal, c.bcrypt_hash);
-    }
-    Ok((records, hashes))
+    let s = mesh_state::read(store).await?;
+    Ok((s.records, s.credentials))
 }
 
 /// The grant to record for a person's tools as written (checked by
@@ -135,14 +113,6 @@ pub fn tool_grant(tools: &[String]) -> Result<ToolGrant, ToolListError> {
         ToolAccess::All => ToolGrant::All,
         ToolAccess::Only(_) => ToolGrant::Tools(tools.to_vec()),
     })
-}
-
-/// A stored grant, each tool reference parsed.
-fn tool_access(grant: &ToolGrant) -> Result<ToolAccess, ToolListError> {
-    match grant {
-        ToolGrant::All => Ok(ToolAccess::All),
-        ToolGrant::Tools(list) => ToolAccess::from_written(list),
-    }
 }
 
 /// Reads the catalogue (refusing one that does not check clean) and the

@@ -33,8 +33,9 @@ use mesh_store::{Secret, Store, ToolGrant, principal};
 use serde::Deserialize;
 
 use crate::authority::{self, Loaded, Sources};
-use crate::check::{self, plural};
+use crate::check::plural;
 use crate::files;
+use mesh_state::CatalogueCheck;
 
 /// How long an enrolment token issued by a fleet file stays live.
 const TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -169,7 +170,7 @@ async fn record(
     args: &FleetArgs,
     fleet: &Fleet,
     checked: Checked,
-    report: check::Report,
+    report: CatalogueCheck,
     store: &Store,
 ) -> anyhow::Result<(usize, usize)> {
     for m in report.catalogue.manifests() {

@@ -3,6 +3,18 @@
 //! No tokio, no NATS client, no database driver may enter this crate (CI checks
 //! `cargo tree -p mesh-core -e normal`): the I/O crates carry out what is
 //! decided here, so every decision can be unit-tested without a server.
+//!
+//! # The reconcile shape
+//!
+//! Every daemon decision has one shape: a function here takes a snapshot of
+//! the records ([`records`]) and what was observed (on the bus, in the
+//! process table) and returns a plan — a `Vec` of serde steps, printable and
+//! asserted on in unit tests — or a typed refusal no step could mend. The I/O
+//! crate that observed has one executor that matches each step and carries
+//! it out, deciding nothing; live tests assert on its effects. The first
+//! instance is the JetStream assert: [`jetstream::plan`] from the wanted
+//! [`jetstream::Objects`] and an [`jetstream::Observed`], executed by
+//! `mesh_bus::objects`.
 
 pub mod authority;
 pub mod catalogue;

@@ -3,6 +3,8 @@
 //! Names and subjects come from [`crate::subjects`], the generator the grants
 //! use, so a consumer's ack subject is exactly the one its owner is granted.
 
+mod plan;
+
 use std::collections::BTreeSet;
 
 use serde::Serialize;
@@ -12,6 +14,8 @@ use crate::manifest::Manifest;
 use crate::names::Name;
 use crate::records::{ControllerSpec, Records};
 use crate::subjects::{self, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, consumer, pattern};
+
+pub use plan::{ObjectStep, Observed, ObservedConsumer, ObservedStream, PlanError, plan};
 
 /// How long a host has to apply a declaration before it is redelivered:
 /// applying can mean minutes of downloads.
