@@ -9,11 +9,15 @@
 
 use std::collections::BTreeSet;
 
-use toml::de::{DeTable, DeValue};
-
-use crate::diagnostic::{Diagnostic, Kind, LineIndex, Location, suggest};
+use crate::diagnostic::{Diagnostic, Kind};
 use crate::manifest::Located;
+use crate::manifest::toml_access::Reader;
 use crate::names::Name;
+
+/// An aliases file has this one section.
+const SECTIONS: &[&str] = &["seats"];
+const SECTIONS_HELP: &str =
+    "an aliases file has one section, `[seats]`, of `old-name = \"new-name\"`";
 
 /// One seat rename.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,76 +55,54 @@ impl Aliases {
 
     /// Parses an aliases file: one `[seats]` table of `old = "new"`.
     pub fn parse(path: &str, text: &str) -> Result<Aliases, Vec<Diagnostic>> {
-        let ix = LineIndex::new(text);
-        let at = |span: std::ops::Range<usize>| Location::new(path, ix.pos(span.start, span.end));
-        let mut diags = Vec::new();
-        let (root, errors) = DeTable::parse_recoverable(text);
-        for e in &errors {
-            diags.push(Diagnostic::new(
-                Kind::TomlSyntax,
-                at(e.span().unwrap_or(0..0)),
-                e.message().trim().to_string(),
-            ));
-        }
-        if !diags.is_empty() {
-            return Err(diags);
-        }
+        let mut toml = Reader::new(path, text);
+        let Some(root) = toml.root() else {
+            return Err(toml.into_diagnostics());
+        };
         let mut out = Aliases::new();
+        // One pass over the keys, so an unknown section is reported among
+        // the problems of `[seats]` in the table's order, not all ahead.
         for (k, v) in root.get_ref().iter() {
-            let key: &str = k.get_ref();
-            if key != "seats" {
-                let mut d = Diagnostic::new(
-                    Kind::UnknownField,
-                    at(k.span()),
-                    format!("unknown section `{key}` in an aliases file"),
-                );
-                d.help = Some(match suggest(key, ["seats"]) {
-                    Some(s) => format!("did you mean `{s}`?"),
-                    None => {
-                        "an aliases file has one section, `[seats]`, of `old-name = \"new-name\"`"
-                            .into()
-                    }
-                });
-                diags.push(d);
+            let known = toml.known_key(
+                k,
+                SECTIONS,
+                |key| format!("unknown section `{key}` in an aliases file"),
+                |_| Some(SECTIONS_HELP.into()),
+            );
+            if !known {
                 continue;
             }
-            let DeValue::Table(t) = v.get_ref() else {
-                diags.push(Diagnostic::new(
-                    Kind::WrongType,
-                    at(v.span()),
-                    format!("`seats` must be a table, found {}", v.get_ref().type_str()),
-                ));
+            let Some(seats) = toml.table(v, "seats", None) else {
                 continue;
             };
-            for (old, new) in t.iter() {
-                let old_name = Name::new(old.get_ref().as_ref());
-                let new_name = match new.get_ref() {
-                    DeValue::String(s) => Name::new(s.as_ref()).map_err(|e| e.to_string()),
-                    other => Err(format!("must be a string, found {}", other.type_str())),
+            for (old, new) in seats.iter() {
+                let old_name = match Name::new(old.get_ref().as_ref()) {
+                    Ok(n) => n,
+                    // An entry with a bad old name is refused for that alone.
+                    Err(e) => {
+                        let message = format!("bad seat name: {e}");
+                        toml.push(Kind::BadName, old.span(), message, None);
+                        continue;
+                    }
                 };
-                match (old_name, new_name) {
-                    (Ok(o), Ok(n)) => out.entries.push(Alias {
-                        old: Located::new(o, ix.pos(old.span().start, old.span().end)),
-                        new: Located::new(n, ix.pos(new.span().start, new.span().end)),
+                let subject = format!("the new name of `{}`", old.get_ref());
+                let Some(s) = toml.string_for(new, &subject) else {
+                    continue;
+                };
+                match Name::new(s) {
+                    Ok(n) => out.entries.push(Alias {
+                        old: Located::new(old_name, toml.pos(&old.span())),
+                        new: Located::new(n, toml.pos(&new.span())),
                         file: path.to_string(),
                     }),
-                    (Err(e), _) => diags.push(Diagnostic::new(
-                        Kind::BadName,
-                        at(old.span()),
-                        format!("bad seat name: {e}"),
-                    )),
-                    (_, Err(e)) => diags.push(Diagnostic::new(
-                        if matches!(new.get_ref(), DeValue::String(_)) {
-                            Kind::BadName
-                        } else {
-                            Kind::WrongType
-                        },
-                        at(new.span()),
-                        format!("the new name of `{}` {e}", old.get_ref()),
-                    )),
+                    Err(e) => {
+                        let message = format!("{subject} {e}");
+                        toml.push(Kind::BadName, new.span(), message, None);
+                    }
                 }
             }
         }
+        let diags = toml.into_diagnostics();
         if diags.is_empty() {
             Ok(out)
         } else {
