@@ -55,8 +55,10 @@
 //! Placeholders (`${seat:NAME:PORT}`, `${secret:NAME}`, `${file:NAME}`) are
 //! read in `[run] command` and `[run] env` values; see [`crate::placeholders`].
 
+mod decode;
 mod parser;
 pub mod refs;
+pub(crate) mod toml_access;
 
 use std::fmt;
 

@@ -1,23 +1,22 @@
 //! The strict `mesh.toml` parser: walks the spanned TOML tree, refusing every
 //! field it does not know, and collects every problem rather than stopping at
 //! the first (an operator fixing a manifest wants the whole list at once).
+//! Here are the readers of each section; the typed reads under them are in
+//! [`super::toml_access`].
 
-use std::collections::HashMap;
 use std::ops::Range;
 
-use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::refs;
+use super::toml_access::{Reader, Val, get};
 use super::{
     Artifact, BROKER_ROLE, BUS_USERS_FILE, Build, Driver, EnvVar, FileDecl, Located, Manifest, Run,
     RunValue, Scope, SeatDecl,
 };
-use crate::diagnostic::{Diagnostic, Kind, LineIndex, Location, Pos, suggest};
+use crate::diagnostic::{Diagnostic, Kind, LineIndex, Location, suggest};
 use crate::names::Name;
 use crate::placeholders::{self, Placeholder};
-
-type Val<'i> = Spanned<DeValue<'i>>;
 
 const ROOT: &[&str] = &[
     "module", "run", "build", "seat", "holds", "events", "tools", "uses", "file",
@@ -73,71 +72,42 @@ pub fn parse_bytes(path: &str, bytes: &[u8]) -> Result<Manifest, Vec<Diagnostic>
 /// from [`super::lint`] and the catalogue).
 pub fn parse(path: &str, text: &str) -> Result<Manifest, Vec<Diagnostic>> {
     let mut p = Parser {
-        path,
-        src: text,
-        ix: LineIndex::new(text),
-        diags: Vec::new(),
+        toml: Reader::new(path, text),
     };
-    let (root, errors) = DeTable::parse_recoverable(text);
-    if !errors.is_empty() {
-        for e in errors {
-            // A syntax error without a span is still reported, at the start.
-            let span = e.span().unwrap_or(0..0);
-            let message = e.message().trim().to_string();
-            p.push(Kind::TomlSyntax, span, message, None);
-        }
-        return Err(p.diags);
-    }
+    let Some(root) = p.toml.root() else {
+        return Err(p.toml.into_diagnostics());
+    };
     let manifest = p.manifest(root.get_ref());
-    if p.diags.iter().any(Diagnostic::is_error) {
-        crate::diagnostic::sort(&mut p.diags);
-        return Err(p.diags);
+    let mut diags = p.toml.into_diagnostics();
+    if diags.iter().any(Diagnostic::is_error) {
+        crate::diagnostic::sort(&mut diags);
+        return Err(diags);
     }
     // Without an error every required part is present.
-    manifest.ok_or(p.diags)
+    manifest.ok_or(diags)
 }
 
+/// One manifest being read; every problem found goes to `toml`.
 struct Parser<'a> {
-    path: &'a str,
-    src: &'a str,
-    ix: LineIndex<'a>,
-    diags: Vec<Diagnostic>,
+    toml: Reader<'a>,
 }
 
-fn get<'t, 'i>(t: &'t DeTable<'i>, key: &str) -> Option<(Range<usize>, &'t Val<'i>)> {
-    t.get_key_value(key).map(|(k, v)| (k.span(), v))
-}
-
-impl<'a> Parser<'a> {
-    fn pos(&self, span: &Range<usize>) -> Pos {
-        self.ix.pos(span.start, span.end)
-    }
-
-    fn push(&mut self, kind: Kind, span: Range<usize>, message: String, help: Option<String>) {
-        self.push_at(kind, self.pos(&span), message, help);
-    }
-
-    fn push_at(&mut self, kind: Kind, pos: Pos, message: String, help: Option<String>) {
-        let mut d = Diagnostic::new(kind, Location::new(self.path, pos), message);
-        d.help = help;
-        self.diags.push(d);
-    }
-
+impl Parser<'_> {
     fn manifest(&mut self, root: &DeTable<'_>) -> Option<Manifest> {
         self.check_fields(root, None, ROOT);
 
         let mut name = None;
         let mut description = None;
-        match self.section(root, "module") {
+        match self.toml.section(root, "module") {
             Some((t, header)) => {
                 self.check_fields(t, Some("[module]"), MODULE);
                 name = self.required_name(t, &header, "[module]", "name", "module");
                 description = get(t, "description").and_then(|(_, v)| {
-                    let s = self.string(v, "description")?;
-                    Some(Located::new(s.to_string(), self.pos(&v.span())))
+                    let s = self.toml.string(v, "description")?;
+                    Some(Located::new(s.to_string(), self.toml.pos(&v.span())))
                 });
             }
-            None if get(root, "module").is_none() => self.push(
+            None if get(root, "module").is_none() => self.toml.push(
                 Kind::MissingField,
                 0..0,
                 "the manifest has no [module] section".into(),
@@ -150,16 +120,18 @@ impl<'a> Parser<'a> {
         let holds = self.name_list_in(root, "holds", HOLDS, "seats", "seat");
         let files = self.files(root, &holds);
         let run = self
+            .toml
             .section(root, "run")
             .and_then(|(t, h)| self.run(t, &h, &files));
         let build = self
+            .toml
             .section(root, "build")
             .and_then(|(t, h)| self.build(t, &h));
         let seats = self.seats(root);
 
         let mut emits = Vec::new();
         let mut consumes = Vec::new();
-        if let Some((t, _)) = self.section(root, "events") {
+        if let Some((t, _)) = self.toml.section(root, "events") {
             self.check_fields(t, Some("[events]"), EVENTS);
             if let Some((_, v)) = get(t, "emits") {
                 emits = self.emits(v, module.as_ref());
@@ -170,7 +142,7 @@ impl<'a> Parser<'a> {
         }
         let mut serves = Vec::new();
         let mut uses_tools = Vec::new();
-        if let Some((t, _)) = self.section(root, "tools") {
+        if let Some((t, _)) = self.toml.section(root, "tools") {
             self.check_fields(t, Some("[tools]"), TOOLS);
             if let Some((_, v)) = get(t, "serves") {
                 serves = self.names(v, "serves", "tool");
@@ -182,7 +154,7 @@ impl<'a> Parser<'a> {
         let uses_seats = self.name_list_in(root, "uses", USES, "seats", "seat");
 
         Some(Manifest {
-            path: self.path.to_string(),
+            path: self.toml.path().to_string(),
             name: name?,
             description,
             run,
@@ -201,188 +173,34 @@ impl<'a> Parser<'a> {
     /// Refuses every key of `t` not in `known`, suggesting the close one or
     /// the section it belongs in.
     fn check_fields(&mut self, t: &DeTable<'_>, section: Option<&str>, known: &[&str]) {
-        for (k, _) in t.iter() {
-            let key: &str = k.get_ref();
-            if known.contains(&key) {
-                continue;
-            }
-            let close = suggest(key, known.iter().copied()).map(|s| format!("did you mean `{s}`?"));
-            let elsewhere = || {
-                let homes: Vec<&str> = SECTIONS
-                    .iter()
-                    .filter(|(_, fields)| fields.contains(&key))
-                    .map(|(s, _)| *s)
-                    .collect();
-                (!homes.is_empty()).then(|| format!("`{key}` belongs in {}", homes.join(" or ")))
-            };
-            let (message, help) = match section {
-                None => (
-                    format!("unknown section `{key}`"),
-                    close.or_else(elsewhere).or_else(|| {
-                        Some(format!("a manifest has the sections {}", ROOT.join(", ")))
-                    }),
-                ),
-                Some(s) => (
-                    format!("unknown field `{key}` in {s}"),
-                    close
-                        .or_else(elsewhere)
-                        .or_else(|| Some(format!("{s} has the fields {}", known.join(", ")))),
-                ),
-            };
-            self.push(Kind::UnknownField, k.span(), message, help);
-        }
-    }
-
-    /// A section that must be a table (`[key]`); with its header's span.
-    fn section<'t, 'i>(
-        &mut self,
-        root: &'t DeTable<'i>,
-        key: &str,
-    ) -> Option<(&'t DeTable<'i>, Range<usize>)> {
-        let (_, v) = get(root, key)?;
-        match v.get_ref() {
-            DeValue::Table(t) => Some((t, v.span())),
-            other => {
-                self.push(
-                    Kind::WrongType,
-                    v.span(),
-                    format!("`{key}` must be a table, found {}", other.type_str()),
-                    Some(format!("write it as a `[{key}]` section")),
-                );
-                None
-            }
-        }
-    }
-
-    /// A section that must be an array of tables (`[[key]]`).
-    fn tables<'t, 'i>(
-        &mut self,
-        root: &'t DeTable<'i>,
-        key: &str,
-    ) -> Vec<(&'t DeTable<'i>, Range<usize>)> {
-        let Some((_, v)) = get(root, key) else {
-            return Vec::new();
+        let message = |key: &str| match section {
+            None => format!("unknown section `{key}`"),
+            Some(s) => format!("unknown field `{key}` in {s}"),
         };
-        let help = Some(format!(
-            "write each as a `[[{key}]]` section (double brackets: a module may have several)"
-        ));
-        let DeValue::Array(items) = v.get_ref() else {
-            self.push(
-                Kind::WrongType,
-                v.span(),
-                format!(
-                    "`{key}` must be an array of tables, found {}",
-                    v.get_ref().type_str()
-                ),
-                help,
-            );
-            return Vec::new();
+        let otherwise = |key: &str| {
+            let homes: Vec<&str> = SECTIONS
+                .iter()
+                .filter(|(_, fields)| fields.contains(&key))
+                .map(|(s, _)| *s)
+                .collect();
+            if !homes.is_empty() {
+                return Some(format!("`{key}` belongs in {}", homes.join(" or ")));
+            }
+            Some(match section {
+                None => format!("a manifest has the sections {}", ROOT.join(", ")),
+                Some(s) => format!("{s} has the fields {}", known.join(", ")),
+            })
         };
-        let mut out = Vec::new();
-        for item in items.iter() {
-            match item.get_ref() {
-                DeValue::Table(t) => out.push((t, item.span())),
-                other => self.push(
-                    Kind::WrongType,
-                    item.span(),
-                    format!("each `{key}` must be a table, found {}", other.type_str()),
-                    help.clone(),
-                ),
-            }
-        }
-        out
-    }
-
-    fn string<'t>(&mut self, v: &'t Val<'_>, field: &str) -> Option<&'t str> {
-        match v.get_ref() {
-            DeValue::String(s) => Some(s),
-            other => {
-                self.push(
-                    Kind::WrongType,
-                    v.span(),
-                    format!("`{field}` must be a string, found {}", other.type_str()),
-                    None,
-                );
-                None
-            }
-        }
-    }
-
-    /// An array of strings, each with its span; wrong elements are reported
-    /// and skipped.
-    fn strings(&mut self, v: &Val<'_>, field: &str) -> Vec<(String, Range<usize>)> {
-        let DeValue::Array(items) = v.get_ref() else {
-            self.push(
-                Kind::WrongType,
-                v.span(),
-                format!(
-                    "`{field}` must be an array of strings, found {}",
-                    v.get_ref().type_str()
-                ),
-                Some(format!("write `{field} = [\"...\"]`")),
-            );
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for item in items.iter() {
-            match item.get_ref() {
-                DeValue::String(s) => out.push((s.to_string(), item.span())),
-                other => self.push(
-                    Kind::WrongType,
-                    item.span(),
-                    format!(
-                        "each entry of `{field}` must be a string, found {}",
-                        other.type_str()
-                    ),
-                    None,
-                ),
-            }
-        }
-        self.no_duplicates(&out, field);
-        out
-    }
-
-    fn no_duplicates(&mut self, items: &[(String, Range<usize>)], field: &str) {
-        let mut first_at: HashMap<&str, &Range<usize>> = HashMap::new();
-        for (s, span) in items {
-            let Some(first) = first_at.get(s.as_str()) else {
-                first_at.insert(s, span);
-                continue;
-            };
-            let line = self.pos(first).line;
-            self.push(
-                Kind::DuplicateEntry,
-                span.clone(),
-                format!("`{s}` is listed twice in `{field}`"),
-                Some(format!("remove this one; the first is on line {line}")),
-            );
-        }
-    }
-
-    /// Maps a byte range of a string's decoded value to the source, so an
-    /// error points at the character or placeholder itself. Falls back to
-    /// the whole string token if the mapping is not exact.
-    fn inner(&self, span: &Range<usize>, decoded: &str, r: Range<usize>) -> Range<usize> {
-        let raw = self.src.get(span.clone()).unwrap_or("");
-        match map_string(raw) {
-            Some((text, map)) if text == decoded => {
-                let at = |i: usize| map.get(i).map(|o| span.start + o);
-                match (at(r.start), at(r.end)) {
-                    (Some(s), Some(e)) if s <= e => s..e,
-                    _ => span.clone(),
-                }
-            }
-            _ => span.clone(),
-        }
+        self.toml.check_keys(t, known, message, otherwise);
     }
 
     /// Validates a name written as the string `s` at `span`, pointing at the
     /// offending character.
     fn name(&mut self, s: &str, span: &Range<usize>, what: &str) -> Option<Name> {
-        match refs::valid_name(s, what, |r| self.inner(span, s, r), span.clone()) {
+        match refs::valid_name(s, what, |r| self.toml.inner(span, s, r), span.clone()) {
             Ok(n) => Some(n),
             Err(e) => {
-                self.push(e.kind, e.range, e.message, e.help);
+                self.toml.push(e.kind, e.range, e.message, e.help);
                 None
             }
         }
@@ -390,37 +208,7 @@ impl<'a> Parser<'a> {
 
     fn located_name(&mut self, s: &str, span: &Range<usize>, what: &str) -> Option<Located<Name>> {
         let n = self.name(s, span, what)?;
-        Some(Located::new(n, self.pos(span)))
-    }
-
-    fn required<'t, 'i>(
-        &mut self,
-        t: &'t DeTable<'i>,
-        header: &Range<usize>,
-        section: &str,
-        field: &str,
-        help: Option<String>,
-    ) -> Option<&'t Val<'i>> {
-        match get(t, field) {
-            Some((_, v)) => Some(v),
-            // A typo of this field is already reported as unknown, with the
-            // fix; saying it is also missing would only add noise.
-            None if t
-                .iter()
-                .any(|(k, _)| suggest(k.get_ref(), [field]).is_some()) =>
-            {
-                None
-            }
-            None => {
-                self.push(
-                    Kind::MissingField,
-                    header.clone(),
-                    format!("{section} has no `{field}`"),
-                    help,
-                );
-                None
-            }
-        }
+        Some(Located::new(n, self.toml.pos(span)))
     }
 
     fn required_name(
@@ -431,13 +219,14 @@ impl<'a> Parser<'a> {
         field: &str,
         what: &str,
     ) -> Option<Located<Name>> {
-        let v = self.required(t, header, section, field, None)?;
-        let s = self.string(v, field)?.to_string();
+        let v = self.toml.required(t, header, section, field, None)?;
+        let s = self.toml.string(v, field)?.to_string();
         self.located_name(&s, &v.span(), what)
     }
 
     fn names(&mut self, v: &Val<'_>, field: &str, what: &str) -> Vec<Located<Name>> {
-        self.strings(v, field)
+        self.toml
+            .strings(v, field)
             .iter()
             .filter_map(|(s, span)| self.located_name(s, span, what))
             .collect()
@@ -452,7 +241,7 @@ impl<'a> Parser<'a> {
         field: &str,
         what: &str,
     ) -> Vec<Located<Name>> {
-        let Some((t, _)) = self.section(root, section) else {
+        let Some((t, _)) = self.toml.section(root, section) else {
             return Vec::new();
         };
         self.check_fields(t, Some(&format!("[{section}]")), known);
@@ -469,12 +258,12 @@ impl<'a> Parser<'a> {
         parse: fn(&str) -> Result<T, refs::RefError>,
     ) -> Vec<Located<T>> {
         let mut out = Vec::new();
-        for (s, span) in self.strings(v, field) {
+        for (s, span) in self.toml.strings(v, field) {
             match parse(&s) {
-                Ok(r) => out.push(Located::new(r, self.pos(&span))),
+                Ok(r) => out.push(Located::new(r, self.toml.pos(&span))),
                 Err(e) => {
-                    let at = self.inner(&span, &s, e.range.clone());
-                    self.push(e.kind, at, e.message, e.help);
+                    let at = self.toml.inner(&span, &s, e.range.clone());
+                    self.toml.push(e.kind, at, e.message, e.help);
                 }
             }
         }
@@ -485,10 +274,10 @@ impl<'a> Parser<'a> {
     /// event written the long way, or an attempt to speak as someone else.
     fn emits(&mut self, v: &Val<'_>, module: Option<&Name>) -> Vec<Located<Name>> {
         let mut out = Vec::new();
-        for (s, span) in self.strings(v, "emits") {
+        for (s, span) in self.toml.strings(v, "emits") {
             if let Some(rest) = s.strip_prefix(refs::SEAT_PREFIX) {
                 let (seat, event) = rest.split_once('.').unwrap_or((rest, "<event>"));
-                self.push(
+                self.toml.push(
                     Kind::ForeignEvent,
                     span,
                     format!("`{s}` emits as seat `{seat}`; a seat's events are declared on the seat, not in [events]"),
@@ -498,14 +287,14 @@ impl<'a> Parser<'a> {
                 );
             } else if let Some((prefix, rest)) = s.split_once('.') {
                 if module.is_some_and(|m| m.as_str() == prefix) {
-                    self.push(
+                    self.toml.push(
                         Kind::QualifiedEvent,
                         span,
                         format!("event names are local: `{s}` qualifies this module's own event with its name"),
                         Some(format!("write `{rest}`")),
                     );
                 } else {
-                    self.push(
+                    self.toml.push(
                         Kind::ForeignEvent,
                         span,
                         format!(
@@ -525,20 +314,20 @@ impl<'a> Parser<'a> {
 
     fn seats(&mut self, root: &DeTable<'_>) -> Vec<SeatDecl> {
         let mut out: Vec<SeatDecl> = Vec::new();
-        for (t, header) in self.tables(root, "seat") {
+        for (t, header) in self.toml.tables(root, "seat") {
             self.check_fields(t, Some("[[seat]]"), SEAT);
             let name = self.required_name(t, &header, "[[seat]]", "name", "seat");
             let scope = self
-                .required(t, &header, "[[seat]]", "scope", Some("write `scope = \"node\"` (one holder per node) or `scope = \"mesh\"` (one holder in the mesh)".into()))
+                .toml.required(t, &header, "[[seat]]", "scope", Some("write `scope = \"node\"` (one holder per node) or `scope = \"mesh\"` (one holder in the mesh)".into()))
                 .and_then(|v| {
-                    let s = self.string(v, "scope")?;
+                    let s = self.toml.string(v, "scope")?;
                     let scope = match s {
                         "node" => Scope::Node,
                         "mesh" => Scope::Mesh,
                         other => {
                             let help = suggest(other, SCOPES.iter().copied())
                                 .map(|c| format!("did you mean `{c}`?"));
-                            self.push(
+                            self.toml.push(
                                 Kind::BadValue,
                                 v.span(),
                                 format!("scope `{other}` is neither `node` nor `mesh`"),
@@ -547,17 +336,17 @@ impl<'a> Parser<'a> {
                             return None;
                         }
                     };
-                    Some(Located::new(scope, self.pos(&v.span())))
+                    Some(Located::new(scope, self.toml.pos(&v.span())))
                 });
             let protocol = self
-                .required(t, &header, "[[seat]]", "protocol", Some("write `protocol = \"\"` for a marker seat, which only says which module does a job".into()))
+                .toml.required(t, &header, "[[seat]]", "protocol", Some("write `protocol = \"\"` for a marker seat, which only says which module does a job".into()))
                 .and_then(|v| {
-                    let s = self.string(v, "protocol")?.to_string();
+                    let s = self.toml.string(v, "protocol")?.to_string();
                     // Empty is a marker, valid; anything else is a name.
                     if !s.is_empty() {
                         self.name(&s, &v.span(), "protocol")?;
                     }
-                    Some(Located::new(s, self.pos(&v.span())))
+                    Some(Located::new(s, self.toml.pos(&v.span())))
                 });
             let mut list = |field: &str, what: &str| match get(t, field) {
                 Some((_, v)) => self.names(v, field, what),
@@ -569,7 +358,7 @@ impl<'a> Parser<'a> {
             if let (Some(name), Some(scope), Some(protocol)) = (name, scope, protocol) {
                 if let Some(first) = out.iter().find(|s| s.name.value == name.value) {
                     let line = first.name.pos.line;
-                    self.push(
+                    self.toml.push(
                         Kind::DuplicateEntry,
                         header.clone(),
                         format!("seat `{}` is declared twice in this manifest", name.value),
@@ -584,7 +373,7 @@ impl<'a> Parser<'a> {
                     accepts,
                     emits,
                     tools,
-                    pos: self.pos(&header),
+                    pos: self.toml.pos(&header),
                 });
             }
         }
@@ -593,15 +382,16 @@ impl<'a> Parser<'a> {
 
     fn files(&mut self, root: &DeTable<'_>, holds: &[Located<Name>]) -> Vec<FileDecl> {
         let mut out: Vec<FileDecl> = Vec::new();
-        for (t, header) in self.tables(root, "file") {
+        for (t, header) in self.toml.tables(root, "file") {
             self.check_fields(t, Some("[[file]]"), FILE);
             let name = self.required_name(t, &header, "[[file]]", "name", "file");
             let path = self
+                .toml
                 .required(t, &header, "[[file]]", "path", None)
                 .and_then(|v| {
-                    let s = self.string(v, "path")?.to_string();
+                    let s = self.toml.string(v, "path")?.to_string();
                     self.relative_path(&s, &v.span(), "path")?;
-                    Some(Located::new(s, self.pos(&v.span())))
+                    Some(Located::new(s, self.toml.pos(&v.span())))
                 });
             // The bus user list holds every principal's password hash: asking
             // for it must not be enough to receive it.
@@ -609,7 +399,7 @@ impl<'a> Parser<'a> {
                 && n.value.as_str() == BUS_USERS_FILE
                 && !holds.iter().any(|h| h.value.as_str() == BROKER_ROLE)
             {
-                self.push_at(
+                self.toml.push_at(
                     Kind::BusUsersWithoutBroker,
                     n.pos,
                     format!("only the holder of `{BROKER_ROLE}` may have the `{BUS_USERS_FILE}` file: it holds every bus user's password hash"),
@@ -622,7 +412,7 @@ impl<'a> Parser<'a> {
             };
             if let Some(first) = out.iter().find(|f| f.name.value == name.value) {
                 let line = first.name.pos.line;
-                self.push_at(
+                self.toml.push_at(
                     Kind::DuplicateEntry,
                     name.pos,
                     format!("file `{}` is declared twice", name.value),
@@ -632,7 +422,7 @@ impl<'a> Parser<'a> {
             }
             if let Some(first) = out.iter().find(|f| f.path.value == path.value) {
                 let line = first.path.pos.line;
-                self.push_at(
+                self.toml.push_at(
                     Kind::DuplicateEntry,
                     path.pos,
                     format!("two files are written to `{}`", path.value),
@@ -645,7 +435,7 @@ impl<'a> Parser<'a> {
             out.push(FileDecl {
                 name,
                 path,
-                pos: self.pos(&header),
+                pos: self.toml.pos(&header),
             });
         }
         out
@@ -666,7 +456,7 @@ impl<'a> Parser<'a> {
         match why {
             None => Some(()),
             Some(why) => {
-                self.push(
+                self.toml.push(
                     Kind::BadValue,
                     span.clone(),
                     format!("`{field}` `{s}` {why}"),
@@ -680,9 +470,9 @@ impl<'a> Parser<'a> {
     fn run(&mut self, t: &DeTable<'_>, header: &Range<usize>, files: &[FileDecl]) -> Option<Run> {
         self.check_fields(t, Some("[run]"), RUN);
         let secrets_in_environment = get(t, "secrets-in-environment").and_then(|(_, v)| {
-            let s = self.string(v, "secrets-in-environment")?;
+            let s = self.toml.string(v, "secrets-in-environment")?;
             if s.trim().is_empty() {
-                self.push(
+                self.toml.push(
                     Kind::BadValue,
                     v.span(),
                     "`secrets-in-environment` is empty; it is the reason secrets may be in the environment".into(),
@@ -690,9 +480,10 @@ impl<'a> Parser<'a> {
                 );
                 return None;
             }
-            Some(Located::new(s.to_string(), self.pos(&v.span())))
+            Some(Located::new(s.to_string(), self.toml.pos(&v.span())))
         });
         let command = self
+            .toml
             .required(
                 t,
                 header,
@@ -701,9 +492,9 @@ impl<'a> Parser<'a> {
                 Some("write `command = [\"program\", \"arg\"]`".into()),
             )
             .map(|v| {
-                let items = self.strings(v, "command");
+                let items = self.toml.strings(v, "command");
                 if items.is_empty() && matches!(v.get_ref(), DeValue::Array(_)) {
-                    self.push(
+                    self.toml.push(
                         Kind::BadValue,
                         v.span(),
                         "`command` is empty; a host would have nothing to start".into(),
@@ -716,59 +507,49 @@ impl<'a> Parser<'a> {
                     .collect::<Vec<_>>()
             });
         let mut env = Vec::new();
-        if let Some((_, v)) = get(t, "env") {
-            match v.get_ref() {
-                DeValue::Table(vars) => {
-                    for (k, val) in vars.iter() {
-                        let key: &str = k.get_ref();
-                        let valid = key
-                            .chars()
-                            .next()
-                            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                        if !valid {
-                            self.push(
-                                Kind::BadValue,
-                                k.span(),
-                                format!("`{key}` is not an environment variable name"),
-                                Some(
-                                    "use letters, digits and `_`, not starting with a digit".into(),
-                                ),
-                            );
-                            continue;
-                        }
-                        let Some(s) = self.string(val, key) else {
-                            continue;
-                        };
-                        let s = s.to_string();
-                        let ctx = Context::Env {
-                            reason: secrets_in_environment.is_some(),
-                        };
-                        if let Some(value) = self.run_value(&s, &val.span(), files, ctx) {
-                            env.push(EnvVar {
-                                name: Located::new(key.to_string(), self.pos(&k.span())),
-                                value,
-                            });
-                        }
-                    }
-                }
-                other => self.push(
-                    Kind::WrongType,
-                    v.span(),
-                    format!("`env` must be a table, found {}", other.type_str()),
-                    Some("write `env = { NAME = \"value\" }`".into()),
-                ),
+        let vars = get(t, "env").and_then(|(_, v)| {
+            let help = Some("write `env = { NAME = \"value\" }`".into());
+            self.toml.table(v, "env", help)
+        });
+        for (k, val) in vars.into_iter().flat_map(DeTable::iter) {
+            let key: &str = k.get_ref();
+            let valid = key
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                self.toml.push(
+                    Kind::BadValue,
+                    k.span(),
+                    format!("`{key}` is not an environment variable name"),
+                    Some("use letters, digits and `_`, not starting with a digit".into()),
+                );
+                continue;
+            }
+            let Some(s) = self.toml.string(val, key) else {
+                continue;
+            };
+            let s = s.to_string();
+            let ctx = Context::Env {
+                reason: secrets_in_environment.is_some(),
+            };
+            if let Some(value) = self.run_value(&s, &val.span(), files, ctx) {
+                env.push(EnvVar {
+                    name: Located::new(key.to_string(), self.toml.pos(&k.span())),
+                    value,
+                });
             }
         }
         let driver = match get(t, "driver") {
-            None => Some(Located::new(Driver::Process, self.pos(header))),
-            Some((_, v)) => self.string(v, "driver").and_then(|s| match s {
-                "process" => Some(Located::new(Driver::Process, self.pos(&v.span()))),
+            None => Some(Located::new(Driver::Process, self.toml.pos(header))),
+            Some((_, v)) => self.toml.string(v, "driver").and_then(|s| match s {
+                "process" => Some(Located::new(Driver::Process, self.toml.pos(&v.span()))),
                 other => {
                     let help = suggest(other, DRIVERS.iter().copied())
                         .map(|c| format!("did you mean `{c}`?"))
                         .unwrap_or_else(|| "the only driver today is `process`".into());
-                    self.push(
+                    self.toml.push(
                         Kind::BadValue,
                         v.span(),
                         format!("unknown driver `{other}`"),
@@ -783,7 +564,7 @@ impl<'a> Parser<'a> {
             env,
             driver: driver?,
             secrets_in_environment,
-            pos: self.pos(header),
+            pos: self.toml.pos(header),
         })
     }
 
@@ -799,8 +580,8 @@ impl<'a> Parser<'a> {
             Ok(t) => t,
             Err(errors) => {
                 for e in errors {
-                    let at = self.inner(span, s, e.range);
-                    self.push(Kind::BadPlaceholder, at, e.message, e.help);
+                    let at = self.toml.inner(span, s, e.range);
+                    self.toml.push(Kind::BadPlaceholder, at, e.message, e.help);
                 }
                 return None;
             }
@@ -808,11 +589,11 @@ impl<'a> Parser<'a> {
         let mut located = Vec::new();
         let mut ok = true;
         for (p, range) in template.placeholders() {
-            let at = self.inner(span, s, range.clone());
+            let at = self.toml.inner(span, s, range.clone());
             match p {
                 Placeholder::File { name } if !files.iter().any(|f| f.name.value == *name) => {
                     ok = false;
-                    self.push(
+                    self.toml.push(
                         Kind::UndeclaredFile,
                         at.clone(),
                         format!("`{p}` names no [[file]] of this manifest"),
@@ -824,7 +605,7 @@ impl<'a> Parser<'a> {
                 Placeholder::Secret { .. } if ctx == Context::Command => {
                     ok = false;
                     // A command line is readable by every local user (ps, /proc).
-                    self.push(
+                    self.toml.push(
                         Kind::SecretInCommand,
                         at.clone(),
                         format!("`{p}` on the command line is readable by every user of the node"),
@@ -833,7 +614,7 @@ impl<'a> Parser<'a> {
                 }
                 Placeholder::Secret { .. } if ctx == (Context::Env { reason: false }) => {
                     ok = false;
-                    self.push(
+                    self.toml.push(
                         Kind::SecretInEnvironment,
                         at.clone(),
                         format!("`{p}` in `env` needs `secrets-in-environment = \"<reason>\"` in [run]"),
@@ -842,12 +623,12 @@ impl<'a> Parser<'a> {
                 }
                 _ => {}
             }
-            located.push(Located::new(p.clone(), self.pos(&at)));
+            located.push(Located::new(p.clone(), self.toml.pos(&at)));
         }
         ok.then(|| RunValue {
             text: s.to_string(),
             template,
-            pos: self.pos(span),
+            pos: self.toml.pos(span),
             placeholders: located,
         })
     }
@@ -855,47 +636,41 @@ impl<'a> Parser<'a> {
     fn build(&mut self, t: &DeTable<'_>, header: &Range<usize>) -> Option<Build> {
         self.check_fields(t, Some("[build]"), BUILD);
         let command = self
+            .toml
             .required(t, header, "[build]", "command", None)
             .map(|v| {
-                let items = self.strings(v, "command");
+                let items = self.toml.strings(v, "command");
                 if items.is_empty() && matches!(v.get_ref(), DeValue::Array(_)) {
-                    self.push(Kind::BadValue, v.span(), "`command` is empty".into(), None);
+                    self.toml
+                        .push(Kind::BadValue, v.span(), "`command` is empty".into(), None);
                 }
                 items
                     .into_iter()
-                    .map(|(s, span)| Located::new(s, self.pos(&span)))
+                    .map(|(s, span)| Located::new(s, self.toml.pos(&span)))
                     .collect::<Vec<_>>()
             });
         let mut artifacts = Vec::new();
-        if let Some((_, v)) = get(t, "artifacts") {
-            match v.get_ref() {
-                DeValue::Table(items) => {
-                    for (k, val) in items.iter() {
-                        let key: &str = k.get_ref();
-                        let name = self.located_name(key, &k.span(), "artifact");
-                        let path = self.string(val, key).map(str::to_string);
-                        if let (Some(name), Some(path)) = (name, path)
-                            && self.relative_path(&path, &val.span(), key).is_some()
-                        {
-                            artifacts.push(Artifact {
-                                name,
-                                path: Located::new(path, self.pos(&val.span())),
-                            });
-                        }
-                    }
-                }
-                other => self.push(
-                    Kind::WrongType,
-                    v.span(),
-                    format!("`artifacts` must be a table, found {}", other.type_str()),
-                    Some("write `artifacts = { name = \"path/in/the/build\" }`".into()),
-                ),
+        let items = get(t, "artifacts").and_then(|(_, v)| {
+            let help = Some("write `artifacts = { name = \"path/in/the/build\" }`".into());
+            self.toml.table(v, "artifacts", help)
+        });
+        for (k, val) in items.into_iter().flat_map(DeTable::iter) {
+            let key: &str = k.get_ref();
+            let name = self.located_name(key, &k.span(), "artifact");
+            let path = self.toml.string(val, key).map(str::to_string);
+            if let (Some(name), Some(path)) = (name, path)
+                && self.relative_path(&path, &val.span(), key).is_some()
+            {
+                artifacts.push(Artifact {
+                    name,
+                    path: Located::new(path, self.toml.pos(&val.span())),
+                });
             }
         }
         Some(Build {
             command: command?,
             artifacts,
-            pos: self.pos(header),
+            pos: self.toml.pos(header),
         })
     }
 }
@@ -904,113 +679,4 @@ impl<'a> Parser<'a> {
 enum Context {
     Command,
     Env { reason: bool },
-}
-
-/// Decodes a TOML string token (`"…"`, `'…'`, `"""…"""`, `'''…'''`) and maps
-/// each byte of the decoded value to its byte offset in the token; the map
-/// has one extra entry, for the end. `None` for anything unexpected (the
-/// caller then points at the whole token).
-fn map_string(raw: &str) -> Option<(String, Vec<usize>)> {
-    let (delim, literal) = if raw.starts_with("\"\"\"") {
-        (3, false)
-    } else if raw.starts_with("'''") {
-        (3, true)
-    } else if raw.starts_with('"') {
-        (1, false)
-    } else if raw.starts_with('\'') {
-        (1, true)
-    } else {
-        return None;
-    };
-    let multiline = delim == 3;
-    let body_end = raw.len().checked_sub(delim)?;
-    if body_end < delim {
-        return None;
-    }
-    let body = raw.get(delim..body_end)?;
-    let mut out = String::new();
-    let mut map = Vec::new();
-    let push = |out: &mut String, map: &mut Vec<usize>, c: char, at: usize| {
-        for _ in 0..c.len_utf8() {
-            map.push(delim + at);
-        }
-        out.push(c);
-    };
-    let mut chars = body.char_indices().peekable();
-    // A newline right after the opening delimiter is not part of the value.
-    if multiline {
-        if body.starts_with("\r\n") {
-            chars.next();
-            chars.next();
-        } else if body.starts_with('\n') {
-            chars.next();
-        }
-    }
-    while let Some((i, c)) = chars.next() {
-        if literal || c != '\\' {
-            push(&mut out, &mut map, c, i);
-            continue;
-        }
-        let (_, e) = chars.next()?;
-        let simple = match e {
-            'b' => Some('\u{8}'),
-            't' => Some('\t'),
-            'n' => Some('\n'),
-            'f' => Some('\u{c}'),
-            'r' => Some('\r'),
-            'e' => Some('\u{1b}'),
-            '"' => Some('"'),
-            '\\' => Some('\\'),
-            _ => None,
-        };
-        if let Some(c) = simple {
-            push(&mut out, &mut map, c, i);
-            continue;
-        }
-        let digits = match e {
-            'x' => 2,
-            'u' => 4,
-            'U' => 8,
-            w if multiline && w.is_whitespace() => {
-                // Line-ending backslash: the newline and following
-                // whitespace are dropped.
-                while chars.peek().is_some_and(|(_, c)| c.is_whitespace()) {
-                    chars.next();
-                }
-                continue;
-            }
-            _ => return None,
-        };
-        let mut code = 0u32;
-        for _ in 0..digits {
-            let (_, d) = chars.next()?;
-            code = code.checked_mul(16)?.checked_add(d.to_digit(16)?)?;
-        }
-        push(&mut out, &mut map, char::from_u32(code)?, i);
-    }
-    map.push(body_end);
-    Some((out, map))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::map_string;
-
-    #[test]
-    fn maps_decoded_offsets_to_the_token() {
-        let (s, m) = map_string(r#""a\tb${x}""#).unwrap();
-        assert_eq!(s, "a\tb${x}");
-        assert_eq!(m[0], 1);
-        assert_eq!(m[1], 2); // the escape starts at the backslash
-        assert_eq!(m[2], 4);
-        assert_eq!(m[3], 5); // `$`
-        assert_eq!(*m.last().unwrap(), 9);
-        let (s, m) = map_string("'''\nab'''").unwrap();
-        assert_eq!(s, "ab");
-        assert_eq!(m[0], 4);
-        let (s, _) = map_string("\"\\u00e9\"").unwrap();
-        assert_eq!(s, "é");
-        assert!(map_string("\"\\q\"").is_none());
-        assert!(map_string("\"").is_none());
-    }
 }

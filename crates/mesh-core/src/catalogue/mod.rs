@@ -1,0 +1,12 @@
+//! The catalogue: every registered manifest plus the mesh's own roles, seat
+//! renames applied, checked together.
+
+mod aliases;
+mod checks;
+mod index;
+mod roles;
+
+pub use aliases::{Alias, Aliases};
+pub use checks::check;
+pub use index::{Catalogue, Consume, Origin, Publication, SeatEntry, SeatRef, ToolUse};
+pub use roles::{BUILD_MACHINE_ROLE, STORE_ROLE, builtin_roles};

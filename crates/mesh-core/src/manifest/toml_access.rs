@@ -1,0 +1,320 @@
+//! Typed reads over a spanned TOML tree (`toml::de::DeTable`): each accessor
+//! either returns the value of the expected type or records a located
+//! diagnostic and returns nothing, so a reader keeps going and reports every
+//! problem of a file at once.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use toml::Spanned;
+use toml::de::{DeString, DeTable, DeValue};
+
+use super::decode::map_string;
+use crate::diagnostic::{Diagnostic, Kind, LineIndex, Location, Pos, suggest};
+
+/// A value of the tree, with its span in the source.
+pub(crate) type Val<'i> = Spanned<DeValue<'i>>;
+/// A key of a table, with its span in the source.
+pub(crate) type Key<'i> = Spanned<DeString<'i>>;
+
+/// The field `key` of `t`: the key's span and the value.
+pub(crate) fn get<'t, 'i>(t: &'t DeTable<'i>, key: &str) -> Option<(Range<usize>, &'t Val<'i>)> {
+    t.get_key_value(key).map(|(k, v)| (k.span(), v))
+}
+
+/// One TOML file being read: its source, for positions, and the diagnostics
+/// found so far.
+pub(crate) struct Reader<'a> {
+    path: &'a str,
+    src: &'a str,
+    ix: LineIndex<'a>,
+    diags: Vec<Diagnostic>,
+}
+
+impl<'a> Reader<'a> {
+    /// `path` only names the file in diagnostics.
+    pub(crate) fn new(path: &'a str, src: &'a str) -> Self {
+        Reader {
+            path,
+            src,
+            ix: LineIndex::new(src),
+            diags: Vec::new(),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &'a str {
+        self.path
+    }
+
+    /// Parses the whole source. On a syntax error every one found is
+    /// recorded and there is no tree.
+    pub(crate) fn root(&mut self) -> Option<Spanned<DeTable<'a>>> {
+        let (root, errors) = DeTable::parse_recoverable(self.src);
+        if errors.is_empty() {
+            return Some(root);
+        }
+        for e in errors {
+            // A syntax error without a span is still reported, at the start.
+            let span = e.span().unwrap_or(0..0);
+            let message = e.message().trim().to_string();
+            self.push(Kind::TomlSyntax, span, message, None);
+        }
+        None
+    }
+
+    /// Every diagnostic recorded, in the order found.
+    pub(crate) fn into_diagnostics(self) -> Vec<Diagnostic> {
+        self.diags
+    }
+
+    pub(crate) fn pos(&self, span: &Range<usize>) -> Pos {
+        self.ix.pos(span.start, span.end)
+    }
+
+    pub(crate) fn push(
+        &mut self,
+        kind: Kind,
+        span: Range<usize>,
+        message: String,
+        help: Option<String>,
+    ) {
+        self.push_at(kind, self.pos(&span), message, help);
+    }
+
+    pub(crate) fn push_at(&mut self, kind: Kind, pos: Pos, message: String, help: Option<String>) {
+        let mut d = Diagnostic::new(kind, Location::new(self.path, pos), message);
+        d.help = help;
+        self.diags.push(d);
+    }
+
+    /// Whether `k` is one of `known`. If not, refuses it with `message`,
+    /// helped by the close known key or else by `otherwise`.
+    pub(crate) fn known_key(
+        &mut self,
+        k: &Key<'_>,
+        known: &[&str],
+        message: impl FnOnce(&str) -> String,
+        otherwise: impl FnOnce(&str) -> Option<String>,
+    ) -> bool {
+        let key: &str = k.get_ref();
+        if known.contains(&key) {
+            return true;
+        }
+        let help = suggest(key, known.iter().copied())
+            .map(|s| format!("did you mean `{s}`?"))
+            .or_else(|| otherwise(key));
+        self.push(Kind::UnknownField, k.span(), message(key), help);
+        false
+    }
+
+    /// Refuses every key of `t` not in `known`, as [`Self::known_key`].
+    pub(crate) fn check_keys(
+        &mut self,
+        t: &DeTable<'_>,
+        known: &[&str],
+        message: impl Fn(&str) -> String,
+        otherwise: impl Fn(&str) -> Option<String>,
+    ) {
+        for (k, _) in t.iter() {
+            self.known_key(k, known, &message, &otherwise);
+        }
+    }
+
+    /// `v`, the value of `field`, as a table.
+    pub(crate) fn table<'t, 'i>(
+        &mut self,
+        v: &'t Val<'i>,
+        field: &str,
+        help: Option<String>,
+    ) -> Option<&'t DeTable<'i>> {
+        match v.get_ref() {
+            DeValue::Table(t) => Some(t),
+            other => {
+                self.push(
+                    Kind::WrongType,
+                    v.span(),
+                    format!("`{field}` must be a table, found {}", other.type_str()),
+                    help,
+                );
+                None
+            }
+        }
+    }
+
+    /// A section that must be a table (`[key]`); with its header's span.
+    pub(crate) fn section<'t, 'i>(
+        &mut self,
+        root: &'t DeTable<'i>,
+        key: &str,
+    ) -> Option<(&'t DeTable<'i>, Range<usize>)> {
+        let (_, v) = get(root, key)?;
+        let help = Some(format!("write it as a `[{key}]` section"));
+        self.table(v, key, help).map(|t| (t, v.span()))
+    }
+
+    /// A section that must be an array of tables (`[[key]]`).
+    pub(crate) fn tables<'t, 'i>(
+        &mut self,
+        root: &'t DeTable<'i>,
+        key: &str,
+    ) -> Vec<(&'t DeTable<'i>, Range<usize>)> {
+        let Some((_, v)) = get(root, key) else {
+            return Vec::new();
+        };
+        let help = Some(format!(
+            "write each as a `[[{key}]]` section (double brackets: a module may have several)"
+        ));
+        let DeValue::Array(items) = v.get_ref() else {
+            self.push(
+                Kind::WrongType,
+                v.span(),
+                format!(
+                    "`{key}` must be an array of tables, found {}",
+                    v.get_ref().type_str()
+                ),
+                help,
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in items.iter() {
+            match item.get_ref() {
+                DeValue::Table(t) => out.push((t, item.span())),
+                other => self.push(
+                    Kind::WrongType,
+                    item.span(),
+                    format!("each `{key}` must be a table, found {}", other.type_str()),
+                    help.clone(),
+                ),
+            }
+        }
+        out
+    }
+
+    /// `v`, the value of `field`, as a string.
+    pub(crate) fn string<'t>(&mut self, v: &'t Val<'_>, field: &str) -> Option<&'t str> {
+        self.string_for(v, &format!("`{field}`"))
+    }
+
+    /// `v` as a string; `subject` names it in the message (a field name in
+    /// backticks, or a phrase such as "the new name of `x`").
+    pub(crate) fn string_for<'t>(&mut self, v: &'t Val<'_>, subject: &str) -> Option<&'t str> {
+        match v.get_ref() {
+            DeValue::String(s) => Some(s),
+            other => {
+                self.push(
+                    Kind::WrongType,
+                    v.span(),
+                    format!("{subject} must be a string, found {}", other.type_str()),
+                    None,
+                );
+                None
+            }
+        }
+    }
+
+    /// An array of strings, each with its span; wrong elements are reported
+    /// and skipped.
+    pub(crate) fn strings(&mut self, v: &Val<'_>, field: &str) -> Vec<(String, Range<usize>)> {
+        let DeValue::Array(items) = v.get_ref() else {
+            self.push(
+                Kind::WrongType,
+                v.span(),
+                format!(
+                    "`{field}` must be an array of strings, found {}",
+                    v.get_ref().type_str()
+                ),
+                Some(format!("write `{field} = [\"...\"]`")),
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in items.iter() {
+            match item.get_ref() {
+                DeValue::String(s) => out.push((s.to_string(), item.span())),
+                other => self.push(
+                    Kind::WrongType,
+                    item.span(),
+                    format!(
+                        "each entry of `{field}` must be a string, found {}",
+                        other.type_str()
+                    ),
+                    None,
+                ),
+            }
+        }
+        self.no_duplicates(&out, field);
+        out
+    }
+
+    fn no_duplicates(&mut self, items: &[(String, Range<usize>)], field: &str) {
+        let mut first_at: HashMap<&str, &Range<usize>> = HashMap::new();
+        for (s, span) in items {
+            let Some(first) = first_at.get(s.as_str()) else {
+                first_at.insert(s, span);
+                continue;
+            };
+            let line = self.pos(first).line;
+            self.push(
+                Kind::DuplicateEntry,
+                span.clone(),
+                format!("`{s}` is listed twice in `{field}`"),
+                Some(format!("remove this one; the first is on line {line}")),
+            );
+        }
+    }
+
+    /// The field `field` of `t`, which must be there; `header` is where the
+    /// table starts, `section` how a message names it.
+    pub(crate) fn required<'t, 'i>(
+        &mut self,
+        t: &'t DeTable<'i>,
+        header: &Range<usize>,
+        section: &str,
+        field: &str,
+        help: Option<String>,
+    ) -> Option<&'t Val<'i>> {
+        match get(t, field) {
+            Some((_, v)) => Some(v),
+            // A typo of this field is already reported as unknown, with the
+            // fix; saying it is also missing would only add noise.
+            None if t
+                .iter()
+                .any(|(k, _)| suggest(k.get_ref(), [field]).is_some()) =>
+            {
+                None
+            }
+            None => {
+                self.push(
+                    Kind::MissingField,
+                    header.clone(),
+                    format!("{section} has no `{field}`"),
+                    help,
+                );
+                None
+            }
+        }
+    }
+
+    /// Maps a byte range of a string's decoded value to the source, so an
+    /// error points at the character or placeholder itself. Falls back to
+    /// the whole string token if the mapping is not exact.
+    pub(crate) fn inner(
+        &self,
+        span: &Range<usize>,
+        decoded: &str,
+        r: Range<usize>,
+    ) -> Range<usize> {
+        let raw = self.src.get(span.clone()).unwrap_or("");
+        match map_string(raw) {
+            Some((text, map)) if text == decoded => {
+                let at = |i: usize| map.get(i).map(|o| span.start + o);
+                match (at(r.start), at(r.end)) {
+                    (Some(s), Some(e)) if s <= e => s..e,
+                    _ => span.clone(),
+                }
+            }
+            _ => span.clone(),
+        }
+    }
+}
