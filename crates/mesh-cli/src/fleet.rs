@@ -218,25 +218,26 @@ async fn record(
         hashes,
         controller: ControllerSpec::default(),
     };
+    let principals = authority::derive(&loaded)?;
+    // A node listed only under [[token]] makes its host credential when it
+    // enrols, not here.
+    let to_mint = mesh_core::authority::credentials_to_mint(
+        &principals,
+        |name| loaded.hashes.contains_key(name),
+        |node| !fleet.node.iter().any(|n| &n.name == node),
+    );
     let mut minted = 0;
-    for p in authority::derive(&loaded)? {
-        if loaded.hashes.contains_key(&p.name) {
-            continue;
-        }
+    for p in to_mint {
         let secret = match &p.kind {
             PrincipalKind::Controller => store.mint_controller_credential().await?,
-            // A node listed only under [[token]] gets its host credential at
-            // enrolment, not here.
-            PrincipalKind::Host { node } if fleet.node.iter().any(|n| &n.name == node) => {
-                store.mint_host_credential(node).await?
-            }
-            PrincipalKind::Host { .. } => continue,
+            PrincipalKind::Host { node } => store.mint_host_credential(node).await?,
             PrincipalKind::Module { node, module } => {
                 store.mint_module_credential(node, module).await?
             }
             PrincipalKind::Person { person } => store.mint_person_credential(person).await?,
-            // Its password is the token's secret, issued above.
-            PrincipalKind::Enrolment { .. } => continue,
+            PrincipalKind::Enrolment { node } => {
+                bail!("no credential is minted for the enrolment of {node}: its token is")
+            }
         };
         write_secret(&args.secrets_dir, &p.name, &secret)?;
         minted += 1;

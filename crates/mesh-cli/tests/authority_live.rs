@@ -5,25 +5,22 @@
 //! server's permissions violation, after a round trip, never inferred from
 //! silence.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer};
-use async_nats::{Client, ConnectOptions, Event, ServerError};
 use futures::StreamExt;
-use mesh_bus::{BusConfig, Secret, assert_objects};
-use mesh_core::authority::{self, Permissions, Principal, PrincipalKind};
+use mesh_bus::{BusConfig, Secret};
+use mesh_core::authority;
 use mesh_core::catalogue::Catalogue;
 use mesh_core::manifest::{Target, ToolRef};
 use mesh_core::names::Name;
 use mesh_core::records::{Assignment, ControllerSpec, PersonRecord, Records, ToolAccess};
-use mesh_core::{jetstream as objects, subjects, users_file};
-use mesh_testkit::NatsServer;
-use tokio::sync::mpsc;
-
-const WAIT: Duration = Duration::from_secs(5);
-const OBSERVER: &str = "observer";
+use mesh_core::subjects;
+use mesh_testkit::PermissionedBus;
+use mesh_testkit::bus::{
+    Conn, OBSERVER, WAIT, allowed_publish, allowed_subscribe, concrete, expect_no_violation,
+    refused_publish, refused_subscribe,
+};
 
 fn n(s: &str) -> Name {
     Name::new(s).unwrap()
@@ -79,223 +76,37 @@ fn fleet() -> Records {
     }
 }
 
-/// A test-only user in the mesh's account that sees and may send everything:
-/// proof that an allowed publish arrived, and the sender for allowed
-/// subscriptions. Not a mesh principal; added to the test's file only.
-fn observer() -> Principal {
-    let all = |subject: &str| authority::Grant {
-        subject: subject.into(),
-        cause: authority::Cause::Rule {
-            what: "test observer",
-        },
-    };
-    Principal {
-        name: OBSERVER.into(),
-        kind: PrincipalKind::Person {
-            person: n(OBSERVER),
-        },
-        source: "the test".into(),
-        permissions: Permissions {
-            publish: vec![all(">")],
-            subscribe: vec![all(">")],
-            allow_responses: None,
-        },
-    }
-}
-
 struct Mesh {
-    server: NatsServer,
-    principals: Vec<Principal>,
-    passwords: BTreeMap<String, String>,
+    bus: PermissionedBus,
     catalogue: Catalogue,
     records: Records,
-}
-
-fn password_for(name: &str) -> String {
-    // Fixed per name so a rewritten file keeps existing users valid.
-    format!("pw-{name}-0123456789abcdef")
-}
-
-fn compose(principals: &[Principal]) -> (String, BTreeMap<String, String>) {
-    let mut passwords = BTreeMap::new();
-    let mut hashes = BTreeMap::new();
-    for p in principals {
-        let pw = password_for(&p.name);
-        // Cost 4: the test connects dozens of principals; the cost under test
-        // is the store's, not this one.
-        hashes.insert(p.name.clone(), bcrypt::hash(&pw, 4).unwrap());
-        passwords.insert(p.name.clone(), pw);
-    }
-    let file = users_file::compose(principals, &hashes).unwrap();
-    assert!(file.omitted.is_empty());
-    (file.text, passwords)
 }
 
 fn start_mesh() -> Mesh {
     let catalogue = load_catalogue(&examples());
     let records = fleet();
-    let mut principals =
-        authority::derive(&catalogue, &records, &ControllerSpec::default()).unwrap();
-    principals.push(observer());
-    let (text, passwords) = compose(&principals);
-    let server = NatsServer::builder()
-        .tls(true)
-        // Bare file name: nats-server resolves includes against the including
-        // file's directory, even absolute ones.
-        .config("include users.conf")
-        .file("users.conf", text)
-        .start()
-        .unwrap();
-    mesh_testkit::nats::test_config(&server.config_path())
-        .expect("nats-server -t accepts the composed configuration");
+    let principals = authority::derive(&catalogue, &records, &ControllerSpec::default()).unwrap();
     Mesh {
-        server,
-        principals,
-        passwords,
+        bus: PermissionedBus::start(principals),
         catalogue,
         records,
     }
 }
 
-struct Conn {
-    client: Client,
-    errors: mpsc::UnboundedReceiver<String>,
-}
-
 impl Mesh {
     fn config(&self, name: &str) -> BusConfig {
         BusConfig {
-            url: self.server.url(),
+            url: self.bus.server.url(),
             user: name.into(),
-            password: Secret::new(self.passwords[name].clone()),
-            ca_file: Some(self.server.certificates().unwrap().ca_pem.clone()),
+            password: Secret::new(self.bus.password(name)),
+            ca_file: Some(self.bus.ca_pem()),
             inbox_prefix: Some(subjects::inbox_prefix(name)),
         }
     }
 
     async fn connect(&self, name: &str) -> Conn {
-        let cfg = self.config(name);
-        let (tx, errors) = mpsc::unbounded_channel();
-        let opts =
-            ConnectOptions::with_user_and_password(cfg.user.clone(), cfg.password.expose().into())
-                .add_root_certificates(cfg.ca_file.clone().unwrap())
-                .require_tls(true)
-                .custom_inbox_prefix(cfg.inbox_prefix.clone().unwrap())
-                .event_callback(move |event| {
-                    let tx = tx.clone();
-                    async move {
-                        if let Event::ServerError(ServerError::Other(e)) = event {
-                            let _ = tx.send(e);
-                        }
-                    }
-                });
-        let client = opts
-            .connect(cfg.url.as_str())
-            .await
-            .unwrap_or_else(|e| panic!("{name} connects: {e}"));
-        Conn { client, errors }
+        self.bus.connect(name).await
     }
-}
-
-/// A concrete subject matched by a grant pattern.
-fn concrete(pattern: &str) -> String {
-    pattern
-        .split('.')
-        .map(|t| match t {
-            "*" => "x1",
-            ">" => "x2",
-            t => t,
-        })
-        .collect::<Vec<_>>()
-        .join(".")
-}
-
-/// Waits for the server's permissions violation for `op` ("Publish to" or
-/// "Subscription to") on `subject`. A timeout fails: silence is not a
-/// refusal. Any other server error fails too, so a refusal of something that
-/// should have been allowed cannot hide in the queue.
-async fn expect_violation(conn: &mut Conn, op: &str, subject: &str) {
-    let wanted = format!("permissions violation for {op} \"{subject}\"").to_lowercase();
-    match tokio::time::timeout(WAIT, conn.errors.recv()).await {
-        Ok(Some(e)) if e.to_lowercase().contains(&wanted) => {}
-        Ok(Some(other)) => panic!("expected {wanted:?}, the server said {other:?}"),
-        Ok(None) | Err(_) => panic!("expected {wanted:?}, got no refusal within {WAIT:?}"),
-    }
-}
-
-/// No server error has been reported for this connection so far.
-fn expect_no_violation(conn: &mut Conn) {
-    if let Ok(e) = conn.errors.try_recv() {
-        panic!("unexpected server error: {e}");
-    }
-}
-
-/// Publishes `payload` from `sender` until `sub` receives it. Client flush
-/// only writes the socket; the server processes two connections in no
-/// particular order, so a single publish could pass a subscription the server
-/// has not registered yet.
-async fn deliver(
-    sender: &Client,
-    subject: &str,
-    sub: &mut async_nats::Subscriber,
-    payload: &str,
-) -> bool {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while tokio::time::Instant::now() < deadline {
-        sender
-            .publish(subject.to_string(), payload.to_string().into())
-            .await
-            .unwrap();
-        sender.flush().await.unwrap();
-        let step = tokio::time::Instant::now() + Duration::from_millis(200);
-        while let Ok(Some(m)) = tokio::time::timeout_at(step, sub.next()).await {
-            if m.payload.as_ref() == payload.as_bytes() {
-                return true;
-            }
-        }
-    }
-    false
-}
-
-async fn allowed_publish(conn: &mut Conn, observer: &Conn, subject: &str, who: &str) {
-    let mut watch = observer
-        .client
-        .subscribe(subject.to_string())
-        .await
-        .unwrap();
-    // The observer's own probe coming back proves its subscription is live.
-    assert!(deliver(&observer.client, subject, &mut watch, "probe").await);
-    let payload = format!("pub-{subject}");
-    assert!(
-        deliver(&conn.client, subject, &mut watch, &payload).await,
-        "{who}: publish to {subject} did not arrive"
-    );
-    expect_no_violation(conn);
-}
-
-async fn allowed_subscribe(conn: &mut Conn, observer: &Conn, subject: &str, who: &str) {
-    let mut sub = conn.client.subscribe(subject.to_string()).await.unwrap();
-    let payload = format!("sub-{subject}");
-    assert!(
-        deliver(&observer.client, subject, &mut sub, &payload).await,
-        "{who}: subscription to {subject} received nothing"
-    );
-    expect_no_violation(conn);
-}
-
-async fn refused_publish(conn: &mut Conn, subject: &str) {
-    conn.client
-        .publish(subject.to_string(), "forbidden".into())
-        .await
-        .unwrap();
-    conn.client.flush().await.unwrap();
-    expect_violation(conn, "publish to", subject).await;
-}
-
-async fn refused_subscribe(conn: &mut Conn, subject: &str) {
-    let _sub = conn.client.subscribe(subject.to_string()).await.unwrap();
-    conn.client.flush().await.unwrap();
-    expect_violation(conn, "subscription to", subject).await;
 }
 
 /// (principal, operation, subject): things the derivation must not allow.
@@ -419,7 +230,7 @@ async fn permission_matrix() {
     let mesh = start_mesh();
     let observer = mesh.connect(OBSERVER).await;
     let (mut allowed, mut refused) = (0usize, 0usize);
-    for p in mesh.principals.iter().filter(|p| p.name != OBSERVER) {
+    for p in mesh.bus.principals.iter().filter(|p| p.name != OBSERVER) {
         let mut conn = mesh.connect(&p.name).await;
         for g in p.permissions.publish_subjects() {
             allowed_publish(&mut conn, &observer, &concrete(g), &p.name).await;
@@ -430,7 +241,7 @@ async fn permission_matrix() {
             allowed += 1;
         }
         for (who, op, subject) in FORBIDDEN.iter().filter(|(w, _, _)| *w == p.name) {
-            assert!(mesh.principals.iter().any(|p| p.name == *who));
+            assert!(mesh.bus.principals.iter().any(|p| p.name == *who));
             match op {
                 Op::Pub => refused_publish(&mut conn, subject).await,
                 Op::Sub => refused_subscribe(&mut conn, subject).await,
@@ -484,144 +295,18 @@ async fn tool_requests_are_answered_and_persons_cannot_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn objects_are_asserted_idempotently_and_restored() {
-    let mesh = start_mesh();
-    let controller = mesh.connect("controller").await;
-    let js = jetstream::new(controller.client.clone());
-    let objs = objects::derive(&mesh.catalogue, &mesh.records, &ControllerSpec::default()).unwrap();
-
-    let first = assert_objects(&js, &objs).await.unwrap();
-    let created = |steps: &[objects::ObjectStep]| -> Vec<String> {
-        steps
-            .iter()
-            .filter(|s| s.is_create())
-            .map(objects::ObjectStep::object)
-            .collect()
-    };
-    assert_eq!(
-        created(&first).len(),
-        objs.streams.len() + objs.consumers.len()
-    );
-    // Streams come first: every stream is created before any consumer.
-    let last_stream = created(&first)
-        .iter()
-        .rposition(|c| c.starts_with("stream "))
-        .unwrap();
-    let first_consumer = created(&first)
-        .iter()
-        .position(|c| c.starts_with("consumer "))
-        .unwrap();
-    assert!(last_stream < first_consumer);
-
-    let node_before = js
-        .get_stream("NODES")
-        .await
-        .unwrap()
-        .consumer_info("n1")
-        .await
-        .unwrap();
-    let second = assert_objects(&js, &objs).await.unwrap();
-    assert!(second.is_empty(), "{second:?}");
-    let node_after = js
-        .get_stream("NODES")
-        .await
-        .unwrap()
-        .consumer_info("n1")
-        .await
-        .unwrap();
-    assert_eq!(
-        node_before.created, node_after.created,
-        "the consumer was not recreated"
-    );
-
-    // A consumer on a missing stream is refused naming the stream.
-    js.delete_stream("NODES").await.unwrap();
-    let consumers_only = objects::Objects {
-        streams: vec![],
-        consumers: objs.consumers.clone(),
-    };
-    match assert_objects(&js, &consumers_only).await.unwrap_err() {
-        mesh_bus::AssertError::Refused(objects::PlanError::MissingStream { stream, .. }) => {
-            assert_eq!(stream, "NODES")
-        }
-        other => panic!("{other}"),
-    }
-    // The next full assert restores the stream and its consumers.
-    let restored = created(&assert_objects(&js, &objs).await.unwrap());
-    assert!(
-        restored.contains(&"stream NODES".to_string()),
-        "{restored:?}"
-    );
-    for node in ["n1", "n2", "n3"] {
-        assert!(restored.contains(&format!("consumer {node} on NODES")));
-    }
-    expect_no_violation(&mut { controller });
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_host_binds_receives_and_acks_its_own_declaration_only() {
-    let mesh = start_mesh();
-    let controller = mesh.connect("controller").await;
-    let cjs = jetstream::new(controller.client.clone());
-    let objs = objects::derive(&mesh.catalogue, &mesh.records, &ControllerSpec::default()).unwrap();
-    assert_objects(&cjs, &objs).await.unwrap();
-    cjs.publish(
-        subjects::node_declaration(&n("n1")),
-        "declaration v1".into(),
-    )
-    .await
-    .unwrap()
-    .await
-    .unwrap();
-
-    let mut host = mesh.connect("host_n1").await;
-    let js = jetstream::new(host.client.clone());
-    // Binding asks CONSUMER.INFO with the host's own credential and inbox.
-    let stream = js.get_stream_no_info(subjects::STREAM_NODES).await.unwrap();
-    let bound: consumer::PushConsumer = stream.get_consumer("n1").await.unwrap();
-    let mut messages = bound.messages().await.unwrap();
-    let msg = tokio::time::timeout(WAIT, messages.next())
-        .await
-        .expect("a declaration within the wait")
-        .unwrap()
-        .unwrap();
-    assert_eq!(msg.payload.as_ref(), b"declaration v1");
-    // The ack goes to $JS.ACK.NODES.n1.… — exactly the derived grant — and the
-    // server confirms it (double ack answers on the host's inbox).
-    msg.double_ack().await.expect("the ack is accepted");
-    let info = cjs
-        .get_stream("NODES")
-        .await
-        .unwrap()
-        .consumer_info("n1")
-        .await
-        .unwrap();
-    assert_eq!(info.num_ack_pending, 0);
-    assert_eq!(info.ack_floor.stream_sequence, 1);
-    expect_no_violation(&mut host);
-
-    // Binding another node's consumer is refused by the server.
-    let other = stream.get_consumer::<consumer::push::Config>("n2").await;
-    assert!(other.is_err(), "host_n1 bound n2's consumer");
-    expect_violation(&mut host, "publish to", "$JS.API.CONSUMER.INFO.NODES.n2").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_admits_a_new_principal_without_dropping_anyone() {
     let mut mesh = start_mesh();
     let host = mesh.connect("host_n1").await;
     let id_before = host.client.server_info().client_id;
-    let pid = mesh.server.pid();
+    let pid = mesh.bus.server.pid();
 
     let mut records = mesh.records.clone();
     records.nodes.push(n("n5"));
-    let mut principals =
+    let principals =
         authority::derive(&mesh.catalogue, &records, &ControllerSpec::default()).unwrap();
-    principals.push(observer());
-    let (text, passwords) = compose(&principals);
-    mesh.server.write_file("users.conf", &text).unwrap();
-    mesh.passwords = passwords;
-    mesh.server.reload().unwrap();
+    mesh.bus.recompose(principals);
+    mesh.bus.server.reload().unwrap();
 
     // A failed reload is only logged: confirm it took by connecting.
     let mut newcomer = None;
@@ -635,7 +320,7 @@ async fn reload_admits_a_new_principal_without_dropping_anyone() {
     }
     let newcomer = newcomer.expect("host_n5 connects after the reload");
     newcomer.flush().await.unwrap();
-    assert_eq!(mesh.server.pid(), pid, "reloaded, not restarted");
+    assert_eq!(mesh.bus.server.pid(), pid, "reloaded, not restarted");
 
     // The existing connection stayed up: same server-side id, still working.
     host.client.flush().await.unwrap();
@@ -645,7 +330,8 @@ async fn reload_admits_a_new_principal_without_dropping_anyone() {
         async_nats::connection::State::Connected
     );
     assert!(
-        mesh.server
+        mesh.bus
+            .server
             .wait_for_log("Reloaded server configuration", Duration::from_secs(5))
     );
 }

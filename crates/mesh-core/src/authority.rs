@@ -14,6 +14,9 @@ use std::fmt;
 
 use serde::Serialize;
 
+mod mint;
+pub use mint::credentials_to_mint;
+
 use crate::catalogue::{Catalogue, SeatEntry, SeatRef};
 use crate::diagnostic::Location;
 use crate::jetstream::{self, ConsumerSpec, Objects};

@@ -8,6 +8,7 @@
 //! The binaries come from the README's commands (`scripts/test` installs them);
 //! a missing binary fails naming that command.
 
+pub mod bus;
 mod error;
 mod locate;
 pub mod nats;
@@ -15,6 +16,7 @@ pub mod postgres;
 mod process;
 pub mod tls;
 
+pub use bus::PermissionedBus;
 pub use error::TestkitError;
 pub use locate::{INSTALL_HINT, nats_server_binary, postgres_bin_dir};
 pub use nats::{NatsServer, NatsServerBuilder};
