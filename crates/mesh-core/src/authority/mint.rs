@@ -11,11 +11,11 @@ use crate::names::Name;
 /// token's, issued with the token; and the host of a node that `enrols_itself`
 /// (it holds a token and makes its own credential when it spends it — one
 /// minted here would be a second, unused way in).
-pub fn credentials_to_mint<'p>(
-    principals: &'p [Principal],
+pub fn credentials_to_mint(
+    principals: &[Principal],
     has_credential: impl Fn(&str) -> bool,
     enrols_itself: impl Fn(&Name) -> bool,
-) -> Vec<&'p Principal> {
+) -> Vec<&Principal> {
     principals
         .iter()
         .filter(|p| !has_credential(&p.name))
