@@ -7,6 +7,8 @@ use crate::records::ToolListError;
 use crate::subjects::pattern::covers;
 use crate::users_file;
 
+mod golden;
+
 const GIT: &str = r#"
 [module]
 name = "git-server"
@@ -332,14 +334,68 @@ fn controller_answers_enrolments_and_no_other_inbox() {
             );
         }
     }
-    // Followed events are named, never a namespace.
-    assert!(can_subscribe(c, "mesh.seat.mesh-build-machine.event.built"));
-    assert!(
-        !c.permissions
-            .subscribe
-            .iter()
-            .any(|g| g.subject.contains(".*.") && g.subject.contains("event"))
+    // Followed events are named, never a namespace: the whole list, so a
+    // `mesh.mod.*.>` beside them cannot slip through a pattern check.
+    assert_eq!(
+        c.permissions
+            .subscribe_subjects()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [
+            "_INBOX.controller.>",
+            "mesh.control.heartbeat.*",
+            "mesh.deliver.controller_control",
+            "mesh.deliver.controller_events",
+            "mesh.seat.mesh-build-machine.event.built",
+        ]
     );
+}
+
+#[test]
+fn a_holder_serving_only_its_seats_tools_may_answer() {
+    let lister = manifest::parse(
+        "lister/mesh.toml",
+        r#"
+[module]
+name = "lister"
+
+[[seat]]
+name = "listing"
+scope = "mesh"
+protocol = ""
+tools = ["ls"]
+
+[holds]
+seats = ["listing"]
+"#,
+    )
+    .unwrap();
+    let cat = Catalogue::build(vec![lister], Aliases::new());
+    let r = Records {
+        nodes: vec![n("n1")],
+        assignments: vec![Assignment::new(n("n1"), n("lister"))],
+        ..Records::default()
+    };
+    let ps = derive(&cat, &r, &ControllerSpec::default()).unwrap();
+    let l = find(&ps, "module_n1_lister");
+    assert!(can_subscribe(l, "mesh.seat.listing.tool.ls"));
+    let why = l
+        .permissions
+        .allow_responses
+        .as_ref()
+        .expect("it answers ls");
+    assert!(why.to_string().contains("the seat serves tool ls"), "{why}");
+}
+
+#[test]
+fn a_module_gets_its_consumer_only_once_assigned() {
+    let mut r = records();
+    r.assignments.retain(|a| a.module.as_str() != "notifier");
+    let o = jetstream::derive(&catalogue(), &r, &ControllerSpec::default()).unwrap();
+    let names: Vec<&str> = o.consumers.iter().map(|c| c.name.as_str()).collect();
+    assert!(!names.contains(&"mod_notifier"), "{names:?}");
+    let o = jetstream::derive(&catalogue(), &records(), &ControllerSpec::default()).unwrap();
+    assert!(o.consumers.iter().any(|c| c.name == "mod_notifier"));
 }
 
 #[test]
