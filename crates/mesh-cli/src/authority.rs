@@ -11,9 +11,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use mesh_core::authority::{self, Grant, Principal};
 use mesh_core::catalogue::Catalogue;
 use mesh_core::jetstream::ConsumerSpec;
-use mesh_core::records::{ControllerSpec, PersonRecord, Records, ToolAccess, ToolListError};
+use mesh_core::records::{ControllerSpec, PersonRecord, Records};
 use mesh_core::users_file;
-use mesh_store::{Store, ToolGrant, principal};
+use mesh_store::{Store, principal};
 
 use crate::{check, files};
 
@@ -116,33 +116,15 @@ pub async fn read_records(store: &Store) -> anyhow::Result<(Records, BTreeMap<St
         records.live_tokens.push(t.node);
     }
     for p in store.persons().await? {
-        let tools = tool_access(&p.tools).map_err(|e| anyhow::anyhow!("person {}: {e}", p.name))?;
         records.persons.push(PersonRecord {
             name: p.name,
-            tools,
+            tools: p.tools,
         });
     }
     for c in store.credentials().await? {
         hashes.insert(c.principal, c.bcrypt_hash);
     }
     Ok((records, hashes))
-}
-
-/// The grant to record for a person's tools as written (checked by
-/// [`ToolAccess::from_written`]).
-pub fn tool_grant(tools: &[String]) -> Result<ToolGrant, ToolListError> {
-    Ok(match ToolAccess::from_written(tools)? {
-        ToolAccess::All => ToolGrant::All,
-        ToolAccess::Only(_) => ToolGrant::Tools(tools.to_vec()),
-    })
-}
-
-/// A stored grant, each tool reference parsed.
-fn tool_access(grant: &ToolGrant) -> Result<ToolAccess, ToolListError> {
-    match grant {
-        ToolGrant::All => Ok(ToolAccess::All),
-        ToolGrant::Tools(list) => ToolAccess::from_written(list),
-    }
 }
 
 /// Reads the catalogue (refusing one that does not check clean) and the

@@ -3,10 +3,11 @@
 use std::collections::BTreeMap;
 
 use mesh_core::names::Name;
+use mesh_core::records::{ToolAccess, ToolListError};
 
 use super::name;
 use crate::error::StoreError;
-use crate::records::{Person, ToolGrant};
+use crate::records::Person;
 use crate::{BeginWrite, Store, now_ms, principal, with_pool};
 
 const PERSON_COLUMNS: &str = "name, all_tools, created_at";
@@ -14,9 +15,14 @@ const PERSON_COLUMNS: &str = "name, all_tools, created_at";
 type PersonRow = (String, i64, i64);
 
 fn person_from(row: PersonRow, tools: Vec<String>) -> Result<Person, StoreError> {
-    let grant = match row.1 {
-        1 => ToolGrant::All,
-        0 => ToolGrant::Tools(tools),
+    let read = match row.1 {
+        1 => Ok(ToolAccess::All),
+        0 => match ToolAccess::from_written(&tools) {
+            // Every tool is recorded as all_tools = 1, never as a "*" row:
+            // a list that reads as every tool was not written by mesh.
+            Ok(ToolAccess::All) => Err(ToolListError::StarInList),
+            other => other,
+        },
         other => {
             return Err(StoreError::Malformed {
                 what: "person",
@@ -24,9 +30,13 @@ fn person_from(row: PersonRow, tools: Vec<String>) -> Result<Person, StoreError>
             });
         }
     };
+    let tools = read.map_err(|e| StoreError::Malformed {
+        what: "person",
+        detail: e.to_string(),
+    })?;
     Ok(Person {
         name: name("person", row.0)?,
-        tools: grant,
+        tools,
         created_at: row.2,
     })
 }
@@ -34,21 +44,13 @@ fn person_from(row: PersonRow, tools: Vec<String>) -> Result<Person, StoreError>
 impl Store {
     /// Records `person` with the tools they may call (replacing any earlier
     /// grant).
-    pub async fn put_person(&self, person: &Name, tools: &ToolGrant) -> Result<(), StoreError> {
+    pub async fn put_person(&self, person: &Name, tools: &ToolAccess) -> Result<(), StoreError> {
         let (all, list) = match tools {
-            ToolGrant::All => (1i64, Vec::new()),
-            ToolGrant::Tools(t) => {
-                // A "*" inside a list would read as "every tool" to one reader
-                // and as a tool named "*" to another.
-                if let Some(bad) = t.iter().find(|t| t.is_empty() || t.contains('*')) {
-                    return Err(StoreError::Invalid {
-                        what: "tool grant",
-                        detail: format!(
-                            "{bad:?} is not a tool name; grant every tool with ToolGrant::All"
-                        ),
-                    });
-                }
-                let mut t = t.clone();
+            // The flag, not a "*" row: a "*" among tool rows would read as
+            // every tool to one reader and as a tool named "*" to another.
+            ToolAccess::All => (1i64, Vec::new()),
+            ToolAccess::Only(_) => {
+                let mut t = tools.written();
                 t.sort();
                 t.dedup();
                 (0i64, t)

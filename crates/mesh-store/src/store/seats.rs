@@ -1,12 +1,31 @@
 //! Seats and roles, and the aliases that keep a renamed seat's old name
 //! meaning the new one.
 
+use mesh_core::manifest::Scope;
 use mesh_core::names::Name;
 
 use super::{name, opt_name};
 use crate::error::StoreError;
-use crate::records::{Seat, SeatScope};
+use crate::records::Seat;
 use crate::{BeginWrite, Store, now_ms, with_pool};
+
+// Spelled out rather than taken from `Scope`'s Display: that is the
+// manifest's wording, and changing it must not change what the store has
+// recorded.
+fn scope_text(scope: Scope) -> &'static str {
+    match scope {
+        Scope::Node => "node",
+        Scope::Mesh => "mesh",
+    }
+}
+
+fn scope_from(text: &str) -> Option<Scope> {
+    match text {
+        "node" => Some(Scope::Node),
+        "mesh" => Some(Scope::Mesh),
+        _ => None,
+    }
+}
 
 type SeatRow = (String, Option<String>, String, String);
 
@@ -14,7 +33,7 @@ fn seat_from(row: SeatRow) -> Result<Seat, StoreError> {
     Ok(Seat {
         name: name("seat", row.0)?,
         declared_by: opt_name("seat", row.1)?,
-        scope: SeatScope::parse(&row.2).ok_or_else(|| StoreError::Malformed {
+        scope: scope_from(&row.2).ok_or_else(|| StoreError::Malformed {
             what: "seat",
             detail: format!("scope {:?} is neither node nor mesh", row.2),
         })?,
@@ -55,7 +74,7 @@ impl Store {
             )
             .bind(seat.name.as_str())
             .bind(seat.declared_by.as_ref().map(Name::as_str))
-            .bind(seat.scope.as_str())
+            .bind(scope_text(seat.scope))
             .bind(&seat.protocol)
             .bind(now)
             .execute(&mut *tx)

@@ -1,5 +1,7 @@
 //! The catalogue's records: modules, their versions, seats and seat aliases.
 
+use mesh_core::manifest::Scope;
+
 use crate::fixture::*;
 use mesh_store::*;
 
@@ -45,21 +47,21 @@ async fn catalogue_round_trip(fx: &Fixture) {
     let seat = Seat {
         name: n("git"),
         declared_by: Some(n("git")),
-        scope: SeatScope::Mesh,
+        scope: Scope::Mesh,
         protocol: "git".into(),
     };
     s.put_seat(&seat).await.unwrap();
     let role = Seat {
         name: n("mesh-store"),
         declared_by: None,
-        scope: SeatScope::Mesh,
+        scope: Scope::Mesh,
         protocol: "postgres".into(),
     };
     s.put_seat(&role).await.unwrap();
     let marker = Seat {
         name: n("packet-filter"),
         declared_by: Some(n("git")),
-        scope: SeatScope::Node,
+        scope: Scope::Node,
         protocol: String::new(),
     };
     s.put_seat(&marker).await.unwrap();

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use mesh_core::records::ToolAccess;
+
 use crate::fixture::*;
 use mesh_store::*;
 
@@ -42,7 +44,7 @@ async fn minting_rotates_and_verifies(fx: &Fixture) {
     assert_eq!(c.node.as_ref(), Some(&n("n1")));
     assert!(c.bcrypt_hash.starts_with("$2a$04$"), "{}", c.bcrypt_hash);
 
-    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
     let p = s.mint_person_credential(&n("ada")).await.unwrap();
     let c = s.credential("person_ada").await.unwrap().unwrap();
     assert_eq!(c.kind, CredentialKind::Person);
@@ -95,7 +97,7 @@ async fn no_table_holds_a_plaintext_secret(fx: &Fixture) {
         .await
         .unwrap();
     s.assign(&n("n1"), &n("audit-log")).await.unwrap();
-    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
     let mut secrets = vec![
         s.mint_host_credential(&n("n1")).await.unwrap(),
         s.mint_module_credential(&n("n1"), &n("audit-log"))
@@ -128,7 +130,7 @@ async fn no_table_holds_a_plaintext_secret(fx: &Fixture) {
 /// credential: the mint checks the person inside the transaction that writes.
 async fn a_person_removed_while_minting_keeps_no_credential(fx: &Fixture) {
     let s = fx.store.clone();
-    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
     let mint = {
         let s = s.clone();
         tokio::spawn(async move { s.mint_person_credential(&n("ada")).await })
@@ -157,7 +159,7 @@ async fn credentials_go_with_their_person_and_assignment(fx: &Fixture) {
     s.add_node(&n("n1"), &[]).await.unwrap();
     s.register_module(&n("git"), "x").await.unwrap();
     s.assign(&n("n1"), &n("git")).await.unwrap();
-    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
     s.mint_host_credential(&n("n1")).await.unwrap();
     s.mint_module_credential(&n("n1"), &n("git")).await.unwrap();
     s.mint_person_credential(&n("ada")).await.unwrap();
@@ -175,7 +177,7 @@ async fn credentials_go_with_their_person_and_assignment(fx: &Fixture) {
     assert_eq!(left, ["host_n1"], "a credential outlived its owner");
 
     // Added back, they have no credential until one is minted again.
-    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
     s.assign(&n("n1"), &n("git")).await.unwrap();
     assert_eq!(s.credential("person_ada").await.unwrap(), None);
     assert_eq!(s.credential("module_n1_git").await.unwrap(), None);
@@ -191,7 +193,7 @@ async fn an_owner_removed_before_the_insert_is_not_found(fx: &Fixture) {
     s.add_node(&n("n2"), &[]).await.unwrap();
     s.register_module(&n("git"), "x").await.unwrap();
     s.assign(&n("n1"), &n("git")).await.unwrap();
-    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
     let removals = "DELETE FROM persons WHERE name = NEW.person; \
          DELETE FROM assignments WHERE node = NEW.node AND module = NEW.module; \
          DELETE FROM nodes WHERE name = NEW.node AND NEW.module IS NULL;";

@@ -1,44 +1,48 @@
 //! Persons and the tools each may call.
 
+use mesh_core::records::{ToolAccess, ToolListError};
+
 use crate::fixture::*;
 use mesh_store::*;
 
+/// The tools a fleet file would write, read as a grant.
+fn tools(written: &[&str]) -> ToolAccess {
+    let written: Vec<String> = written.iter().map(|t| t.to_string()).collect();
+    ToolAccess::from_written(&written).expect("test tools read")
+}
+
 async fn persons_round_trip(fx: &Fixture) {
     let s = &fx.store;
-    s.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
-    s.put_person(
-        &n("bob"),
-        &ToolGrant::Tools(vec!["git.clone".into(), "audit-log.tail".into()]),
-    )
-    .await
-    .unwrap();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    s.put_person(&n("bob"), &tools(&["git.clone", "audit-log.tail"]))
+        .await
+        .unwrap();
     assert_eq!(
         s.person(&n("bob")).await.unwrap().unwrap().tools,
-        ToolGrant::Tools(vec!["audit-log.tail".into(), "git.clone".into()])
+        tools(&["audit-log.tail", "git.clone"])
     );
-    let all: Vec<(String, ToolGrant)> = s
+    let all: Vec<(String, ToolAccess)> = s
         .persons()
         .await
         .unwrap()
         .into_iter()
         .map(|p| (p.name.to_string(), p.tools))
         .collect();
-    assert_eq!(all[0], ("ada".into(), ToolGrant::All));
+    assert_eq!(all[0], ("ada".into(), ToolAccess::All));
     assert_eq!(all.len(), 2);
 
     // Narrowing replaces the grant.
-    s.put_person(&n("ada"), &ToolGrant::Tools(vec!["git.clone".into()]))
+    s.put_person(&n("ada"), &tools(&["git.clone"]))
         .await
         .unwrap();
     assert_eq!(
         s.person(&n("ada")).await.unwrap().unwrap().tools,
-        ToolGrant::Tools(vec!["git.clone".into()])
+        tools(&["git.clone"])
     );
-    match s
-        .put_person(&n("eve"), &ToolGrant::Tools(vec!["*".into()]))
-        .await
-    {
-        Err(StoreError::Invalid { .. }) => {}
+    // A "*" inside a tool list never reaches the store: it does not read as
+    // a ToolAccess, which holds every tool or tool references, never both.
+    match ToolAccess::from_written(&["git.clone".into(), "*".into()]) {
+        Err(ToolListError::StarInList) => {}
         other => panic!("a '*' inside a tool list: {other:?}"),
     }
 
@@ -48,4 +52,41 @@ async fn persons_round_trip(fx: &Fixture) {
     assert_eq!(s.credential("person_ada").await.unwrap(), None);
 }
 
-conformance!(persons_round_trip,);
+/// Tools read back as the grant they were written from, or not at all: a row
+/// mesh could not have written makes the person malformed rather than
+/// granting something else.
+async fn tools_that_do_not_read_make_the_person_malformed(fx: &Fixture) {
+    let s = &fx.store;
+    s.put_person(&n("bob"), &tools(&["git.clone", "git.clone"]))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.person(&n("bob")).await.unwrap().unwrap().tools,
+        tools(&["git.clone"]),
+        "deduplicated"
+    );
+    // Every tool is the all_tools flag; a lone "*" row is not how it is kept.
+    fx.raw_execute("INSERT INTO persons (name, all_tools, created_at) VALUES ('eve', 0, 1)")
+        .await;
+    fx.raw_execute("INSERT INTO person_tools (person, tool) VALUES ('eve', '*')")
+        .await;
+    fx.raw_execute("INSERT INTO persons (name, all_tools, created_at) VALUES ('mallory', 0, 1)")
+        .await;
+    fx.raw_execute("INSERT INTO person_tools (person, tool) VALUES ('mallory', 'not a tool')")
+        .await;
+    for person in ["eve", "mallory"] {
+        match s.person(&n(person)).await {
+            Err(StoreError::Malformed { what: "person", .. }) => {}
+            other => panic!("{person}'s tools do not read: {other:?}"),
+        }
+    }
+    match s.persons().await {
+        Err(StoreError::Malformed { what: "person", .. }) => {}
+        other => panic!("every person, two of them malformed: {other:?}"),
+    }
+}
+
+conformance!(
+    persons_round_trip,
+    tools_that_do_not_read_make_the_person_malformed,
+);

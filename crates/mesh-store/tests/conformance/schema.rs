@@ -1,6 +1,7 @@
 //! The schema: reopening, bringing an older store forward, refusing a newer one.
 
 use mesh_core::names::Name;
+use mesh_core::records::ToolAccess;
 
 use crate::fixture::*;
 use mesh_store::*;
@@ -61,7 +62,7 @@ async fn bringing_credentials_forward_drops_the_orphans(fx: &Fixture) {
     old.add_node(&n("n1"), &[]).await.unwrap();
     old.register_module(&n("git"), "x").await.unwrap();
     old.assign(&n("n1"), &n("git")).await.unwrap();
-    old.put_person(&n("ada"), &ToolGrant::All).await.unwrap();
+    old.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
     old.close().await;
     // What a version 3 mint wrote, and what the race could leave behind:
     // person_gone and module_n1_gone name a person and an assignment that are
@@ -105,7 +106,7 @@ async fn bringing_credentials_forward_drops_the_orphans(fx: &Fixture) {
 
     // The names coming back bring no secret back with them.
     current
-        .put_person(&n("gone"), &ToolGrant::All)
+        .put_person(&n("gone"), &ToolAccess::All)
         .await
         .unwrap();
     current.register_module(&n("gone"), "x").await.unwrap();
