@@ -4,7 +4,7 @@
 use mesh_core::names::Name;
 
 use super::opt_name;
-use crate::error::StoreError;
+use crate::error::{MalformedValue, StoreError};
 use crate::records::{Artifact, Build, BuildState};
 use crate::{BeginWrite, Store, with_pool};
 
@@ -112,10 +112,14 @@ impl Store {
                 reason: failure.unwrap_or_default(),
             },
             other => {
-                return Err(StoreError::Malformed {
-                    what: "build",
-                    detail: format!("state {other:?} is neither succeeded nor failed"),
-                });
+                return Err(StoreError::malformed(
+                    "build",
+                    MalformedValue::UnknownText {
+                        field: "state",
+                        found: other.to_string(),
+                        either: ["succeeded", "failed"],
+                    },
+                ));
             }
         };
         let artifacts = artifacts
@@ -158,9 +162,14 @@ fn artifact_from(
     (name, digest, path, size): (String, String, String, i64),
 ) -> Result<Artifact, StoreError> {
     Ok(Artifact {
-        size: u64::try_from(size).map_err(|_| StoreError::Malformed {
-            what: "artifact",
-            detail: format!("{name} has negative size {size}"),
+        size: u64::try_from(size).map_err(|_| {
+            StoreError::malformed(
+                "artifact",
+                MalformedValue::NegativeSize {
+                    artifact: name.clone(),
+                    size,
+                },
+            )
         })?,
         name,
         digest,

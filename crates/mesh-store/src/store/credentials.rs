@@ -4,7 +4,7 @@
 use mesh_core::names::Name;
 
 use super::{not_found, opt_name};
-use crate::error::{RefusalKind, StoreError};
+use crate::error::{MalformedValue, RefusalKind, StoreError};
 use crate::records::{Credential, CredentialKind};
 use crate::secret::{self, Secret, bcrypt_hash, bcrypt_verify};
 use crate::{BeginWrite, Store, now_ms, principal, with_pool};
@@ -25,9 +25,15 @@ type CredentialRow = (
 );
 
 fn credential_from(row: CredentialRow) -> Result<Credential, StoreError> {
-    let kind = CredentialKind::parse(&row.1).ok_or_else(|| StoreError::Malformed {
-        what: "credential",
-        detail: format!("kind {:?} is neither machine nor person", row.1),
+    let kind = CredentialKind::parse(&row.1).ok_or_else(|| {
+        StoreError::malformed(
+            "credential",
+            MalformedValue::UnknownText {
+                field: "kind",
+                found: row.1.clone(),
+                either: ["machine", "person"],
+            },
+        )
     })?;
     Ok(Credential {
         principal: row.0,

@@ -9,10 +9,7 @@ use crate::error::StoreError;
 
 /// A name read back from the store; anything else was not written by mesh.
 fn name(what: &'static str, s: String) -> Result<Name, StoreError> {
-    Name::new(s).map_err(|e| StoreError::Malformed {
-        what,
-        detail: e.to_string(),
-    })
+    Name::new(s).map_err(|e| StoreError::malformed(what, e))
 }
 
 fn opt_name(what: &'static str, s: Option<String>) -> Result<Option<Name>, StoreError> {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use mesh_core::names::Name;
 
 use super::{name, not_found};
-use crate::error::StoreError;
+use crate::error::{MalformedValue, StoreError};
 use crate::records::{Forgotten, Node};
 use crate::{BeginWrite, Millis, Store, now_ms, with_pool};
 
@@ -24,10 +24,7 @@ macro_rules! insert_ports {
 }
 
 fn port(p: i64) -> Result<u16, StoreError> {
-    u16::try_from(p).map_err(|_| StoreError::Malformed {
-        what: "node",
-        detail: format!("port {p} is out of range"),
-    })
+    u16::try_from(p).map_err(|_| StoreError::malformed("node", MalformedValue::Port(p)))
 }
 
 type NodeRow = (String, Option<String>, i64, Option<i64>, Option<i64>);

@@ -6,7 +6,7 @@ use mesh_core::names::Name;
 use mesh_core::records::{ToolAccess, ToolListError};
 
 use super::name;
-use crate::error::StoreError;
+use crate::error::{MalformedValue, StoreError};
 use crate::records::Person;
 use crate::{BeginWrite, Store, now_ms, principal, with_pool};
 
@@ -24,15 +24,20 @@ fn person_from(row: PersonRow, tools: Vec<String>) -> Result<Person, StoreError>
             other => other,
         },
         other => {
-            return Err(StoreError::Malformed {
-                what: "person",
-                detail: format!("all_tools is {other}, not 0 or 1"),
-            });
+            return Err(StoreError::malformed(
+                "person",
+                MalformedValue::AllTools(other),
+            ));
         }
     };
-    let tools = read.map_err(|e| StoreError::Malformed {
-        what: "person",
-        detail: e.to_string(),
+    let tools = read.map_err(|source| {
+        StoreError::malformed(
+            "person",
+            MalformedValue::Tools {
+                person: row.0.clone(),
+                source,
+            },
+        )
     })?;
     Ok(Person {
         name: name("person", row.0)?,

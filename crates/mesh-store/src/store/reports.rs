@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use mesh_core::names::Name;
 
 use super::{name, not_found};
-use crate::error::{RefusalKind, StoreError};
+use crate::error::{MalformedValue, RefusalKind, StoreError};
 use crate::records::{ModuleOutcome, ModuleState, Report, StoredReport};
 use crate::{BeginWrite, Store, with_pool};
 
@@ -21,10 +21,14 @@ fn outcome_from(
             reason: reason.unwrap_or_default(),
         },
         (other, _) => {
-            return Err(StoreError::Malformed {
-                what: "report",
-                detail: format!("module state {other:?} is neither running nor failed"),
-            });
+            return Err(StoreError::malformed(
+                "report",
+                MalformedValue::UnknownText {
+                    field: "module state",
+                    found: other.to_string(),
+                    either: ["running", "failed"],
+                },
+            ));
         }
     };
     Ok(ModuleOutcome {

@@ -5,7 +5,7 @@ use mesh_core::manifest::Scope;
 use mesh_core::names::Name;
 
 use super::{name, opt_name};
-use crate::error::StoreError;
+use crate::error::{MalformedValue, StoreError};
 use crate::records::Seat;
 use crate::{BeginWrite, Store, now_ms, with_pool};
 
@@ -33,9 +33,15 @@ fn seat_from(row: SeatRow) -> Result<Seat, StoreError> {
     Ok(Seat {
         name: name("seat", row.0)?,
         declared_by: opt_name("seat", row.1)?,
-        scope: scope_from(&row.2).ok_or_else(|| StoreError::Malformed {
-            what: "seat",
-            detail: format!("scope {:?} is neither node nor mesh", row.2),
+        scope: scope_from(&row.2).ok_or_else(|| {
+            StoreError::malformed(
+                "seat",
+                MalformedValue::UnknownText {
+                    field: "scope",
+                    found: row.2.clone(),
+                    either: ["node", "mesh"],
+                },
+            )
         })?,
         protocol: row.3,
     })

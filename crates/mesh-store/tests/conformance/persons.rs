@@ -74,12 +74,46 @@ async fn tools_that_do_not_read_make_the_person_malformed(fx: &Fixture) {
         .await;
     fx.raw_execute("INSERT INTO person_tools (person, tool) VALUES ('mallory', 'not a tool')")
         .await;
-    for person in ["eve", "mallory"] {
-        match s.person(&n(person)).await {
-            Err(StoreError::Malformed { what: "person", .. }) => {}
-            other => panic!("{person}'s tools do not read: {other:?}"),
-        }
+    match s.person(&n("eve")).await {
+        Err(StoreError::Malformed {
+            what: "person",
+            source:
+                MalformedValue::Tools {
+                    source: ToolListError::StarInList,
+                    ..
+                },
+        }) => {}
+        other => panic!("eve's lone \"*\" row: {other:?}"),
     }
+    let e = s.person(&n("mallory")).await.unwrap_err();
+    match &e {
+        StoreError::Malformed {
+            what: "person",
+            source:
+                MalformedValue::Tools {
+                    person,
+                    source: ToolListError::BadTool { written, .. },
+                },
+        } => assert_eq!(
+            (person.as_str(), written.as_str()),
+            ("mallory", "not a tool")
+        ),
+        other => panic!("mallory's tool does not read: {other:?}"),
+    }
+    // The message says which record and, through its sources, why.
+    let mut shown = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        shown = format!("{shown}: {c}");
+        cause = c.source();
+    }
+    assert!(
+        shown.starts_with(
+            "a person record in the store is malformed: the tools of mallory do not read as a grant: \
+             tool \"not a tool\""
+        ),
+        "{shown}"
+    );
     match s.persons().await {
         Err(StoreError::Malformed { what: "person", .. }) => {}
         other => panic!("every person, two of them malformed: {other:?}"),
