@@ -149,7 +149,9 @@ impl Store {
         })
     }
 
-    /// Every alias and the seat it names, by alias.
+    /// Every alias and the seat it names, by alias. Resolving a name is left
+    /// to `mesh_core::catalogue::Aliases`, built from these rows: one
+    /// resolution (chains, cycles) for the catalogue and the store alike.
     pub async fn seat_aliases(&self) -> Result<Vec<(Name, Name)>, StoreError> {
         let rows = with_pool!(self, |pool| {
             let rows: Vec<(String, String)> =
@@ -161,21 +163,5 @@ impl Store {
         rows.into_iter()
             .map(|(a, s)| Ok((name("seat alias", a)?, name("seat alias", s)?)))
             .collect()
-    }
-
-    /// The seat `name` means: itself if it is a seat, the aliased seat if it
-    /// is an alias, `None` if neither.
-    pub async fn resolve_seat(&self, seat: &Name) -> Result<Option<Name>, StoreError> {
-        let row = with_pool!(self, |pool| {
-            let row: Option<(String,)> = sqlx::query_as(
-                "SELECT name FROM seats WHERE name = $1 \
-                 UNION ALL SELECT seat FROM seat_aliases WHERE alias = $1",
-            )
-            .bind(seat.as_str())
-            .fetch_optional(pool)
-            .await?;
-            Ok(row)
-        })?;
-        row.map(|(s,)| name("seat", s)).transpose()
     }
 }
