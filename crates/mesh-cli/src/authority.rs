@@ -11,10 +11,10 @@ use clap::{Args, Subcommand, ValueEnum};
 use mesh_core::authority::{self, Grant, Principal};
 use mesh_core::catalogue::Catalogue;
 use mesh_core::jetstream::ConsumerSpec;
-use mesh_core::records::{ControllerSpec, Records, ToolAccess, ToolListError};
+use mesh_core::records::{ControllerSpec, Records};
 use mesh_core::users_file;
 use mesh_state::CatalogueCheck;
-use mesh_store::{Store, ToolGrant};
+use mesh_store::Store;
 
 use crate::{check, files};
 
@@ -104,15 +104,6 @@ pub async fn open_store(url: &str) -> anyhow::Result<Store> {
 pub async fn read_records(store: &Store) -> anyhow::Result<(Records, BTreeMap<String, String>)> {
     let s = mesh_state::read(store).await?;
     Ok((s.records, s.credentials))
-}
-
-/// The grant to record for a person's tools as written (checked by
-/// [`ToolAccess::from_written`]).
-pub fn tool_grant(tools: &[String]) -> Result<ToolGrant, ToolListError> {
-    Ok(match ToolAccess::from_written(tools)? {
-        ToolAccess::All => ToolGrant::All,
-        ToolAccess::Only(_) => ToolGrant::Tools(tools.to_vec()),
-    })
 }
 
 /// Reads the catalogue (refusing one that does not check clean) and the

@@ -28,8 +28,8 @@ use clap::Args;
 use mesh_core::authority::PrincipalKind;
 use mesh_core::catalogue::Catalogue;
 use mesh_core::names::Name;
-use mesh_core::records::ControllerSpec;
-use mesh_store::{Secret, Store, ToolGrant, principal};
+use mesh_core::records::{ControllerSpec, ToolAccess};
+use mesh_store::{Secret, Store, principal};
 use serde::Deserialize;
 
 use crate::authority::{self, Loaded, Sources};
@@ -106,7 +106,7 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<ExitCode> {
 /// A fleet file checked against the catalogue, ready to record.
 struct Checked {
     /// person → the grant to record
-    grants: Vec<(Name, ToolGrant)>,
+    grants: Vec<(Name, ToolAccess)>,
 }
 
 /// Checks the whole fleet file before anything is written, so a bad file
@@ -127,7 +127,7 @@ fn check_fleet(path: &Path, fleet: &Fleet, catalogue: &Catalogue) -> anyhow::Res
         .person
         .iter()
         .map(|p| {
-            authority::tool_grant(&p.tools)
+            ToolAccess::from_written(&p.tools)
                 .map(|g| (p.name.clone(), g))
                 .map_err(|e| anyhow::anyhow!("{}: person {}: {e}", path.display(), p.name))
         })

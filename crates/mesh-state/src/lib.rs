@@ -7,4 +7,4 @@ pub mod catalogue;
 pub mod snapshot;
 
 pub use catalogue::{ALIASES_FILE, CatalogueCheck, LoadError, MANIFEST_FILE, load};
-pub use snapshot::{Snapshot, SnapshotError, read};
+pub use snapshot::{Snapshot, read};

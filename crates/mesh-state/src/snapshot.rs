@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use mesh_core::records::{Assignment, PersonRecord, Records, ToolAccess, ToolListError};
-use mesh_store::{Store, StoreError, ToolGrant, principal};
+use mesh_core::records::{Assignment, PersonRecord, Records};
+use mesh_store::{Store, StoreError, principal};
 
 /// The records and, by principal name, the credential recorded for it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -16,20 +16,8 @@ pub struct Snapshot {
     pub credentials: BTreeMap<String, String>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum SnapshotError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("person {person}: the recorded tools do not read as a grant")]
-    PersonTools {
-        person: String,
-        #[source]
-        source: ToolListError,
-    },
-}
-
 /// Reads every record authority and the JetStream objects are derived from.
-pub async fn read(store: &Store) -> Result<Snapshot, SnapshotError> {
+pub async fn read(store: &Store) -> Result<Snapshot, StoreError> {
     let mut s = Snapshot::default();
     for node in store.nodes().await? {
         s.records.nodes.push(node.name);
@@ -45,17 +33,9 @@ pub async fn read(store: &Store) -> Result<Snapshot, SnapshotError> {
         s.records.live_tokens.push(t.node);
     }
     for p in store.persons().await? {
-        let tools = match &p.tools {
-            ToolGrant::All => Ok(ToolAccess::All),
-            ToolGrant::Tools(list) => ToolAccess::from_written(list),
-        }
-        .map_err(|source| SnapshotError::PersonTools {
-            person: p.name.to_string(),
-            source,
-        })?;
         s.records.persons.push(PersonRecord {
             name: p.name,
-            tools,
+            tools: p.tools,
         });
     }
     for c in store.credentials().await? {

@@ -8,7 +8,8 @@
 
 use std::fmt;
 
-use mesh_core::names::Name;
+use mesh_core::names::{Name, NameError};
+use mesh_core::records::ToolListError;
 
 use crate::Millis;
 
@@ -76,16 +77,63 @@ pub enum StoreError {
     #[error("store url {url} cannot be used: {reason}")]
     BadUrl { url: String, reason: String },
     /// A value read back from the store is not one mesh could have written.
-    #[error("a {what} record in the store is malformed: {detail}")]
-    Malformed { what: &'static str, detail: String },
+    #[error("a {what} record in the store is malformed")]
+    Malformed {
+        what: &'static str,
+        #[source]
+        source: MalformedValue,
+    },
     /// A value handed to the store is out of range for it.
     #[error("{what} cannot be stored: {detail}")]
     Invalid { what: &'static str, detail: String },
     #[error("hashing a credential failed")]
     Hash {
         #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
+        source: HashError,
     },
+}
+
+/// Why a value read back from the store is not one mesh could have written.
+#[derive(Debug, thiserror::Error)]
+pub enum MalformedValue {
+    #[error("a name does not read")]
+    Name(#[from] NameError),
+    /// A person's tool rows. The person is named: a fleet's persons are read
+    /// all at once, and the operator has to find the one to fix.
+    #[error("the tools of {person} do not read as a grant")]
+    Tools {
+        person: String,
+        #[source]
+        source: ToolListError,
+    },
+    #[error("port {0} is out of range")]
+    Port(i64),
+    /// A person's every-tool flag.
+    #[error("all_tools is {0}, not 0 or 1")]
+    AllTools(i64),
+    #[error("artifact {artifact} has negative size {size}")]
+    NegativeSize { artifact: String, size: i64 },
+    /// Text naming one of two values (a credential kind, a seat scope, a
+    /// module's or a build's state) names neither.
+    #[error("{field} {found:?} is neither {} nor {}", .either[0], .either[1])]
+    UnknownText {
+        field: &'static str,
+        found: String,
+        either: [&'static str; 2],
+    },
+    /// A credential's hash.
+    #[error("its hash is not one bcrypt can read")]
+    Hash(#[source] bcrypt::BcryptError),
+}
+
+/// Why hashing (or verifying) a secret failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HashError {
+    #[error("bcrypt could not hash it")]
+    Bcrypt(#[source] bcrypt::BcryptError),
+    /// The blocking task the hash ran on panicked or was cancelled.
+    #[error("the hashing task did not finish")]
+    Task(#[source] tokio::task::JoinError),
 }
 
 impl StoreError {
@@ -93,6 +141,15 @@ impl StoreError {
     /// when it answered (a refusal, a missing record, ...).
     pub fn is_unavailable(&self) -> bool {
         matches!(self, StoreError::Unavailable { .. })
+    }
+
+    /// A `what` record read back holding `value`, which mesh could not have
+    /// written.
+    pub(crate) fn malformed(what: &'static str, value: impl Into<MalformedValue>) -> StoreError {
+        StoreError::Malformed {
+            what,
+            source: value.into(),
+        }
     }
 
     pub(crate) fn classify(backend: BackendKind, e: sqlx::Error) -> StoreError {
@@ -226,5 +283,52 @@ impl fmt::Display for RefusalReason {
             RefusalReason::Spent { at } => write!(f, "the token was spent at {at} (unix ms)"),
             RefusalReason::Expired { at } => write!(f, "the token expired at {at} (unix ms)"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    /// The message with every source after it, as mesh's commands print it.
+    fn chain(e: &dyn Error) -> String {
+        let mut shown = e.to_string();
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            shown = format!("{shown}: {c}");
+            cause = c.source();
+        }
+        shown
+    }
+
+    #[test]
+    fn a_malformed_record_says_which_and_why_once() {
+        let e = StoreError::malformed(
+            "seat",
+            MalformedValue::UnknownText {
+                field: "scope",
+                found: "global".into(),
+                either: ["node", "mesh"],
+            },
+        );
+        assert_eq!(
+            chain(&e),
+            "a seat record in the store is malformed: scope \"global\" is neither node nor mesh"
+        );
+        let bad = Name::new("Ada").unwrap_err();
+        let e = StoreError::malformed("person", bad.clone());
+        assert!(matches!(
+            &e,
+            StoreError::Malformed {
+                source: MalformedValue::Name(n),
+                ..
+            } if *n == bad
+        ));
+        assert_eq!(
+            chain(&e),
+            format!("a person record in the store is malformed: a name does not read: {bad}")
+        );
     }
 }

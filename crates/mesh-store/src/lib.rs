@@ -22,7 +22,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
-pub use error::{BackendKind, RefusalKind, RefusalReason, StoreError, TokenRefused};
+pub use error::{
+    BackendKind, HashError, MalformedValue, RefusalKind, RefusalReason, StoreError, TokenRefused,
+};
 pub use migrations::SCHEMA_VERSION;
 pub use records::*;
 pub use secret::{MACHINE_BCRYPT_COST, PERSON_BCRYPT_COST, Secret, sha256_digest};

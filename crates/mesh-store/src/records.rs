@@ -1,8 +1,8 @@
 //! The records the store keeps, as the rest of mesh sees them.
 
-use std::fmt;
-
+use mesh_core::manifest::Scope;
 use mesh_core::names::Name;
+use mesh_core::records::ToolAccess;
 
 use crate::Millis;
 use crate::secret::{MACHINE_BCRYPT_COST, PERSON_BCRYPT_COST, Secret};
@@ -98,19 +98,12 @@ pub struct Credential {
     pub created_at: Millis,
 }
 
-/// Which tools a person may call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolGrant {
-    /// `*`: every tool.
-    All,
-    /// Exactly these (sorted, no duplicates when read back).
-    Tools(Vec<String>),
-}
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Person {
     pub name: Name,
-    pub tools: ToolGrant,
+    /// The tools they may call; a list reads back sorted by its written form,
+    /// without duplicates.
+    pub tools: ToolAccess,
     pub created_at: Millis,
 }
 
@@ -135,38 +128,13 @@ pub struct ModuleVersion {
     pub recorded_at: Millis,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SeatScope {
-    /// One holder per node.
-    Node,
-    /// One holder in the mesh.
-    Mesh,
-}
-
-impl SeatScope {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            SeatScope::Node => "node",
-            SeatScope::Mesh => "mesh",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> Option<Self> {
-        match s {
-            "node" => Some(SeatScope::Node),
-            "mesh" => Some(SeatScope::Mesh),
-            _ => None,
-        }
-    }
-}
-
 /// A seat (or, with `declared_by` `None`, a role the mesh itself declares).
 /// Its accepts/emits/tools live in the declaring manifest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seat {
     pub name: Name,
     pub declared_by: Option<Name>,
-    pub scope: SeatScope,
+    pub scope: Scope,
     /// Empty: a marker.
     pub protocol: String,
 }
@@ -255,13 +223,4 @@ pub struct Forgotten {
     /// Principals whose credentials were deleted, sorted.
     pub credentials: Vec<String>,
     pub assignments: u64,
-}
-
-impl fmt::Display for ToolGrant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ToolGrant::All => f.write_str("*"),
-            ToolGrant::Tools(t) => f.write_str(&t.join(",")),
-        }
-    }
 }

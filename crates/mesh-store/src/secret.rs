@@ -3,7 +3,7 @@
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-use crate::error::StoreError;
+use crate::error::{HashError, MalformedValue, StoreError};
 
 /// bcrypt cost for machine credentials (hosts, modules, the controller).
 ///
@@ -50,7 +50,7 @@ async fn off_runtime<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| StoreError::Hash {
-            source: Box::new(e),
+            source: HashError::Task(e),
         })
 }
 
@@ -59,7 +59,7 @@ pub(crate) async fn bcrypt_hash(secret: &Secret, cost: u32) -> Result<String, St
     let parts = off_runtime(move || bcrypt::hash_with_result(plaintext, cost))
         .await?
         .map_err(|e| StoreError::Hash {
-            source: Box::new(e),
+            source: HashError::Bcrypt(e),
         })?;
     // `$2a$`: identical to `$2b$` for inputs this short, and the one prefix the
     // NATS config parser does not mistake for a variable reference when a hash
@@ -73,8 +73,5 @@ pub(crate) async fn bcrypt_verify(secret: &str, hash: &str) -> Result<bool, Stor
     off_runtime(move || bcrypt::verify(plaintext, &hash))
         .await?
         // A hash bcrypt cannot parse was not written by mesh.
-        .map_err(|e| StoreError::Malformed {
-            what: "credential",
-            detail: format!("stored hash is not bcrypt: {e}"),
-        })
+        .map_err(|e| StoreError::malformed("credential", MalformedValue::Hash(e)))
 }

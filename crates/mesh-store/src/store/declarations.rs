@@ -1,0 +1,72 @@
+//! Declarations: each node's desired state, by strictly rising version.
+
+use mesh_core::names::Name;
+
+use super::name;
+use crate::error::StoreError;
+use crate::records::Declaration;
+use crate::{BeginWrite, Store, now_ms, with_pool};
+
+impl Store {
+    /// Records a declaration. Refused unless its version is newer than every
+    /// declaration recorded for the node (only the newest matters, and a
+    /// version reused with another body would be two truths).
+    pub async fn record_declaration(&self, d: &Declaration) -> Result<(), StoreError> {
+        let now = now_ms();
+        with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            must_exist!(tx, "node" in "nodes", &d.node);
+            let done = sqlx::query(
+                "INSERT INTO declarations (node, version, digest, body, created_at) \
+                 SELECT $1, $2, $3, $4, $5 WHERE NOT EXISTS \
+                 (SELECT 1 FROM declarations WHERE node = $1 AND version >= $2)",
+            )
+            .bind(d.node.as_str())
+            .bind(d.version)
+            .bind(&d.digest)
+            .bind(&d.body)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                let (newest,): (i64,) = sqlx::query_as(
+                    "SELECT COALESCE(MAX(version), 0) FROM declarations WHERE node = $1",
+                )
+                .bind(d.node.as_str())
+                .fetch_one(&mut *tx)
+                .await?;
+                return Err(StoreError::StaleDeclaration {
+                    node: d.node.clone(),
+                    version: d.version,
+                    newest,
+                }
+                .into());
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    /// The newest declaration for `node`.
+    pub async fn latest_declaration(&self, node: &Name) -> Result<Option<Declaration>, StoreError> {
+        let row = with_pool!(self, |pool| {
+            let row: Option<(String, i64, String, String)> = sqlx::query_as(
+                "SELECT node, version, digest, body FROM declarations WHERE node = $1 \
+                 ORDER BY version DESC LIMIT 1",
+            )
+            .bind(node.as_str())
+            .fetch_optional(pool)
+            .await?;
+            Ok(row)
+        })?;
+        row.map(|(n, version, digest, body)| {
+            Ok(Declaration {
+                node: name("declaration", n)?,
+                version,
+                digest,
+                body,
+            })
+        })
+        .transpose()
+    }
+}

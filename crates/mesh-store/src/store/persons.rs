@@ -1,0 +1,158 @@
+//! Persons: operators and the tools each may call.
+
+use std::collections::BTreeMap;
+
+use mesh_core::names::Name;
+use mesh_core::records::{ToolAccess, ToolListError};
+
+use super::name;
+use crate::error::{MalformedValue, StoreError};
+use crate::records::Person;
+use crate::{BeginWrite, Store, now_ms, principal, with_pool};
+
+const PERSON_COLUMNS: &str = "name, all_tools, created_at";
+
+type PersonRow = (String, i64, i64);
+
+fn person_from(row: PersonRow, tools: Vec<String>) -> Result<Person, StoreError> {
+    let read = match row.1 {
+        1 => Ok(ToolAccess::All),
+        0 => match ToolAccess::from_written(&tools) {
+            // Every tool is recorded as all_tools = 1, never as a "*" row:
+            // a list that reads as every tool was not written by mesh.
+            Ok(ToolAccess::All) => Err(ToolListError::StarInList),
+            other => other,
+        },
+        other => {
+            return Err(StoreError::malformed(
+                "person",
+                MalformedValue::AllTools(other),
+            ));
+        }
+    };
+    let tools = read.map_err(|source| {
+        StoreError::malformed(
+            "person",
+            MalformedValue::Tools {
+                person: row.0.clone(),
+                source,
+            },
+        )
+    })?;
+    Ok(Person {
+        name: name("person", row.0)?,
+        tools,
+        created_at: row.2,
+    })
+}
+
+impl Store {
+    /// Records `person` with the tools they may call (replacing any earlier
+    /// grant).
+    pub async fn put_person(&self, person: &Name, tools: &ToolAccess) -> Result<(), StoreError> {
+        let (all, list) = match tools {
+            // The flag, not a "*" row: a "*" among tool rows would read as
+            // every tool to one reader and as a tool named "*" to another.
+            ToolAccess::All => (1i64, Vec::new()),
+            ToolAccess::Only(_) => {
+                let mut t = tools.written();
+                t.sort();
+                t.dedup();
+                (0i64, t)
+            }
+        };
+        let now = now_ms();
+        with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query(
+                "INSERT INTO persons (name, all_tools, created_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (name) DO UPDATE SET all_tools = excluded.all_tools",
+            )
+            .bind(person.as_str())
+            .bind(all)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("DELETE FROM person_tools WHERE person = $1")
+                .bind(person.as_str())
+                .execute(&mut *tx)
+                .await?;
+            for tool in &list {
+                sqlx::query("INSERT INTO person_tools (person, tool) VALUES ($1, $2)")
+                    .bind(person.as_str())
+                    .bind(tool)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    pub async fn person(&self, person: &Name) -> Result<Option<Person>, StoreError> {
+        let (row, tools) = with_pool!(self, |pool| {
+            let row: Option<PersonRow> = sqlx::query_as(&format!(
+                "SELECT {PERSON_COLUMNS} FROM persons WHERE name = $1"
+            ))
+            .bind(person.as_str())
+            .fetch_optional(pool)
+            .await?;
+            let tools: Vec<(String, String)> = sqlx::query_as(
+                "SELECT person, tool FROM person_tools WHERE person = $1 ORDER BY tool",
+            )
+            .bind(person.as_str())
+            .fetch_all(pool)
+            .await?;
+            Ok((row, tools))
+        })?;
+        let Some(row) = row else { return Ok(None) };
+        person_from(row, tools.into_iter().map(|(_, t)| t).collect()).map(Some)
+    }
+
+    /// Every person, by name.
+    pub async fn persons(&self) -> Result<Vec<Person>, StoreError> {
+        let (rows, tools) = with_pool!(self, |pool| {
+            let rows: Vec<PersonRow> = sqlx::query_as(&format!(
+                "SELECT {PERSON_COLUMNS} FROM persons ORDER BY name"
+            ))
+            .fetch_all(pool)
+            .await?;
+            let tools: Vec<(String, String)> =
+                sqlx::query_as("SELECT person, tool FROM person_tools ORDER BY person, tool")
+                    .fetch_all(pool)
+                    .await?;
+            Ok((rows, tools))
+        })?;
+        let mut by_person: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (p, t) in tools {
+            by_person.entry(p).or_default().push(t);
+        }
+        rows.into_iter()
+            .map(|row| {
+                let tools = by_person.remove(&row.0).unwrap_or_default();
+                person_from(row, tools)
+            })
+            .collect()
+    }
+
+    /// Removes `person` and their credential. Returns whether they existed.
+    pub async fn remove_person(&self, person: &Name) -> Result<bool, StoreError> {
+        with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            sqlx::query("DELETE FROM credentials WHERE principal = $1 AND kind = 'person'")
+                .bind(principal::person(person))
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM person_tools WHERE person = $1")
+                .bind(person.as_str())
+                .execute(&mut *tx)
+                .await?;
+            let gone = sqlx::query("DELETE FROM persons WHERE name = $1")
+                .bind(person.as_str())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(gone.rows_affected() == 1)
+        })
+    }
+}

@@ -1,0 +1,147 @@
+//! Reports: what a host said after applying a declaration, one outcome per
+//! module, written and read together.
+
+use std::collections::BTreeMap;
+
+use mesh_core::names::Name;
+
+use super::{name, not_found};
+use crate::error::{MalformedValue, RefusalKind, StoreError};
+use crate::records::{ModuleOutcome, ModuleState, Report, StoredReport};
+use crate::{BeginWrite, Store, with_pool};
+
+fn outcome_from(
+    module: String,
+    state: String,
+    reason: Option<String>,
+) -> Result<ModuleOutcome, StoreError> {
+    let state = match (state.as_str(), reason) {
+        ("running", _) => ModuleState::Running,
+        ("failed", reason) => ModuleState::Failed {
+            reason: reason.unwrap_or_default(),
+        },
+        (other, _) => {
+            return Err(StoreError::malformed(
+                "report",
+                MalformedValue::UnknownText {
+                    field: "module state",
+                    found: other.to_string(),
+                    either: ["running", "failed"],
+                },
+            ));
+        }
+    };
+    Ok(ModuleOutcome {
+        module: name("report", module)?,
+        state,
+    })
+}
+
+impl Store {
+    /// Records a report and returns its id.
+    pub async fn record_report(&self, report: &Report) -> Result<i64, StoreError> {
+        let mut modules: Vec<&str> = report.outcomes.iter().map(|o| o.module.as_str()).collect();
+        modules.sort_unstable();
+        if let Some(w) = modules.windows(2).find(|w| w[0] == w[1]) {
+            return Err(StoreError::Invalid {
+                what: "report",
+                detail: format!("module {} has two outcomes", w[0]),
+            });
+        }
+        let result = with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let (id,): (i64,) = sqlx::query_as(
+                "INSERT INTO reports (node, declaration_version, received_at) \
+                 VALUES ($1, $2, $3) RETURNING id",
+            )
+            .bind(report.node.as_str())
+            .bind(report.declaration_version)
+            .bind(report.received_at)
+            .fetch_one(&mut *tx)
+            .await?;
+            for o in &report.outcomes {
+                let (state, reason) = match &o.state {
+                    ModuleState::Running => ("running", None),
+                    ModuleState::Failed { reason } => ("failed", Some(reason.as_str())),
+                };
+                sqlx::query(
+                    "INSERT INTO report_outcomes (report_id, module, state, reason) \
+                     VALUES ($1, $2, $3, $4)",
+                )
+                .bind(id)
+                .bind(o.module.as_str())
+                .bind(state)
+                .bind(reason)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(id)
+        });
+        match result {
+            // The only reference a report makes is to its node.
+            Err(StoreError::Refused {
+                kind: RefusalKind::ForeignKey,
+                ..
+            }) => Err(not_found("node", &report.node)),
+            other => other,
+        }
+    }
+
+    /// The newest report from `node`.
+    pub async fn latest_report(&self, node: &Name) -> Result<Option<StoredReport>, StoreError> {
+        Ok(self.reports(node, 1).await?.into_iter().next())
+    }
+
+    /// Up to `limit` reports from `node`, newest first.
+    pub async fn reports(&self, node: &Name, limit: u32) -> Result<Vec<StoredReport>, StoreError> {
+        let (rows, outcomes) = with_pool!(self, |pool| {
+            let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(
+                "SELECT id, node, declaration_version, received_at FROM reports \
+                 WHERE node = $1 ORDER BY id DESC LIMIT $2",
+            )
+            .bind(node.as_str())
+            .bind(i64::from(limit))
+            .fetch_all(pool)
+            .await?;
+            // Outcomes by the ids just read, not by the window again: a report
+            // arriving in between would shift it and leave the oldest rows
+            // without theirs. (A report commits with its outcomes.)
+            let (Some(newest), Some(oldest)) = (rows.first(), rows.last()) else {
+                return Ok((rows, Vec::new()));
+            };
+            let outcomes: Vec<(i64, String, String, Option<String>)> = sqlx::query_as(
+                "SELECT o.report_id, o.module, o.state, o.reason FROM report_outcomes o \
+                 JOIN reports r ON r.id = o.report_id \
+                 WHERE r.node = $1 AND o.report_id BETWEEN $2 AND $3 \
+                 ORDER BY o.report_id, o.module",
+            )
+            .bind(node.as_str())
+            .bind(oldest.0)
+            .bind(newest.0)
+            .fetch_all(pool)
+            .await?;
+            Ok((rows, outcomes))
+        })?;
+        let mut by_report: BTreeMap<i64, Vec<ModuleOutcome>> = BTreeMap::new();
+        for (id, module, state, reason) in outcomes {
+            by_report
+                .entry(id)
+                .or_default()
+                .push(outcome_from(module, state, reason)?);
+        }
+        rows.into_iter()
+            .map(|(id, n, declaration_version, received_at)| {
+                Ok(StoredReport {
+                    id,
+                    report: Report {
+                        node: name("report", n)?,
+                        declaration_version,
+                        outcomes: by_report.remove(&id).unwrap_or_default(),
+                        received_at,
+                    },
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,165 @@
+//! Enrolment tokens: issued once per node, spent once by the node's first
+//! connection, refused alike for every reason.
+
+use std::time::Duration;
+
+use mesh_core::names::Name;
+
+use super::name;
+use crate::error::{RefusalReason, StoreError, TokenRefused};
+use crate::records::{Enrolled, IssuedToken, LiveToken};
+use crate::secret::{self, MACHINE_BCRYPT_COST, bcrypt_hash, token_hash};
+use crate::{BeginWrite, Millis, Store, duration_ms, now_ms, with_pool};
+
+impl Store {
+    /// Issues a one-time enrolment token for `node`, valid for `ttl`. Any
+    /// earlier unspent token of the node is revoked: a node has one live
+    /// claim, and its enrolment user is named after the node.
+    pub async fn issue_token(&self, node: &Name, ttl: Duration) -> Result<IssuedToken, StoreError> {
+        let secret = secret::generate();
+        let hash = token_hash(secret.expose());
+        // The one-time secret is also the enrolment user's bus password: the
+        // node's first connection is already authenticated by it.
+        let bus_hash = bcrypt_hash(&secret, MACHINE_BCRYPT_COST).await?;
+        let issued_at = now_ms();
+        let expires_at = issued_at.saturating_add(duration_ms(ttl));
+        with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            must_exist!(tx, "node" in "nodes", node);
+            sqlx::query("DELETE FROM enrolment_tokens WHERE node = $1 AND spent_at IS NULL")
+                .bind(node.as_str())
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO enrolment_tokens (secret_hash, bus_hash, node, issued_at, expires_at) \
+                 VALUES ($1, $2, $3, $4, $5)",
+            )
+            .bind(&hash)
+            .bind(&bus_hash)
+            .bind(node.as_str())
+            .bind(issued_at)
+            .bind(expires_at)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })?;
+        Ok(IssuedToken {
+            node: node.clone(),
+            secret,
+            issued_at,
+            expires_at,
+        })
+    }
+
+    /// Spends `node`'s token and records its public key.
+    ///
+    /// One statement finds the unspent, unexpired token and marks it spent;
+    /// only if it did is the key recorded, in the same transaction. Two
+    /// concurrent enrolments with one token: exactly one wins. A spent,
+    /// unknown or expired token is [`StoreError::TokenRefused`], whose message
+    /// is the same for every reason.
+    pub async fn spend_token(
+        &self,
+        node: &Name,
+        secret: &str,
+        public_key: &str,
+    ) -> Result<Enrolled, StoreError> {
+        let hash = token_hash(secret);
+        let now = now_ms();
+        let spent = with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let won: Option<(String,)> = sqlx::query_as(
+                "UPDATE enrolment_tokens SET spent_at = $1 \
+                 WHERE node = $2 AND secret_hash = $3 AND spent_at IS NULL AND expires_at > $1 \
+                 RETURNING node",
+            )
+            .bind(now)
+            .bind(node.as_str())
+            .bind(&hash)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if won.is_none() {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            // Only now that the token is ours: a key recorded for a token that
+            // turned out to be spent would admit a machine that never had the
+            // right to join.
+            sqlx::query("UPDATE nodes SET public_key = $1, enrolled_at = $2 WHERE name = $3")
+                .bind(public_key)
+                .bind(now)
+                .bind(node.as_str())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(true)
+        })?;
+        if !spent {
+            let reason = self.refusal_reason(node, &hash, now).await?;
+            return Err(TokenRefused {
+                node: node.to_string(),
+                reason,
+            }
+            .into());
+        }
+        Ok(Enrolled {
+            node: node.clone(),
+            public_key: public_key.to_string(),
+            enrolled_at: now,
+        })
+    }
+
+    /// Why a spend found nothing — for the log; the refusal itself was decided
+    /// by the spend statement.
+    async fn refusal_reason(
+        &self,
+        node: &Name,
+        hash: &str,
+        now: Millis,
+    ) -> Result<RefusalReason, StoreError> {
+        let row = with_pool!(self, |pool| {
+            let row: Option<(Option<i64>, i64)> = sqlx::query_as(
+                "SELECT spent_at, expires_at FROM enrolment_tokens WHERE node = $1 AND secret_hash = $2",
+            )
+            .bind(node.as_str())
+            .bind(hash)
+            .fetch_optional(pool)
+            .await?;
+            Ok(row)
+        })?;
+        Ok(match row {
+            None => RefusalReason::Unknown,
+            Some((Some(at), _)) => RefusalReason::Spent { at },
+            Some((None, expires)) if expires <= now => RefusalReason::Expired { at: expires },
+            // Unspent and valid now, yet the spend missed it: it was issued
+            // after the spend looked. Nothing was spent, so "unknown" is true.
+            Some((None, _)) => RefusalReason::Unknown,
+        })
+    }
+
+    /// Tokens not yet spent nor expired, by node: one enrolment user each.
+    pub async fn live_tokens(&self) -> Result<Vec<LiveToken>, StoreError> {
+        let now = now_ms();
+        let rows = with_pool!(self, |pool| {
+            let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
+                "SELECT node, bus_hash, issued_at, expires_at FROM enrolment_tokens \
+                 WHERE spent_at IS NULL AND expires_at > $1 ORDER BY node",
+            )
+            .bind(now)
+            .fetch_all(pool)
+            .await?;
+            Ok(rows)
+        })?;
+        rows.into_iter()
+            .map(|(n, bus_hash, issued_at, expires_at)| {
+                Ok(LiveToken {
+                    node: name("enrolment token", n)?,
+                    bus_hash,
+                    issued_at,
+                    expires_at,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,63 @@
+//! Builds: inputs in order, artifacts by name and by digest.
+
+use crate::fixture::*;
+use mesh_store::*;
+
+async fn builds_round_trip(fx: &Fixture) {
+    let s = &fx.store;
+    let build = Build {
+        id: "req-1".into(),
+        module: Some(n("audit-log")),
+        rev: Some("abc123".into()),
+        state: BuildState::Succeeded,
+        inputs: vec!["sha256:bbb".into(), "sha256:aaa".into()],
+        artifacts: vec![
+            Artifact {
+                name: "audit-log".into(),
+                digest: "sha256:1111".into(),
+                path: "target/release/audit-log".into(),
+                size: 12_345_678,
+            },
+            Artifact {
+                name: "a-helper".into(),
+                digest: "sha256:2222".into(),
+                path: "target/release/a-helper".into(),
+                size: 0,
+            },
+        ],
+        finished_at: 42,
+    };
+    s.record_build(&build).await.unwrap();
+    let got = s.build("req-1").await.unwrap().unwrap();
+    assert_eq!(got.inputs, build.inputs, "inputs keep their order");
+    assert_eq!(got.artifacts[0].name, "a-helper", "artifacts by name");
+    assert_eq!(got.artifacts[1], build.artifacts[0]);
+    assert_eq!(got.module, build.module);
+    match s.record_build(&build).await {
+        Err(StoreError::AlreadyExists { what: "build", .. }) => {}
+        other => panic!("recording a build twice: {other:?}"),
+    }
+
+    let failed = Build {
+        id: "req-2".into(),
+        module: None,
+        rev: None,
+        state: BuildState::Failed {
+            reason: "no manifest".into(),
+        },
+        inputs: vec![],
+        artifacts: vec![],
+        finished_at: 43,
+    };
+    s.record_build(&failed).await.unwrap();
+    assert_eq!(s.build("req-2").await.unwrap(), Some(failed));
+    assert_eq!(s.build("req-3").await.unwrap(), None);
+
+    let by_digest = s.artifacts_by_digest("sha256:1111").await.unwrap();
+    assert_eq!(
+        by_digest,
+        vec![("req-1".to_string(), build.artifacts[0].clone())]
+    );
+}
+
+conformance!(builds_round_trip,);

@@ -1,0 +1,121 @@
+//! The catalogue's records: modules, their versions, seats and seat aliases.
+
+use mesh_core::catalogue::{Alias, Aliases};
+use mesh_core::diagnostic::Pos;
+use mesh_core::manifest::{Located, Scope};
+use mesh_core::names::Name;
+
+use crate::fixture::*;
+use mesh_store::*;
+
+/// The seat `name` means, resolved as mesh resolves every rename: the
+/// store's alias rows as `Aliases`, followed to a recorded seat. `None` when
+/// it leads to no seat.
+async fn resolve_seat(s: &Store, name: &Name) -> Option<Name> {
+    let mut aliases = Aliases::new();
+    for (old, seat) in s.seat_aliases().await.unwrap() {
+        aliases.push(Alias {
+            old: Located::new(old, Pos::START),
+            new: Located::new(seat, Pos::START),
+            file: "<store>".into(),
+        });
+    }
+    let seat = aliases.resolve(name);
+    s.seat(&seat).await.unwrap().map(|_| seat)
+}
+
+async fn catalogue_round_trip(fx: &Fixture) {
+    let s = &fx.store;
+    let source = "[module]\nname = \"git\"\n";
+    let m = s.register_module(&n("git"), source).await.unwrap();
+    assert_eq!(m.manifest_source, source);
+    assert_eq!(m.manifest_digest, sha256_digest(source));
+    assert!(m.manifest_digest.starts_with("sha256:"));
+    assert_eq!(s.module(&n("git")).await.unwrap(), Some(m.clone()));
+
+    let again = s.register_module(&n("git"), "changed").await.unwrap();
+    assert_eq!(again.registered_at, m.registered_at);
+    assert_eq!(again.manifest_digest, sha256_digest("changed"));
+    assert_eq!(s.modules().await.unwrap().len(), 1);
+
+    s.record_module_version(&n("git"), "abc123", None)
+        .await
+        .unwrap();
+    let v = s
+        .record_module_version(&n("git"), "abc123", Some("build-1"))
+        .await
+        .unwrap();
+    assert_eq!(v.build_id.as_deref(), Some("build-1"));
+    s.record_module_version(&n("git"), "def456", None)
+        .await
+        .unwrap();
+    let revs: Vec<String> = s
+        .module_versions(&n("git"))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|v| v.rev)
+        .collect();
+    assert_eq!(revs.len(), 2);
+    assert!(revs.contains(&"abc123".to_string()));
+    match s.record_module_version(&n("nope"), "x", None).await {
+        Err(StoreError::NotFound { what: "module", .. }) => {}
+        other => panic!("version of an unknown module: {other:?}"),
+    }
+
+    let seat = Seat {
+        name: n("git"),
+        declared_by: Some(n("git")),
+        scope: Scope::Mesh,
+        protocol: "git".into(),
+    };
+    s.put_seat(&seat).await.unwrap();
+    let role = Seat {
+        name: n("mesh-store"),
+        declared_by: None,
+        scope: Scope::Mesh,
+        protocol: "postgres".into(),
+    };
+    s.put_seat(&role).await.unwrap();
+    let marker = Seat {
+        name: n("packet-filter"),
+        declared_by: Some(n("git")),
+        scope: Scope::Node,
+        protocol: String::new(),
+    };
+    s.put_seat(&marker).await.unwrap();
+    assert_eq!(s.seat(&n("packet-filter")).await.unwrap(), Some(marker));
+    assert_eq!(s.seats().await.unwrap().len(), 3);
+
+    s.add_seat_alias(&n("vcs"), &n("git")).await.unwrap();
+    assert_eq!(resolve_seat(s, &n("vcs")).await, Some(n("git")));
+    assert_eq!(resolve_seat(s, &n("git")).await, Some(n("git")));
+    assert_eq!(resolve_seat(s, &n("nothing")).await, None);
+    assert_eq!(s.seat_aliases().await.unwrap(), vec![(n("vcs"), n("git"))]);
+    match s.add_seat_alias(&n("vcs"), &n("mesh-store")).await {
+        Err(StoreError::AlreadyExists { .. }) => {}
+        other => panic!("alias twice: {other:?}"),
+    }
+    match s.add_seat_alias(&n("mesh-store"), &n("git")).await {
+        Err(StoreError::AlreadyExists { what: "seat", .. }) => {}
+        other => panic!("alias shadowing a seat: {other:?}"),
+    }
+
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.assign(&n("n1"), &n("git")).await.unwrap();
+    match s.remove_module(&n("git")).await {
+        Err(StoreError::Invalid { .. }) => {}
+        other => panic!("removing an assigned module: {other:?}"),
+    }
+    s.unassign(&n("n1"), &n("git")).await.unwrap();
+    assert!(s.remove_module(&n("git")).await.unwrap());
+    assert_eq!(s.module(&n("git")).await.unwrap(), None);
+    assert_eq!(s.seat(&n("git")).await.unwrap(), None, "its seats go too");
+    assert_eq!(resolve_seat(s, &n("vcs")).await, None);
+    assert!(
+        s.seat(&n("mesh-store")).await.unwrap().is_some(),
+        "roles stay"
+    );
+}
+
+conformance!(catalogue_round_trip,);

@@ -1,0 +1,263 @@
+//! Credentials: minting, rotation, verification, and no secret kept or shown
+//! in plaintext; a credential never outlives its owner.
+
+use std::time::Duration;
+
+use mesh_core::records::ToolAccess;
+
+use crate::fixture::*;
+use mesh_store::*;
+
+async fn minting_rotates_and_verifies(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let first = s.mint_host_credential(&n("n1")).await.unwrap();
+    assert_eq!(first.expose().len(), 64, "256 bits, hex");
+    assert!(
+        s.verify_credential("host_n1", first.expose())
+            .await
+            .unwrap()
+    );
+
+    let second = s.mint_host_credential(&n("n1")).await.unwrap();
+    assert_ne!(first, second);
+    assert!(
+        !s.verify_credential("host_n1", first.expose())
+            .await
+            .unwrap()
+    );
+    assert!(
+        s.verify_credential("host_n1", second.expose())
+            .await
+            .unwrap()
+    );
+    let rows: Vec<Credential> = s
+        .credentials()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.principal == "host_n1")
+        .collect();
+    assert_eq!(rows.len(), 1, "minting again rotates, never adds");
+    let c = &rows[0];
+    assert_eq!(c.kind, CredentialKind::Machine);
+    assert_eq!(c.node.as_ref(), Some(&n("n1")));
+    assert!(c.bcrypt_hash.starts_with("$2a$04$"), "{}", c.bcrypt_hash);
+
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    let p = s.mint_person_credential(&n("ada")).await.unwrap();
+    let c = s.credential("person_ada").await.unwrap().unwrap();
+    assert_eq!(c.kind, CredentialKind::Person);
+    assert!(c.bcrypt_hash.starts_with("$2a$11$"), "{}", c.bcrypt_hash);
+    assert!(s.verify_credential("person_ada", p.expose()).await.unwrap());
+
+    match s.mint_person_credential(&n("nobody")).await {
+        Err(StoreError::NotFound { what: "person", .. }) => {}
+        other => panic!("credential for an unknown person: {other:?}"),
+    }
+    match s.mint_module_credential(&n("n1"), &n("audit-log")).await {
+        Err(StoreError::NotFound {
+            what: "assignment", ..
+        }) => {}
+        other => panic!("credential for an unassigned module: {other:?}"),
+    }
+    assert!(!s.verify_credential("host_ghost", "x").await.unwrap());
+}
+
+async fn bootstrap_credential_never_overwrites_a_rotated_one(fx: &Fixture) {
+    let s = &fx.store;
+    assert!(
+        s.adopt_credential_if_absent("controller", "bootstrap")
+            .await
+            .unwrap()
+    );
+    let rotated = s.mint_controller_credential().await.unwrap();
+    assert!(
+        !s.adopt_credential_if_absent("controller", "bootstrap")
+            .await
+            .unwrap(),
+        "a restart must not put the bootstrap secret back"
+    );
+    assert!(
+        s.verify_credential("controller", rotated.expose())
+            .await
+            .unwrap()
+    );
+    assert!(
+        !s.verify_credential("controller", "bootstrap")
+            .await
+            .unwrap()
+    );
+}
+
+async fn no_table_holds_a_plaintext_secret(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.register_module(&n("audit-log"), "[module]\nname = \"audit-log\"\n")
+        .await
+        .unwrap();
+    s.assign(&n("n1"), &n("audit-log")).await.unwrap();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    let mut secrets = vec![
+        s.mint_host_credential(&n("n1")).await.unwrap(),
+        s.mint_module_credential(&n("n1"), &n("audit-log"))
+            .await
+            .unwrap(),
+        s.mint_person_credential(&n("ada")).await.unwrap(),
+        s.mint_controller_credential().await.unwrap(),
+    ];
+    let live = s
+        .issue_token(&n("n1"), Duration::from_secs(60))
+        .await
+        .unwrap();
+    secrets.push(live.secret);
+
+    let values = fx.every_value().await;
+    assert!(values.iter().any(|(c, _)| c == "credentials.bcrypt_hash"));
+    for secret in &secrets {
+        let text = secret.expose().as_bytes();
+        let raw = hex::decode(secret.expose()).expect("hex secret");
+        for (column, value) in &values {
+            assert!(
+                !contains(value, text) && !contains(value, &raw),
+                "{column} holds a plaintext secret"
+            );
+        }
+    }
+}
+
+/// A person removed while their credential is being minted keeps no
+/// credential: the mint checks the person inside the transaction that writes.
+async fn a_person_removed_while_minting_keeps_no_credential(fx: &Fixture) {
+    let s = fx.store.clone();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    let mint = {
+        let s = s.clone();
+        tokio::spawn(async move { s.mint_person_credential(&n("ada")).await })
+    };
+    // The cost-11 hash takes far longer than this; the removal lands while
+    // the mint is hashing, between a check made outside its write and the write.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(s.remove_person(&n("ada")).await.unwrap());
+    match mint.await.expect("join") {
+        // Minted first: the removal deleted it too.
+        Ok(_) | Err(StoreError::NotFound { what: "person", .. }) => {}
+        Err(e) => panic!("minting for a person being removed: {e:?}"),
+    }
+    assert_eq!(
+        s.credential("person_ada").await.unwrap(),
+        None,
+        "a credential outlived its person"
+    );
+}
+
+/// The database itself deletes a credential with its person or its
+/// assignment, whoever deletes the row: here plain SQL that knows nothing of
+/// credentials. A host's credential (module NULL) is not an assignment's.
+async fn credentials_go_with_their_person_and_assignment(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.register_module(&n("git"), "x").await.unwrap();
+    s.assign(&n("n1"), &n("git")).await.unwrap();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    s.mint_host_credential(&n("n1")).await.unwrap();
+    s.mint_module_credential(&n("n1"), &n("git")).await.unwrap();
+    s.mint_person_credential(&n("ada")).await.unwrap();
+    let ada = s.credential("person_ada").await.unwrap().unwrap();
+    assert_eq!(ada.person, Some(n("ada")));
+    assert_eq!((ada.node, ada.module), (None, None));
+    let host = s.credential("host_n1").await.unwrap().unwrap();
+    assert_eq!(host.person, None);
+
+    fx.raw_execute("DELETE FROM persons WHERE name = 'ada'")
+        .await;
+    fx.raw_execute("DELETE FROM assignments WHERE node = 'n1' AND module = 'git'")
+        .await;
+    let left = principals(s).await;
+    assert_eq!(left, ["host_n1"], "a credential outlived its owner");
+
+    // Added back, they have no credential until one is minted again.
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    s.assign(&n("n1"), &n("git")).await.unwrap();
+    assert_eq!(s.credential("person_ada").await.unwrap(), None);
+    assert_eq!(s.credential("module_n1_git").await.unwrap(), None);
+}
+
+/// What a mint checked can still be removed before its insert (on
+/// PostgreSQL a removal commits between the two). A trigger makes that
+/// happen every time: the foreign keys refuse the insert, and the mint says
+/// what the check would have said.
+async fn an_owner_removed_before_the_insert_is_not_found(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.add_node(&n("n2"), &[]).await.unwrap();
+    s.register_module(&n("git"), "x").await.unwrap();
+    s.assign(&n("n1"), &n("git")).await.unwrap();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    let removals = "DELETE FROM persons WHERE name = NEW.person; \
+         DELETE FROM assignments WHERE node = NEW.node AND module = NEW.module; \
+         DELETE FROM nodes WHERE name = NEW.node AND NEW.module IS NULL;";
+    match s.kind() {
+        BackendKind::Sqlite => {
+            fx.raw_execute(&format!(
+                "CREATE TRIGGER owner_goes BEFORE INSERT ON credentials BEGIN {removals} END"
+            ))
+            .await
+        }
+        BackendKind::Postgres => {
+            fx.raw_execute(&format!(
+                "CREATE FUNCTION owner_goes() RETURNS trigger LANGUAGE plpgsql \
+                 AS $$ BEGIN {removals} RETURN NEW; END $$"
+            ))
+            .await;
+            fx.raw_execute(
+                "CREATE TRIGGER owner_goes BEFORE INSERT ON credentials \
+                 FOR EACH ROW EXECUTE FUNCTION owner_goes()",
+            )
+            .await
+        }
+    }
+
+    match s.mint_person_credential(&n("ada")).await {
+        Err(StoreError::NotFound {
+            what: "person",
+            key,
+        }) => assert_eq!(key, "ada"),
+        other => panic!("minting for a person removed before the insert: {other:?}"),
+    }
+    match s.mint_module_credential(&n("n1"), &n("git")).await {
+        Err(StoreError::NotFound {
+            what: "assignment",
+            key,
+        }) => assert_eq!(key, "git on n1"),
+        other => panic!("minting for an assignment removed before the insert: {other:?}"),
+    }
+    match s.mint_host_credential(&n("n2")).await {
+        Err(StoreError::NotFound { what: "node", key }) => assert_eq!(key, "n2"),
+        other => panic!("minting for a node removed before the insert: {other:?}"),
+    }
+    assert!(s.credentials().await.unwrap().is_empty());
+}
+
+async fn secrets_stay_out_of_debug_output(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let token = s
+        .issue_token(&n("n1"), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let shown = format!("{token:?}");
+    assert!(!shown.contains(token.secret.expose()), "{shown}");
+    let minted = s.mint_host_credential(&n("n1")).await.unwrap();
+    assert!(!format!("{minted:?}").contains(minted.expose()));
+}
+
+conformance!(
+    minting_rotates_and_verifies,
+    bootstrap_credential_never_overwrites_a_rotated_one,
+    no_table_holds_a_plaintext_secret,
+    a_person_removed_while_minting_keeps_no_credential,
+    credentials_go_with_their_person_and_assignment,
+    an_owner_removed_before_the_insert_is_not_found,
+    secrets_stay_out_of_debug_output,
+);

@@ -1,0 +1,111 @@
+//! Nodes: ports, heartbeats, and forgetting a node with everything that names it.
+
+use std::time::Duration;
+
+use crate::fixture::*;
+use mesh_store::*;
+
+async fn nodes_round_trip(fx: &Fixture) {
+    let s = &fx.store;
+    let added = s.add_node(&n("n1"), &[4222, 22, 4222]).await.unwrap();
+    assert_eq!(added.ports, vec![22, 4222], "sorted, deduplicated");
+    s.add_node(&n("n0"), &[]).await.unwrap();
+
+    let got = s.node(&n("n1")).await.unwrap().expect("n1 recorded");
+    assert_eq!(got, added);
+    assert_eq!(got.public_key, None);
+
+    match s.add_node(&n("n1"), &[]).await {
+        Err(StoreError::AlreadyExists { what: "node", .. }) => {}
+        other => panic!("adding n1 twice: {other:?}"),
+    }
+    match s.add_node(&n("n2"), &[0]).await {
+        Err(StoreError::Invalid { .. }) => {}
+        other => panic!("port 0: {other:?}"),
+    }
+
+    s.set_node_ports(&n("n1"), &[5432]).await.unwrap();
+    s.node_seen(&n("n1"), 1_700_000_000_000).await.unwrap();
+    let got = s.node(&n("n1")).await.unwrap().unwrap();
+    assert_eq!(got.ports, vec![5432]);
+    assert_eq!(got.last_seen_at, Some(1_700_000_000_000));
+
+    match s.node_seen(&n("ghost"), 1).await {
+        Err(StoreError::NotFound { what: "node", .. }) => {}
+        other => panic!("heartbeat of an unknown node: {other:?}"),
+    }
+    assert_eq!(s.node(&n("ghost")).await.unwrap(), None);
+
+    let names: Vec<String> = s
+        .nodes()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| n.name.to_string())
+        .collect();
+    assert_eq!(names, ["n0", "n1"]);
+}
+
+async fn forgetting_a_node_leaves_none_of_its_credentials(fx: &Fixture) {
+    let s = &fx.store;
+    for node in ["n1", "n2"] {
+        s.add_node(&n(node), &[4222]).await.unwrap();
+    }
+    for module in ["audit-log", "git"] {
+        s.register_module(&n(module), "x").await.unwrap();
+        for node in ["n1", "n2"] {
+            s.assign(&n(node), &n(module)).await.unwrap();
+            s.mint_module_credential(&n(node), &n(module))
+                .await
+                .unwrap();
+        }
+    }
+    for node in ["n1", "n2"] {
+        s.mint_host_credential(&n(node)).await.unwrap();
+    }
+    s.issue_token(&n("n1"), Duration::from_secs(60))
+        .await
+        .unwrap();
+    s.record_declaration(&Declaration {
+        node: n("n1"),
+        version: 1,
+        digest: "sha256:00".into(),
+        body: "{}".into(),
+    })
+    .await
+    .unwrap();
+    s.record_report(&git_running_on_n1(1)).await.unwrap();
+
+    let forgotten = s.forget_node(&n("n1")).await.unwrap();
+    assert_eq!(
+        forgotten.credentials,
+        ["host_n1", "module_n1_audit-log", "module_n1_git"]
+    );
+    assert_eq!(forgotten.assignments, 2);
+
+    let left = principals(s).await;
+    assert_eq!(left, ["host_n2", "module_n2_audit-log", "module_n2_git"]);
+    assert_eq!(s.node(&n("n1")).await.unwrap(), None);
+    assert!(
+        s.assignments()
+            .await
+            .unwrap()
+            .iter()
+            .all(|a| a.node != n("n1"))
+    );
+    assert!(s.live_tokens().await.unwrap().is_empty());
+    assert_eq!(s.latest_report(&n("n1")).await.unwrap(), None);
+    assert_eq!(s.latest_declaration(&n("n1")).await.unwrap(), None);
+
+    match s.forget_node(&n("n1")).await {
+        Err(StoreError::NotFound { what: "node", .. }) => {}
+        other => panic!("forgetting twice: {other:?}"),
+    }
+    // The name is free again.
+    s.add_node(&n("n1"), &[]).await.unwrap();
+}
+
+conformance!(
+    nodes_round_trip,
+    forgetting_a_node_leaves_none_of_its_credentials,
+);

@@ -1,0 +1,95 @@
+//! Reports: recorded and read back with their outcomes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::fixture::*;
+use mesh_store::*;
+
+async fn reports_round_trip(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let report = Report {
+        node: n("n1"),
+        declaration_version: 3,
+        outcomes: vec![
+            ModuleOutcome {
+                module: n("git"),
+                state: ModuleState::Failed {
+                    reason: "exit status 1".into(),
+                },
+            },
+            ModuleOutcome {
+                module: n("audit-log"),
+                state: ModuleState::Running,
+            },
+        ],
+        received_at: 1_700_000_000_123,
+    };
+    let first = s.record_report(&report).await.unwrap();
+    let mut later = report.clone();
+    later.declaration_version = 4;
+    let second = s.record_report(&later).await.unwrap();
+    assert!(second > first);
+
+    let got = s.latest_report(&n("n1")).await.unwrap().unwrap();
+    assert_eq!(got.id, second);
+    assert_eq!(got.report.declaration_version, 4);
+    assert_eq!(got.report.outcomes[0].module, n("audit-log"), "sorted");
+    assert_eq!(
+        got.report.outcomes[1].state,
+        ModuleState::Failed {
+            reason: "exit status 1".into()
+        }
+    );
+    assert_eq!(got.report.received_at, 1_700_000_000_123);
+    let all = s.reports(&n("n1"), 10).await.unwrap();
+    assert_eq!(all.len(), 2);
+    let mut sorted = report.clone();
+    sorted.outcomes.sort_by(|a, b| a.module.cmp(&b.module));
+    assert_eq!(all[1].report, sorted);
+
+    let mut stray = report.clone();
+    stray.node = n("ghost");
+    match s.record_report(&stray).await {
+        Err(StoreError::NotFound { what: "node", .. }) => {}
+        other => panic!("report from an unknown node: {other:?}"),
+    }
+}
+
+/// A report is never read without its outcomes, even while newer reports
+/// arrive between the store's reads (they are written in one transaction).
+async fn a_report_read_while_others_arrive_has_its_outcomes(fx: &Fixture) {
+    let s = fx.store.clone();
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let report = git_running_on_n1(1);
+    s.record_report(&report).await.unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (s, stop, report) = (s.clone(), stop.clone(), report.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                s.record_report(&report).await.unwrap();
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut reads = 0;
+    while Instant::now() < deadline {
+        let got = s.latest_report(&n("n1")).await.unwrap().unwrap();
+        reads += 1;
+        assert_eq!(
+            got.report.outcomes, report.outcomes,
+            "report {} read without its outcomes (read {reads})",
+            got.id
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.await.expect("writer");
+}
+
+conformance!(
+    reports_round_trip,
+    a_report_read_while_others_arrive_has_its_outcomes,
+);

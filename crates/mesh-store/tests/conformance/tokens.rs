@@ -1,0 +1,173 @@
+//! Enrolment tokens: one spend wins, and every refusal reads the same.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::fixture::*;
+use mesh_store::*;
+
+async fn token_spend_records_the_key(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let token = s
+        .issue_token(&n("n1"), Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let live = s.live_tokens().await.unwrap();
+    assert_eq!(live.len(), 1);
+    // The enrolment user's password is the token's secret, hashed for the
+    // users file (quotable bcrypt, never the plaintext).
+    assert!(
+        live[0].bus_hash.starts_with("$2a$04$"),
+        "{}",
+        live[0].bus_hash
+    );
+    assert!(bcrypt::verify(token.secret.expose(), &live[0].bus_hash).unwrap());
+
+    let enrolled = s
+        .spend_token(&n("n1"), token.secret.expose(), "ed25519:key-one")
+        .await
+        .unwrap();
+    assert_eq!(enrolled.public_key, "ed25519:key-one");
+    let node = s.node(&n("n1")).await.unwrap().unwrap();
+    assert_eq!(node.public_key.as_deref(), Some("ed25519:key-one"));
+    assert_eq!(node.enrolled_at, Some(enrolled.enrolled_at));
+    assert!(
+        s.live_tokens().await.unwrap().is_empty(),
+        "spent is not live"
+    );
+
+    // Spending again is refused and leaves the recorded key alone.
+    assert_refused(
+        s.spend_token(&n("n1"), token.secret.expose(), "ed25519:intruder")
+            .await,
+        |r| matches!(r, RefusalReason::Spent { .. }),
+    );
+    let node = s.node(&n("n1")).await.unwrap().unwrap();
+    assert_eq!(node.public_key.as_deref(), Some("ed25519:key-one"));
+}
+
+async fn token_refusals_say_the_same_and_log_the_reason(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.add_node(&n("n2"), &[]).await.unwrap();
+
+    // Expired: a token valid for no time at all.
+    let expired = s.issue_token(&n("n1"), Duration::ZERO).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let r_expired = s.spend_token(&n("n1"), expired.secret.expose(), "k").await;
+    // Unknown: a secret nobody issued.
+    let r_unknown = s.spend_token(&n("n1"), &"0".repeat(64), "k").await;
+    // Unknown too: n2's token presented for n1.
+    let t2 = s
+        .issue_token(&n("n2"), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let r_wrong_node = s.spend_token(&n("n1"), t2.secret.expose(), "k").await;
+    // Spent.
+    s.spend_token(&n("n2"), t2.secret.expose(), "k2")
+        .await
+        .unwrap();
+    let r_spent = s.spend_token(&n("n2"), t2.secret.expose(), "k3").await;
+
+    let shown: BTreeSet<String> = [&r_expired, &r_unknown, &r_wrong_node, &r_spent]
+        .iter()
+        .map(|r| r.as_ref().unwrap_err().to_string())
+        .collect();
+    assert_eq!(
+        shown.len(),
+        1,
+        "every refusal must read the same: {shown:?}"
+    );
+    let shown = shown.into_iter().next().unwrap();
+    assert!(!shown.contains(expired.secret.expose()));
+    assert!(!shown.contains(t2.secret.expose()));
+
+    assert_refused(r_expired, |r| matches!(r, RefusalReason::Expired { .. }));
+    assert_refused(r_unknown, |r| *r == RefusalReason::Unknown);
+    assert_refused(r_wrong_node, |r| *r == RefusalReason::Unknown);
+    assert_refused(r_spent, |r| matches!(r, RefusalReason::Spent { .. }));
+
+    // No refused spend recorded a key.
+    assert_eq!(s.node(&n("n1")).await.unwrap().unwrap().public_key, None);
+    assert_eq!(
+        s.node(&n("n2"))
+            .await
+            .unwrap()
+            .unwrap()
+            .public_key
+            .as_deref(),
+        Some("k2")
+    );
+
+    match s.issue_token(&n("ghost"), Duration::from_secs(60)).await {
+        Err(StoreError::NotFound { what: "node", .. }) => {}
+        other => panic!("token for an unknown node: {other:?}"),
+    }
+}
+
+async fn issuing_again_revokes_the_earlier_token(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let first = s
+        .issue_token(&n("n1"), Duration::from_secs(60))
+        .await
+        .unwrap();
+    let second = s
+        .issue_token(&n("n1"), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(s.live_tokens().await.unwrap().len(), 1, "one live claim");
+    assert_refused(
+        s.spend_token(&n("n1"), first.secret.expose(), "k").await,
+        |r| *r == RefusalReason::Unknown,
+    );
+    s.spend_token(&n("n1"), second.secret.expose(), "k")
+        .await
+        .unwrap();
+}
+
+async fn fifty_concurrent_spends_one_wins(fx: &Fixture) {
+    let s = fx.store.clone();
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let token = s
+        .issue_token(&n("n1"), Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let secret: Arc<str> = token.secret.expose().into();
+    let barrier = Arc::new(tokio::sync::Barrier::new(50));
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let (s, secret, barrier) = (s.clone(), secret.clone(), barrier.clone());
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            (
+                i,
+                s.spend_token(&n("n1"), &secret, &format!("key-{i}")).await,
+            )
+        }));
+    }
+    let mut winners = Vec::new();
+    for t in tasks {
+        let (i, r) = t.await.expect("join");
+        match r {
+            Ok(_) => winners.push(i),
+            Err(StoreError::TokenRefused(TokenRefused {
+                reason: RefusalReason::Spent { .. },
+                ..
+            })) => {}
+            Err(e) => panic!("spend {i} failed for a reason other than a spent token: {e:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one spend wins: {winners:?}");
+    let key = s.node(&n("n1")).await.unwrap().unwrap().public_key;
+    assert_eq!(key, Some(format!("key-{}", winners[0])), "the winner's key");
+}
+
+conformance!(
+    token_spend_records_the_key,
+    token_refusals_say_the_same_and_log_the_reason,
+    issuing_again_revokes_the_earlier_token,
+    fifty_concurrent_spends_one_wins,
+);
