@@ -57,12 +57,6 @@ impl PrincipalKind {
             PrincipalKind::Person { person } => format!("person{SEPARATOR}{person}"),
         }
     }
-
-    /// Whether this principal holds a machine credential (256-bit secret,
-    /// low bcrypt cost) rather than a person's password.
-    pub fn is_machine(&self) -> bool {
-        !matches!(self, PrincipalKind::Person { .. })
-    }
 }
 
 /// Why a principal holds a grant: what `mesh authority explain` prints.
