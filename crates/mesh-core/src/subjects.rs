@@ -291,6 +291,24 @@ mod tests {
     }
 
     #[test]
+    fn an_inbox_grant_covers_exactly_the_prefix_its_client_uses() {
+        // A client whose custom inbox prefix differs from its grant waits out
+        // every request: the answer is refused on the way back.
+        assert_eq!(inbox_prefix("host_n1"), "_INBOX.host_n1");
+        assert_eq!(inbox("host_n1"), "_INBOX.host_n1.>");
+        assert_eq!(enrol_inbox_prefix(&n("n1")), "_INBOX.enrol.n1");
+        assert_eq!(enrol_inbox(&n("n1")), "_INBOX.enrol.n1.>");
+        for (prefix, grant) in [
+            (inbox_prefix("person_ada"), inbox("person_ada")),
+            (enrol_inbox_prefix(&n("n4")), enrol_inbox(&n("n4"))),
+        ] {
+            assert!(covers(&grant, &format!("{prefix}.reply-1")), "{grant}");
+        }
+        assert!(covers(ALL_ENROL_INBOXES, &enrol_inbox(&n("n4"))));
+        assert!(!covers(ALL_ENROL_INBOXES, &inbox("host_n1")));
+    }
+
+    #[test]
     fn consumer_names_are_server_legal() {
         for c in [
             consumer::node(&n("n-1")),
