@@ -243,7 +243,7 @@ async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "wrote {} ({} users, {} bytes)",
                 path.display(),
-                principals.len() - file.omitted.len(),
+                file.users,
                 file.text.len()
             );
         }

@@ -19,6 +19,8 @@ pub const ACCOUNT: &str = "MESH";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UsersFile {
     pub text: String,
+    /// How many users the file admits.
+    pub users: usize,
     /// Principals left out because the store holds no credential for them:
     /// an ordinary state with an obvious remedy (mint one), so they are named
     /// rather than written as users without a password.
@@ -27,7 +29,7 @@ pub struct UsersFile {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UsersFileError {
-    #[error("no principal has a credential, so the users file would admit nobody and the broker would refuse every client; mint credentials first (left out: {})", omitted.join(", "))]
+    #[error("no principal has a credential, so the users file would admit nobody and the broker would refuse every client; record credentials first (`mesh fleet load FILE --catalogue DIR` mints them; left out: {})", omitted.join(", "))]
     Empty { omitted: Vec<String> },
     #[error(
         "the controller has no credential, so the users file would admit everyone but its own writer, and no composition after it could ever be made live; record the controller's credential first{}",
@@ -48,7 +50,7 @@ pub fn compose(
 ) -> Result<UsersFile, UsersFileError> {
     let mut text = String::new();
     let mut omitted = Vec::new();
-    let mut users = 0;
+    let mut users: usize = 0;
     text.push_str("# The mesh's bus users, composed by the controller from its records.\n");
     text.push_str("# Regenerated on every change; edits here are overwritten.\n");
     let _ = writeln!(
@@ -91,7 +93,11 @@ pub fn compose(
         omitted.retain(|p| p != CONTROLLER);
         return Err(UsersFileError::NoController { omitted });
     }
-    Ok(UsersFile { text, omitted })
+    Ok(UsersFile {
+        text,
+        users,
+        omitted,
+    })
 }
 
 fn write_list(text: &mut String, key: &str, grants: &[Grant]) {

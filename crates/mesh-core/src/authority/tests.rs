@@ -607,6 +607,7 @@ fn a_principal_without_credential_is_named_and_left_out() {
     h.remove("module_n2_builder");
     let f = users_file::compose(&ps, &h).unwrap();
     assert_eq!(f.omitted, ["module_n2_builder"]);
+    assert_eq!(f.users, ps.len() - 1);
     assert!(!f.text.contains("module_n2_builder"));
 }
 

@@ -359,6 +359,15 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("stream NODES does not exist"), "{e}");
+        // Another stream being wanted does not stand in for the missing one.
+        let w = Objects {
+            streams: vec![wanted().streams[1].clone()],
+            consumers: wanted().consumers,
+        };
+        assert!(matches!(
+            plan(&w, &o),
+            Err(PlanError::MissingStream { stream, .. }) if stream == "NODES"
+        ));
         // A consumer on a stream that is found but not wanted this time is fine.
         let o = Observed::of(&wanted());
         assert_eq!(plan(&w, &o), Ok(vec![]));
@@ -372,6 +381,7 @@ mod tests {
         found.subjects = vec!["mesh.control.>".into()];
         found.max_msgs_per_subject = Some(1);
         let steps = plan(&w, &o).unwrap();
+        assert!(!steps[0].is_create());
         assert_eq!(
             steps,
             [ObjectStep::UpdateStream {
