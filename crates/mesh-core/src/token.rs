@@ -6,7 +6,7 @@
 //!
 //! | field | meaning |
 //! |---|---|
-//! | `bus_urls` | `tls://` addresses of the broker (at least one) |
+//! | `bus_urls` | `tls://` addresses of the broker (at least one; the pin is only checked over TLS) |
 //! | `cert_sha256` | lowercase hex SHA-256 of the broker certificate's DER bytes (64 hex) |
 //! | `controller_key` | the controller's Ed25519 signing public key, **lowercase hex** of its 32 bytes (64 hex) |
 //! | `node` | the node's [`Name`] |
@@ -72,6 +72,12 @@ pub enum TokenError {
     BadJson { reason: String },
     #[error("the token names no bus address; {REISSUE}")]
     NoBusUrls,
+    /// 1-based position among the token's addresses; the address itself is
+    /// not repeated (no part of the input is).
+    #[error(
+        "the token's bus address {position} is not a tls:// address (the certificate pin holds only over TLS); {REISSUE}"
+    )]
+    NotTls { position: usize },
     #[error(
         "the token's node is not a valid name (lowercase letters, digits and '-', at most 64); {REISSUE}"
     )]
@@ -118,6 +124,11 @@ impl Token {
         let wire: Wire = serde_json::from_slice(&json).map_err(json_reason)?;
         if wire.bus_urls.is_empty() {
             return Err(TokenError::NoBusUrls);
+        }
+        // Refused here rather than at connect, where it would look like a
+        // network problem on a node that has not yet said anything.
+        if let Some(i) = wire.bus_urls.iter().position(|u| !is_tls_url(u)) {
+            return Err(TokenError::NotTls { position: i + 1 });
         }
         // The name error would repeat the value, which may be anything pasted.
         let node = Name::new(wire.node).map_err(|_| TokenError::BadNode)?;
@@ -181,6 +192,12 @@ fn json_reason(e: serde_json::Error) -> TokenError {
         )
     };
     TokenError::BadJson { reason }
+}
+
+/// `tls://host:port` with something after the scheme and no credentials.
+fn is_tls_url(u: &str) -> bool {
+    u.strip_prefix("tls://")
+        .is_some_and(|rest| !rest.is_empty() && !rest.contains('@'))
 }
 
 /// Lowercase hex of exactly 32 bytes, or `None`.
@@ -350,6 +367,27 @@ mod tests {
         let mut v = wire(&s);
         v["bus_urls"] = serde_json::json!([]);
         assert_eq!(refused(&encode_value(&v), &s), TokenError::NoBusUrls);
+    }
+
+    #[test]
+    fn a_bus_address_that_is_not_tls_is_refused_by_position() {
+        let s = seed();
+        for (urls, position) in [
+            (serde_json::json!(["nats://10.0.0.1:4222"]), 1),
+            (
+                serde_json::json!(["tls://10.0.0.1:4222", "10.0.0.2:4222"]),
+                2,
+            ),
+            (serde_json::json!(["tls://"]), 1),
+            (serde_json::json!([format!("tls://u:{s}@10.0.0.1:4222")]), 1),
+        ] {
+            let mut v = wire(&s);
+            v["bus_urls"] = urls;
+            assert_eq!(
+                refused(&encode_value(&v), &s),
+                TokenError::NotTls { position }
+            );
+        }
     }
 
     #[test]
