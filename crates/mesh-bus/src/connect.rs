@@ -75,7 +75,10 @@ pub async fn connect(cfg: &BusConfig) -> Result<Client, ConnectError> {
     }
     if let Some(pin) = &cfg.pin {
         // Not `add_root_certificates`: that trusts a CA (every certificate it
-        // signed), where the token names one certificate.
+        // signed), where the token names one certificate. Our config is built
+        // from memory; async-nats 0.51 still reads the platform roots on each
+        // TLS connect when given one and discards them (nats.rs #1622, open):
+        // a cost per reconnect, and a broken system store fails the connect.
         opts = opts
             .tls_client_config(pin.client_config())
             .require_tls(true);
