@@ -6,6 +6,8 @@ use async_nats::{Client, ConnectOptions};
 
 pub use mesh_core::secret::Secret;
 
+use crate::tls::CertPin;
+
 /// Where and as whom to connect. The password travels beside the address,
 /// never inside it: a credential in a URL leaks into every line that prints it.
 #[derive(Debug, Clone)]
@@ -19,6 +21,10 @@ pub struct BusConfig {
     /// The principal's private inbox prefix (`_INBOX.<principal>`): its grants
     /// allow replies there and nowhere else, so the client must use it.
     pub inbox_prefix: Option<String>,
+    /// Trust exactly the broker certificate with this DER SHA-256 (an
+    /// enrolment token's pin) instead of a CA. Needs a `tls://` address and
+    /// excludes `ca_file`.
+    pub pin: Option<CertPin>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -32,13 +38,32 @@ pub enum ConnectError {
         #[source]
         source: async_nats::ConnectError,
     },
+    #[error(
+        "the bus address {0:?} is not TLS but a certificate pin is given; use the tls:// address the token names"
+    )]
+    PlaintextWithPin(String),
+    #[error(
+        "both a CA file and a certificate pin are given; give one (a token's pin trusts one certificate, a CA any it signed)"
+    )]
+    PinAndCa,
 }
 
-/// Connects as `cfg.user`, requiring TLS when a CA is given.
+/// Connects as `cfg.user`, requiring TLS when a CA or a pin is given.
 pub async fn connect(cfg: &BusConfig) -> Result<Client, ConnectError> {
     if cfg.url.contains('@') {
         // Refused rather than redacted: the caller's copy would leak elsewhere.
         return Err(ConnectError::CredentialsInUrl(redact(&cfg.url)));
+    }
+    if cfg.pin.is_some() {
+        // Before any byte is sent: over a plaintext address the credential
+        // would go out before the pin could be checked.
+        if !cfg.url.to_ascii_lowercase().starts_with("tls://") {
+            return Err(ConnectError::PlaintextWithPin(cfg.url.clone()));
+        }
+        // Silently preferring one would leave the other believed in force.
+        if cfg.ca_file.is_some() {
+            return Err(ConnectError::PinAndCa);
+        }
     }
     // No retry on the first connect (the client's default): a refusal is an
     // answer (wrong credential, not yet in the users file) and the caller
@@ -47,6 +72,16 @@ pub async fn connect(cfg: &BusConfig) -> Result<Client, ConnectError> {
         ConnectOptions::with_user_and_password(cfg.user.clone(), cfg.password.expose().into());
     if let Some(ca) = &cfg.ca_file {
         opts = opts.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    if let Some(pin) = &cfg.pin {
+        // Not `add_root_certificates`: that trusts a CA (every certificate it
+        // signed), where the token names one certificate. Our config is built
+        // from memory; async-nats 0.51 still reads the platform roots on each
+        // TLS connect when given one and discards them (nats.rs #1622, open):
+        // a cost per reconnect, and a broken system store fails the connect.
+        opts = opts
+            .tls_client_config(pin.client_config())
+            .require_tls(true);
     }
     if let Some(prefix) = &cfg.inbox_prefix {
         opts = opts.custom_inbox_prefix(prefix.clone());
@@ -79,6 +114,7 @@ mod tests {
             password: Secret::new("hunter2-very-secret"),
             ca_file: None,
             inbox_prefix: None,
+            pin: None,
         };
         assert!(!format!("{cfg:?}").contains("hunter2"));
     }
@@ -91,6 +127,7 @@ mod tests {
             password: Secret::new("x"),
             ca_file: None,
             inbox_prefix: None,
+            pin: None,
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
@@ -98,5 +135,45 @@ mod tests {
         let err = rt.block_on(connect(&cfg)).unwrap_err();
         assert!(matches!(err, ConnectError::CredentialsInUrl(_)));
         assert!(!err.to_string().contains("hunter2"), "{err}");
+    }
+
+    fn pinned(url: &str) -> BusConfig {
+        BusConfig {
+            url: url.into(),
+            user: "u".into(),
+            password: Secret::new("x"),
+            ca_file: None,
+            inbox_prefix: None,
+            pin: Some(CertPin::of_der(b"cert")),
+        }
+    }
+
+    fn connect_now(cfg: &BusConfig) -> ConnectError {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(connect(cfg))
+            .unwrap_err()
+    }
+
+    #[test]
+    fn a_pin_with_a_plaintext_address_is_refused_before_connecting() {
+        // Nothing listens on port 1: a refusal other than ours would be a
+        // connect error, so the variant proves no connection was tried.
+        for url in ["nats://127.0.0.1:1", "127.0.0.1:1", "ws://127.0.0.1:1"] {
+            let err = connect_now(&pinned(url));
+            assert!(
+                matches!(err, ConnectError::PlaintextWithPin(_)),
+                "{url}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_pin_and_a_ca_together_are_refused() {
+        let mut cfg = pinned("tls://127.0.0.1:1");
+        cfg.ca_file = Some("/nonexistent/ca.pem".into());
+        assert!(matches!(connect_now(&cfg), ConnectError::PinAndCa));
     }
 }

@@ -1,9 +1,12 @@
 //! mesh-bus: the NATS side of mesh. It carries out what `mesh-core` decided —
-//! connecting as a principal, asserting the JetStream objects — and is the
-//! seam a second bus would sit behind.
+//! connecting as a principal (trusting a CA, or pinning one certificate:
+//! [`tls`]), asserting the JetStream objects — and is the seam a second bus
+//! would sit behind.
 
 pub mod connect;
 pub mod objects;
+pub mod tls;
 
 pub use connect::{BusConfig, ConnectError, Secret, connect};
 pub use objects::{AssertError, ServerError, assert_objects};
+pub use tls::{CertPin, PinError, PinMismatch, fingerprint_of_pem_file};

@@ -101,6 +101,7 @@ impl Mesh {
             password: Secret::new(self.bus.password(name)),
             ca_file: Some(self.bus.ca_pem()),
             inbox_prefix: Some(subjects::inbox_prefix(name)),
+            pin: None,
         }
     }
 

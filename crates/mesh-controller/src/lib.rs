@@ -1,2 +1,6 @@
 //! mesh-controller: the controller daemon's logic (single writer of records and of
 //! JetStream definitions). Grows with the controller issue.
+
+pub mod genesis;
+
+pub use genesis::{Genesis, GenesisError, GenesisOptions};

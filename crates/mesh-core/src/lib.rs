@@ -26,4 +26,5 @@ pub mod placeholders;
 pub mod records;
 pub mod secret;
 pub mod subjects;
+pub mod token;
 pub mod users_file;
