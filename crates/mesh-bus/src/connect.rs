@@ -8,14 +8,25 @@ pub use mesh_core::secret::Secret;
 
 use crate::tls::CertPin;
 
-/// Where and as whom to connect. The password travels beside the address,
+/// What a client proves who it is with.
+#[derive(Debug, Clone)]
+pub enum ClientCredential {
+    /// An NKey user seed (`SU…`): it signs the server's nonce and never
+    /// leaves this process. Every machine principal connects this way.
+    NKey(Secret),
+    /// A user name and password: a person who must use one.
+    Password { user: String, password: Secret },
+}
+
+/// Where and as whom to connect. The credential travels beside the address,
 /// never inside it: a credential in a URL leaks into every line that prints it.
 #[derive(Debug, Clone)]
 pub struct BusConfig {
     /// `nats://` or `tls://` address, without credentials.
     pub url: String,
-    pub user: String,
-    pub password: Secret,
+    /// The principal's name, for messages (an NKey user has none on the wire).
+    pub principal: String,
+    pub credential: ClientCredential,
     /// CA certificate (PEM) the server's certificate must chain to.
     pub ca_file: Option<PathBuf>,
     /// The principal's private inbox prefix (`_INBOX.<principal>`): its grants
@@ -31,10 +42,12 @@ pub struct BusConfig {
 pub enum ConnectError {
     #[error("the bus address {0:?} carries credentials; give the user and password separately")]
     CredentialsInUrl(String),
-    #[error("could not connect to the bus at {url} as {user}")]
+    #[error("the NKey seed of {principal} is not a user seed")]
+    BadSeed { principal: String },
+    #[error("could not connect to the bus at {url} as {principal}")]
     Connect {
         url: String,
-        user: String,
+        principal: String,
         #[source]
         source: async_nats::ConnectError,
     },
@@ -48,7 +61,7 @@ pub enum ConnectError {
     PinAndCa,
 }
 
-/// Connects as `cfg.user`, requiring TLS when a CA or a pin is given.
+/// Connects as `cfg.principal`, requiring TLS when a CA or a pin is given.
 pub async fn connect(cfg: &BusConfig) -> Result<Client, ConnectError> {
     if cfg.url.contains('@') {
         // Refused rather than redacted: the caller's copy would leak elsewhere.
@@ -68,8 +81,24 @@ pub async fn connect(cfg: &BusConfig) -> Result<Client, ConnectError> {
     // No retry on the first connect (the client's default): a refusal is an
     // answer (wrong credential, not yet in the users file) and the caller
     // decides about backoff.
-    let mut opts =
-        ConnectOptions::with_user_and_password(cfg.user.clone(), cfg.password.expose().into());
+    let mut opts = match &cfg.credential {
+        ClientCredential::NKey(seed) => {
+            // Checked here: with_nkey would only fail at connect, blaming
+            // the connection instead of the key file.
+            if nkeys::KeyPair::from_seed(seed.expose())
+                .map(|kp| !matches!(kp.key_pair_type(), nkeys::KeyPairType::User))
+                .unwrap_or(true)
+            {
+                return Err(ConnectError::BadSeed {
+                    principal: cfg.principal.clone(),
+                });
+            }
+            ConnectOptions::with_nkey(seed.expose().to_string())
+        }
+        ClientCredential::Password { user, password } => {
+            ConnectOptions::with_user_and_password(user.clone(), password.expose().into())
+        }
+    };
     if let Some(ca) = &cfg.ca_file {
         opts = opts.add_root_certificates(ca.clone()).require_tls(true);
     }
@@ -90,7 +119,7 @@ pub async fn connect(cfg: &BusConfig) -> Result<Client, ConnectError> {
         .await
         .map_err(|source| ConnectError::Connect {
             url: cfg.url.clone(),
-            user: cfg.user.clone(),
+            principal: cfg.principal.clone(),
             source,
         })
 }
@@ -110,21 +139,49 @@ mod tests {
     fn secrets_do_not_print() {
         let cfg = BusConfig {
             url: "tls://127.0.0.1:4222".into(),
-            user: "host_n1".into(),
-            password: Secret::new("hunter2-very-secret"),
+            principal: "host_n1".into(),
+            credential: ClientCredential::Password {
+                user: "host_n1".into(),
+                password: Secret::new("hunter2-very-secret"),
+            },
             ca_file: None,
             inbox_prefix: None,
             pin: None,
         };
         assert!(!format!("{cfg:?}").contains("hunter2"));
+        let seed = nkeys::KeyPair::new_user().seed().unwrap();
+        let cfg = BusConfig {
+            credential: ClientCredential::NKey(Secret::new(seed.clone())),
+            ..cfg
+        };
+        assert!(!format!("{cfg:?}").contains(&seed[2..]));
+    }
+
+    #[test]
+    fn an_nkey_that_is_not_a_user_seed_is_refused_before_connecting() {
+        for seed in [
+            nkeys::KeyPair::new_account().seed().unwrap(),
+            "SUnot-a-seed".to_string(),
+        ] {
+            let cfg = BusConfig {
+                credential: ClientCredential::NKey(Secret::new(seed.clone())),
+                ..pinned("tls://127.0.0.1:1")
+            };
+            let err = connect_now(&cfg);
+            assert!(matches!(err, ConnectError::BadSeed { .. }), "{err}");
+            assert!(!err.to_string().contains(&seed), "{err}");
+        }
     }
 
     #[test]
     fn credentials_in_the_url_are_refused_and_not_echoed() {
         let cfg = BusConfig {
             url: "nats://u:hunter2@127.0.0.1:4222".into(),
-            user: "u".into(),
-            password: Secret::new("x"),
+            principal: "u".into(),
+            credential: ClientCredential::Password {
+                user: "u".into(),
+                password: Secret::new("x"),
+            },
             ca_file: None,
             inbox_prefix: None,
             pin: None,
@@ -140,8 +197,11 @@ mod tests {
     fn pinned(url: &str) -> BusConfig {
         BusConfig {
             url: url.into(),
-            user: "u".into(),
-            password: Secret::new("x"),
+            principal: "u".into(),
+            credential: ClientCredential::Password {
+                user: "u".into(),
+                password: Secret::new("x"),
+            },
             ca_file: None,
             inbox_prefix: None,
             pin: Some(CertPin::of_der(b"cert")),

@@ -6,7 +6,9 @@ use std::error::Error as _;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use mesh_bus::{BusConfig, CertPin, ConnectError, Secret, connect, fingerprint_of_pem_file};
+use mesh_bus::{
+    BusConfig, CertPin, ClientCredential, ConnectError, Secret, connect, fingerprint_of_pem_file,
+};
 use mesh_testkit::NatsServer;
 use mesh_testkit::tls::TestCertificates;
 
@@ -14,8 +16,11 @@ use mesh_testkit::tls::TestCertificates;
 fn config(url: String, pin: Option<CertPin>) -> BusConfig {
     BusConfig {
         url,
-        user: "anyone".into(),
-        password: Secret::new("unused"),
+        principal: "anyone".into(),
+        credential: ClientCredential::Password {
+            user: "anyone".into(),
+            password: Secret::new("unused"),
+        },
         ca_file: None,
         inbox_prefix: None,
         pin,

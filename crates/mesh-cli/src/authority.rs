@@ -12,7 +12,7 @@ use mesh_core::authority::{self, Grant, Principal};
 use mesh_core::catalogue::Catalogue;
 use mesh_core::jetstream::ConsumerSpec;
 use mesh_core::records::{ControllerSpec, Records};
-use mesh_core::users_file;
+use mesh_core::users_file::{self, UserCredential};
 use mesh_state::CatalogueCheck;
 use mesh_store::Store;
 
@@ -74,8 +74,8 @@ pub enum Format {
 pub struct Loaded {
     pub catalogue: Catalogue,
     pub records: Records,
-    /// principal → bcrypt hash
-    pub hashes: BTreeMap<String, String>,
+    /// principal → the credential the users file names it by
+    pub hashes: BTreeMap<String, UserCredential>,
     /// What the controller follows and submits; principals and objects are
     /// derived from this one value so they cannot disagree.
     pub controller: ControllerSpec,
@@ -101,7 +101,9 @@ pub async fn open_store(url: &str) -> anyhow::Result<Store> {
 
 /// The records authority is derived from, and every credential hash by
 /// principal, read fresh from the store.
-pub async fn read_records(store: &Store) -> anyhow::Result<(Records, BTreeMap<String, String>)> {
+pub async fn read_records(
+    store: &Store,
+) -> anyhow::Result<(Records, BTreeMap<String, UserCredential>)> {
     let s = mesh_state::read(store).await?;
     Ok((s.records, s.credentials))
 }

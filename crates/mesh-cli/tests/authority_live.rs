@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures::StreamExt;
-use mesh_bus::{BusConfig, Secret};
+use mesh_bus::{BusConfig, ClientCredential, Secret};
 use mesh_core::authority;
 use mesh_core::catalogue::Catalogue;
 use mesh_core::manifest::{Target, ToolRef};
@@ -19,7 +19,7 @@ use mesh_core::subjects;
 use mesh_testkit::PermissionedBus;
 use mesh_testkit::bus::{
     Conn, OBSERVER, WAIT, allowed_publish, allowed_subscribe, concrete, expect_no_violation,
-    refused_publish, refused_subscribe,
+    nkey_seed_for, refused_publish, refused_subscribe,
 };
 
 fn n(s: &str) -> Name {
@@ -97,8 +97,8 @@ impl Mesh {
     fn config(&self, name: &str) -> BusConfig {
         BusConfig {
             url: self.bus.server.url(),
-            user: name.into(),
-            password: Secret::new(self.bus.password(name)),
+            principal: name.into(),
+            credential: ClientCredential::NKey(Secret::new(nkey_seed_for(name))),
             ca_file: Some(self.bus.ca_pem()),
             inbox_prefix: Some(subjects::inbox_prefix(name)),
             pin: None,

@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use mesh_core::authority;
+use mesh_core::authority::{self, PrincipalKind};
 use mesh_core::catalogue::{Aliases, Catalogue};
 use mesh_core::manifest;
 use mesh_core::names::Name;
 use mesh_core::records::{Assignment, ControllerSpec, PersonRecord, Records, ToolAccess};
-use mesh_core::users_file;
+use mesh_core::users_file::{self, UserCredential};
 
 const NODES: usize = 10_000;
 
@@ -116,19 +116,42 @@ fn fleet() -> (Catalogue, Records) {
     (cat, records)
 }
 
-fn compose(cat: &Catalogue, records: &Records, hash: &str) -> users_file::UsersFile {
+/// An NKey per principal (a person's bcrypt hash for the one person), made
+/// once: keys are generated where they are used, not by the composer.
+fn credentials(cat: &Catalogue, records: &Records) -> BTreeMap<String, UserCredential> {
     let principals = authority::derive(cat, records, &ControllerSpec::default()).expect("derives");
-    let hashes: BTreeMap<String, String> = principals
+    principals
         .iter()
-        .map(|p| (p.name.clone(), hash.to_string()))
-        .collect();
-    users_file::compose(&principals, &hashes).expect("composes")
+        .enumerate()
+        .map(|(i, p)| {
+            let c = if matches!(p.kind, PrincipalKind::Person { .. }) {
+                UserCredential::Password(
+                    "$2b$11$abcdefghijklmnopqrstuu5Jc1vYIk4vR7f2c5xH0m8fS6uQyJ3gK".into(),
+                )
+            } else {
+                let mut raw = [0u8; 32];
+                raw[..8].copy_from_slice(&(i as u64).to_le_bytes());
+                let kp = nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::User, raw)
+                    .expect("a user key");
+                UserCredential::NKey(kp.public_key())
+            };
+            (p.name.clone(), c)
+        })
+        .collect()
+}
+
+fn compose(
+    cat: &Catalogue,
+    records: &Records,
+    credentials: &BTreeMap<String, UserCredential>,
+) -> users_file::UsersFile {
+    let principals = authority::derive(cat, records, &ControllerSpec::default()).expect("derives");
+    users_file::compose(&principals, credentials).expect("composes")
 }
 
 fn bench(c: &mut Criterion) {
     let (cat, records) = fleet();
-    // A real cost-4 hash shape; hashing itself is the store's cost, not this.
-    let hash = "$2b$04$abcdefghijklmnopqrstuu5Jc1vYIk4vR7f2c5xH0m8fS6uQyJ3gK";
+    let hash = &credentials(&cat, &records);
     let a = compose(&cat, &records, hash);
     let b = compose(&cat, &records, hash);
     assert_eq!(a.text, b.text, "composing twice gives identical bytes");

@@ -40,13 +40,37 @@ pub enum UsersFileError {
         "the credential of principal {principal:?} is not a bcrypt hash; it must start with $2a$, $2b$ or $2y$"
     )]
     NotAHash { principal: String },
+    #[error(
+        "the credential of principal {principal:?} is not an NKey user public key; it must be the 56-character key starting with U that `nkeys` prints for a user seed"
+    )]
+    NotAnNKey { principal: String },
+}
+
+/// What a principal proves its identity with. Only public halves: the file
+/// holds nothing that would let its reader connect as anyone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UserCredential {
+    /// An NKey user public key (`U…`): the client signs the server's nonce
+    /// with its seed. Cheap for the broker to check on every reload.
+    NKey(String),
+    /// A bcrypt hash, for a person who must use a password.
+    Password(String),
+}
+
+impl UserCredential {
+    /// Whether `key` is an NKey *user* public key (an account or server key
+    /// in its place would never authenticate anybody).
+    pub fn is_user_nkey(key: &str) -> bool {
+        nkeys::KeyPair::from_public_key(key)
+            .is_ok_and(|kp| matches!(kp.key_pair_type(), nkeys::KeyPairType::User))
+    }
 }
 
 /// Composes the users file for `principals` (in their derived order, the
-/// controller first) with `hashes` (principal name → bcrypt hash).
+/// controller first) with `credentials` (principal name → credential).
 pub fn compose(
     principals: &[Principal],
-    hashes: &BTreeMap<String, String>,
+    credentials: &BTreeMap<String, UserCredential>,
 ) -> Result<UsersFile, UsersFileError> {
     let mut text = String::new();
     let mut omitted = Vec::new();
@@ -58,22 +82,40 @@ pub fn compose(
         "accounts {{\n  {ACCOUNT}: {{\n    jetstream: enabled\n    users: ["
     );
     for p in principals {
-        let Some(hash) = hashes.get(&p.name) else {
+        let Some(credential) = credentials.get(&p.name) else {
             omitted.push(p.name.clone());
             continue;
         };
-        if !(hash.starts_with("$2a$") || hash.starts_with("$2b$") || hash.starts_with("$2y$")) {
-            return Err(UsersFileError::NotAHash {
-                principal: p.name.clone(),
-            });
-        }
         users += 1;
         let perms = &p.permissions;
-        let _ = writeln!(text, "      {{");
-        let _ = writeln!(text, "        user: {}", quote(&p.name));
-        // Always quoted: unquoted, the config parser reads `$2b$...` as a
-        // variable reference.
-        let _ = writeln!(text, "        password: {}", quote(hash));
+        match credential {
+            UserCredential::NKey(key) => {
+                if !UserCredential::is_user_nkey(key) {
+                    return Err(UsersFileError::NotAnNKey {
+                        principal: p.name.clone(),
+                    });
+                }
+                // An NKey user has no name in the file; the comment says whose.
+                let _ = writeln!(text, "      # {}", p.name);
+                let _ = writeln!(text, "      {{");
+                let _ = writeln!(text, "        nkey: {}", quote(key));
+            }
+            UserCredential::Password(hash) => {
+                if !(hash.starts_with("$2a$")
+                    || hash.starts_with("$2b$")
+                    || hash.starts_with("$2y$"))
+                {
+                    return Err(UsersFileError::NotAHash {
+                        principal: p.name.clone(),
+                    });
+                }
+                let _ = writeln!(text, "      {{");
+                let _ = writeln!(text, "        user: {}", quote(&p.name));
+                // Always quoted: unquoted, the config parser reads `$2b$...`
+                // as a variable reference.
+                let _ = writeln!(text, "        password: {}", quote(hash));
+            }
+        }
         let _ = writeln!(text, "        permissions: {{");
         write_list(&mut text, "publish", &perms.publish);
         write_list(&mut text, "subscribe", &perms.subscribe);

@@ -6,14 +6,15 @@
 use std::collections::BTreeMap;
 
 use mesh_core::records::{Assignment, PersonRecord, Records};
+use mesh_core::users_file::UserCredential;
 use mesh_store::{Store, StoreError, principal};
 
 /// The records and, by principal name, the credential recorded for it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
     pub records: Records,
-    /// principal → credential (today a bcrypt hash).
-    pub credentials: BTreeMap<String, String>,
+    /// principal → the credential the users file names it by.
+    pub credentials: BTreeMap<String, UserCredential>,
 }
 
 /// Reads every record authority and the JetStream objects are derived from.
@@ -28,8 +29,10 @@ pub async fn read(store: &Store) -> Result<Snapshot, StoreError> {
             .push(Assignment::new(a.node, a.module));
     }
     for t in store.live_tokens().await? {
-        s.credentials
-            .insert(principal::enrolment(&t.node), t.bus_hash);
+        s.credentials.insert(
+            principal::enrolment(&t.node),
+            UserCredential::Password(t.bus_hash),
+        );
         s.records.live_tokens.push(t.node);
     }
     for p in store.persons().await? {
@@ -39,7 +42,9 @@ pub async fn read(store: &Store) -> Result<Snapshot, StoreError> {
         });
     }
     for c in store.credentials().await? {
-        s.credentials.insert(c.principal, c.bcrypt_hash);
+        // The store records bcrypt hashes until machine keys move to NKeys.
+        s.credentials
+            .insert(c.principal, UserCredential::Password(c.bcrypt_hash));
     }
     Ok(s)
 }

@@ -11,7 +11,9 @@ use async_nats::{Client, ConnectOptions, Event, ServerError};
 use futures::StreamExt;
 use mesh_core::authority::{self, Permissions, Principal, PrincipalKind};
 use mesh_core::names::Name;
-use mesh_core::{subjects, users_file};
+use mesh_core::subjects;
+use mesh_core::users_file::{self, UserCredential};
+use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use crate::NatsServer;
@@ -43,31 +45,49 @@ pub fn observer() -> Principal {
     }
 }
 
+/// A person's password in the test's file (persons may use one; machines
+/// never do). Fixed per name so a rewritten file keeps them valid.
 pub fn password_for(name: &str) -> String {
-    // Fixed per name so a rewritten file keeps existing users valid.
     format!("pw-{name}-0123456789abcdef")
 }
 
-pub fn compose(principals: &[Principal]) -> (String, BTreeMap<String, String>) {
-    let mut passwords = BTreeMap::new();
-    let mut hashes = BTreeMap::new();
-    for p in principals {
-        let pw = password_for(&p.name);
-        // Cost 4: the test connects dozens of principals; the cost under test
-        // is the store's, not this one.
-        hashes.insert(p.name.clone(), bcrypt::hash(&pw, 4).unwrap());
-        passwords.insert(p.name.clone(), pw);
-    }
-    let file = users_file::compose(principals, &hashes).unwrap();
-    assert!(file.omitted.is_empty());
-    (file.text, passwords)
+/// The NKey user seed of a principal in the test's file: derived from its
+/// name, so a rewritten file keeps every existing user valid.
+pub fn nkey_seed_for(name: &str) -> String {
+    let raw: [u8; 32] = Sha256::digest(format!("mesh-test-nkey {name}")).into();
+    nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::User, raw)
+        .and_then(|kp| kp.seed())
+        .expect("a user seed from 32 bytes")
 }
 
-/// A running permissioned bus and the passwords of its users.
+/// Whether the test's file gives `p` a password (a person) or an NKey.
+fn uses_password(p: &Principal) -> bool {
+    matches!(p.kind, PrincipalKind::Person { .. }) && p.name != OBSERVER
+}
+
+/// The users file for `principals`: an NKey for every machine principal and
+/// the observer, a bcrypt password for persons.
+pub fn compose(principals: &[Principal]) -> String {
+    let mut credentials = BTreeMap::new();
+    for p in principals {
+        let credential = if uses_password(p) {
+            // Cost 4: the cost under test is the store's, not this one.
+            UserCredential::Password(bcrypt::hash(password_for(&p.name), 4).unwrap())
+        } else {
+            let kp = nkeys::KeyPair::from_seed(&nkey_seed_for(&p.name)).unwrap();
+            UserCredential::NKey(kp.public_key())
+        };
+        credentials.insert(p.name.clone(), credential);
+    }
+    let file = users_file::compose(principals, &credentials).unwrap();
+    assert!(file.omitted.is_empty());
+    file.text
+}
+
+/// A running permissioned bus serving the composed users.
 pub struct PermissionedBus {
     pub server: NatsServer,
     pub principals: Vec<Principal>,
-    pub passwords: BTreeMap<String, String>,
 }
 
 impl PermissionedBus {
@@ -75,7 +95,7 @@ impl PermissionedBus {
     /// configuration must pass `nats-server -t` first.
     pub fn start(mut principals: Vec<Principal>) -> PermissionedBus {
         principals.push(observer());
-        let (text, passwords) = compose(&principals);
+        let text = compose(&principals);
         let server = NatsServer::builder()
             .tls(true)
             // Bare file name: nats-server resolves includes against the
@@ -86,27 +106,26 @@ impl PermissionedBus {
             .expect("nats-server starts");
         crate::nats::test_config(&server.config_path())
             .expect("nats-server -t accepts the composed configuration");
-        PermissionedBus {
-            server,
-            principals,
-            passwords,
-        }
+        PermissionedBus { server, principals }
     }
 
     /// Rewrites the users file for `principals` (and the observer); the
     /// caller signals the reload.
     pub fn recompose(&mut self, mut principals: Vec<Principal>) {
         principals.push(observer());
-        let (text, passwords) = compose(&principals);
+        let text = compose(&principals);
         self.server
             .write_file("users.conf", &text)
             .expect("users file written");
         self.principals = principals;
-        self.passwords = passwords;
     }
 
-    pub fn password(&self, name: &str) -> &str {
-        &self.passwords[name]
+    /// Whether `name` connects with a password (a person) or its NKey.
+    pub fn uses_password(&self, name: &str) -> bool {
+        self.principals
+            .iter()
+            .find(|p| p.name == name)
+            .is_some_and(uses_password)
     }
 
     /// The CA the server's certificate chains to.
@@ -122,7 +141,12 @@ impl PermissionedBus {
     /// server's errors for this connection.
     pub async fn connect(&self, name: &str) -> Conn {
         let (tx, errors) = mpsc::unbounded_channel();
-        let opts = ConnectOptions::with_user_and_password(name.into(), self.password(name).into())
+        let opts = if self.uses_password(name) {
+            ConnectOptions::with_user_and_password(name.into(), password_for(name))
+        } else {
+            ConnectOptions::with_nkey(nkey_seed_for(name))
+        };
+        let opts = opts
             .add_root_certificates(self.ca_pem())
             .require_tls(true)
             .custom_inbox_prefix(subjects::inbox_prefix(name))

@@ -5,7 +5,7 @@ use crate::manifest;
 use crate::manifest::ToolRef;
 use crate::records::ToolListError;
 use crate::subjects::pattern::covers;
-use crate::users_file;
+use crate::users_file::{self, UserCredential};
 
 mod golden;
 
@@ -554,11 +554,27 @@ fn a_consumer_on_a_missing_stream_is_refused_naming_it() {
     }
 }
 
-fn hashes(ps: &[Principal]) -> BTreeMap<String, String> {
+/// A credential per principal: an NKey for machines, a bcrypt hash for
+/// persons (who may use a password; machines never do).
+fn hashes(ps: &[Principal]) -> BTreeMap<String, UserCredential> {
     ps.iter()
         .enumerate()
-        .map(|(i, p)| (p.name.clone(), format!("$2b$04$hash{i:0>49}")))
+        .map(|(i, p)| {
+            let c = if matches!(p.kind, PrincipalKind::Person { .. }) {
+                UserCredential::Password(format!("$2b$11$hash{i:0>49}"))
+            } else {
+                UserCredential::NKey(nkey(i as u8))
+            };
+            (p.name.clone(), c)
+        })
         .collect()
+}
+
+/// A valid NKey user public key, different for each `i`.
+fn nkey(i: u8) -> String {
+    nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::User, [i; 32])
+        .unwrap()
+        .public_key()
 }
 
 #[test]
@@ -597,7 +613,45 @@ fn users_file_is_deterministic_and_holds_only_users() {
     for line in a.text.lines().filter(|l| l.contains("password")) {
         assert!(line.trim().starts_with("password: \"$2b$"), "{line}");
     }
-    assert!(a.text.find("\"controller\"").unwrap() < a.text.find("\"host_n1\"").unwrap());
+    assert!(a.text.find("# controller\n").unwrap() < a.text.find("# host_n1\n").unwrap());
+}
+
+#[test]
+fn machines_are_named_by_nkey_and_a_bad_key_is_refused() {
+    let ps = principals();
+    let f = users_file::compose(&ps, &hashes(&ps)).unwrap();
+    // Passwords only for the two persons; every machine by its public key.
+    assert_eq!(f.text.matches("password:").count(), 2);
+    assert_eq!(f.text.matches("nkey:").count(), ps.len() - 2);
+    assert!(f.text.contains(&format!(
+        "# controller\n      {{\n        nkey: \"{}\"",
+        nkey(0)
+    )));
+    for bad in [
+        "Unot-a-key".to_string(),
+        nkeys::KeyPair::new_account().public_key(),
+        nkeys::KeyPair::new_user().seed().unwrap(),
+    ] {
+        let mut h = hashes(&ps);
+        h.insert("host_n1".into(), UserCredential::NKey(bad.clone()));
+        let e = users_file::compose(&ps, &h).unwrap_err();
+        assert_eq!(
+            e,
+            users_file::UsersFileError::NotAnNKey {
+                principal: "host_n1".into()
+            }
+        );
+        assert!(!e.to_string().contains(&bad), "{e}");
+    }
+    let mut h = hashes(&ps);
+    h.insert(
+        "person_bob".into(),
+        UserCredential::Password("plaintext".into()),
+    );
+    assert!(matches!(
+        users_file::compose(&ps, &h),
+        Err(users_file::UsersFileError::NotAHash { principal }) if principal == "person_bob"
+    ));
 }
 
 #[test]

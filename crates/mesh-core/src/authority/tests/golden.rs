@@ -6,7 +6,6 @@
 //! files anew with `MESH_BLESS=1 cargo test -p mesh-core golden` and read the
 //! diff before committing it.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -76,10 +75,7 @@ fn golden_objects() {
 #[test]
 fn golden_users_file() {
     let ps = principals();
-    let hashes: BTreeMap<String, String> = ps
-        .iter()
-        .map(|p| (p.name.clone(), format!("$2a$04$hash-of-{}", p.name)))
-        .collect();
+    let hashes = super::hashes(&ps);
     golden(
         "users.conf",
         &users_file::compose(&ps, &hashes).unwrap().text,
