@@ -173,3 +173,97 @@ fn quote(s: &str) -> String {
     out.push('"');
     out
 }
+
+/// The inbox a composition's canary may subscribe to, and nothing else.
+pub const CANARY_INBOX: &str = "_INBOX.canary.>";
+
+/// One step of making a composition live on the broker.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "step", rename_all = "kebab-case")]
+pub enum PublishStep {
+    /// Write the users file (the composition plus this composition's canary).
+    Write { text: String },
+    /// Ask the broker to reload its configuration.
+    Signal,
+    /// Count it live only once the canary's key connects: a reload that fails
+    /// is only logged by the broker, and the old file stays in force.
+    Confirm { canary: String },
+}
+
+/// What making `file` live takes, given the composition last confirmed live
+/// (its text, before the canary). Nothing when it is unchanged: the same
+/// records give the same bytes, so a restart or a burst that cancels out
+/// reloads nobody. Otherwise the file with a canary user whose public key is
+/// `canary` (fresh for each composition, so only this composition admits it),
+/// permitted only its own inbox.
+pub fn plan_publication(file: &UsersFile, last_live: Option<&str>, canary: &str) -> Vec<PublishStep> {
+    if last_live == Some(file.text.as_str()) {
+        return Vec::new();
+    }
+    let mut text = file.text.clone();
+    // Inside the account's list: the canary is a user like any other.
+    let end = "    ]\n  }\n}\n";
+    if let Some(body) = text.strip_suffix(end) {
+        let mut t = body.to_string();
+        let _ = writeln!(t, "      # canary of this composition");
+        let _ = writeln!(t, "      {{");
+        let _ = writeln!(t, "        nkey: {}", quote(canary));
+        let _ = writeln!(t, "        permissions: {{");
+        let _ = writeln!(t, "          publish: {{ deny: [\">\"] }}");
+        let _ = writeln!(t, "          subscribe: {{ allow: [{}] }}", quote(CANARY_INBOX));
+        let _ = writeln!(t, "        }}");
+        let _ = writeln!(t, "      }}");
+        t.push_str(end);
+        text = t;
+    }
+    vec![
+        PublishStep::Write { text },
+        PublishStep::Signal,
+        PublishStep::Confirm {
+            canary: canary.to_string(),
+        },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::authority::{Permissions, PrincipalKind};
+
+    fn file() -> UsersFile {
+        let p = Principal {
+            name: CONTROLLER.into(),
+            kind: PrincipalKind::Controller,
+            source: String::new(),
+            permissions: Permissions::default(),
+        };
+        let key = nkeys::KeyPair::new_user().public_key();
+        let creds = BTreeMap::from([(CONTROLLER.to_string(), UserCredential::NKey(key))]);
+        compose(&[p], &creds).unwrap()
+    }
+
+    #[test]
+    fn an_unchanged_composition_publishes_nothing() {
+        let f = file();
+        assert_eq!(plan_publication(&f, Some(&f.text), "UCANARY"), vec![]);
+    }
+
+    #[test]
+    fn a_changed_composition_is_written_signalled_and_confirmed_by_its_canary() {
+        let f = file();
+        for last in [None, Some("an older composition")] {
+            let steps = plan_publication(&f, last, "UCANARY");
+            let [PublishStep::Write { text }, PublishStep::Signal, PublishStep::Confirm { canary }] =
+                &steps[..]
+            else {
+                panic!("{steps:?}")
+            };
+            assert_eq!(canary, "UCANARY");
+            assert!(text.starts_with(f.text.strip_suffix("    ]\n  }\n}\n").unwrap()));
+            assert!(text.ends_with("    ]\n  }\n}\n"));
+            assert!(text.contains(
+                "nkey: \"UCANARY\"\n        permissions: {\n          publish: { deny: [\">\"] }\n          subscribe: { allow: [\"_INBOX.canary.>\"] }"
+            ));
+        }
+    }
+}
