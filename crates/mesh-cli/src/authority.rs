@@ -16,7 +16,7 @@ use mesh_core::users_file;
 use mesh_state::CatalogueCheck;
 use mesh_store::{Store, ToolGrant};
 
-use crate::{check, files};
+use crate::{check, files, output};
 
 #[derive(Debug, Args)]
 pub struct AuthorityArgs {
@@ -169,9 +169,9 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
             let mut v = serde_json::to_value(p)?;
             v["has_credential"] = serde_json::Value::Bool(has_credential);
             v["consumers"] = serde_json::to_value(&consumers)?;
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            output::print(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
         }
-        Format::Text => print!("{}", render(p, has_credential, &consumers)),
+        Format::Text => output::print(&render(p, has_credential, &consumers))?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -249,20 +249,20 @@ async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
         Some(path) => {
             // Owner-only: it holds every user's hash.
             files::write_private(path, file.text.as_bytes())?;
-            eprintln!(
+            output::note(format_args!(
                 "wrote {} ({} users, {} bytes)",
                 path.display(),
                 principals.len() - file.omitted.len(),
                 file.text.len()
-            );
+            ));
         }
-        None => print!("{}", file.text),
+        None => output::print(&file.text)?,
     }
     if !file.omitted.is_empty() {
-        eprintln!(
+        output::note(format_args!(
             "left out (no credential recorded; mint one to admit them): {}",
             file.omitted.join(", ")
-        );
+        ));
     }
     Ok(ExitCode::SUCCESS)
 }

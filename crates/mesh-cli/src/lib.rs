@@ -10,6 +10,7 @@ pub mod authority;
 pub mod check;
 pub mod files;
 pub mod fleet;
+pub mod output;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
 /// principal's authority on the bus is derived from declarations.
@@ -52,29 +53,57 @@ where
 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            // clap prints help/version to stdout (exit 0) and errors to stderr (exit 2).
+        Err(e) if e.use_stderr() => {
+            // A usage error: stderr, exit 2. A failed write has nowhere to go.
             let _ = e.print();
             return ExitCode::from(e.exit_code() as u8);
         }
+        // Help and version go to stdout like any other output.
+        Err(e) => return help(&e).map_or_else(edge_error, |()| ExitCode::SUCCESS),
     };
-    match cli.command {
-        Command::Version => {
-            println!("mesh {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        Command::Check(args) => check::run(&args).unwrap_or_else(edge_error),
-        Command::Authority(args) => authority::run(&args).unwrap_or_else(edge_error),
+    let result = match cli.command {
+        Command::Version => output::print(&format!("mesh {}\n", env!("CARGO_PKG_VERSION")))
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
+        Command::Check(args) => check::run(&args),
+        Command::Authority(args) => authority::run(&args),
         Command::Fleet(FleetCommand {
             command: FleetSubcommand::Load(args),
-        }) => fleet::run(&args).unwrap_or_else(edge_error),
-    }
+        }) => fleet::run(&args),
+    };
+    result.unwrap_or_else(edge_error)
 }
 
-/// Prints an error that ended a command (with its causes) and exits 2.
+/// Prints clap's help or version text, styled only for a terminal.
+fn help(e: &clap::Error) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let text = e.render();
+    let text = if std::io::stdout().is_terminal() {
+        text.ansi().to_string()
+    } else {
+        text.to_string()
+    };
+    Ok(output::print(&text)?)
+}
+
+/// Ends a command that failed: exit 2 with the error and its causes on one
+/// line. A reader that closed stdout wanted no more: exit 0, silently.
 fn edge_error(e: anyhow::Error) -> ExitCode {
-    eprintln!("error: {e:#}");
-    ExitCode::from(2)
+    match e
+        .chain()
+        .find_map(|c| c.downcast_ref::<output::StdoutError>())
+    {
+        Some(s) if s.is_closed_pipe() => ExitCode::SUCCESS,
+        // The context above a failed write adds nothing an operator can use.
+        Some(s) => {
+            output::note(format_args!("error: {s}"));
+            ExitCode::from(2)
+        }
+        None => {
+            output::note(format_args!("error: {e:#}"));
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Runs one command's future on a single-threaded runtime: a command is one
