@@ -55,20 +55,26 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Prints each diagnostic with its source line and a caret, then a summary.
+/// Prints each diagnostic with its source line and a caret (at most
+/// [`diagnostic::MAX_PER_FILE`] per file, the rest counted), then a summary.
 pub fn print_text(report: &CatalogueCheck) -> anyhow::Result<()> {
     let mut out = Stdout::lock();
-    for d in &report.diagnostics {
-        let source = report.sources.get(d.file()).map(String::as_str);
-        out.line(diagnostic::render_text(d, source))?;
+    for entry in diagnostic::cap_per_file(&report.diagnostics, diagnostic::MAX_PER_FILE) {
+        match entry {
+            diagnostic::Entry::Shown(d) => {
+                let source = report.sources.get(d.file()).map(String::as_str);
+                out.line(diagnostic::render_text(d, source))?;
+            }
+            diagnostic::Entry::More(more) => out.line(format_args!("{more}\n"))?,
+        }
     }
     out.line(format_args!(
         "checked {} manifest{}: {} error{}, {} warning{}",
-        report.manifests,
+        diagnostic::thousands(report.manifests),
         plural(report.manifests),
-        report.errors(),
+        diagnostic::thousands(report.errors()),
         plural(report.errors()),
-        report.warnings(),
+        diagnostic::thousands(report.warnings()),
         plural(report.warnings()),
     ))?;
     Ok(out.flush()?)
