@@ -16,7 +16,8 @@ use mesh_core::users_file;
 use mesh_state::CatalogueCheck;
 use mesh_store::{Store, ToolGrant};
 
-use crate::{check, files, output};
+use crate::files::{self, OutPath};
+use crate::{check, output};
 
 #[derive(Debug, Args)]
 pub struct AuthorityArgs {
@@ -59,9 +60,16 @@ pub struct ExplainArgs {
 pub struct ComposeArgs {
     #[command(flatten)]
     pub sources: Sources,
-    /// Where to write the users file; standard output when absent.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Where to write the users file (a regular file, replaced whole, mode
+    /// 0600); `-` or absent: standard output.
+    #[arg(long, value_name = "FILE", value_parser = out_path())]
+    pub out: Option<OutPath>,
+}
+
+/// Parses `--out` as a path (any bytes, as a path may hold) or `-`.
+fn out_path() -> impl clap::builder::TypedValueParser<Value = OutPath> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::OsStringValueParser::new().map(|s| OutPath::from(s.as_os_str()))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -92,11 +100,24 @@ pub fn checked_catalogue(paths: &[PathBuf], refusal: &str) -> anyhow::Result<Cat
     Ok(report)
 }
 
-/// Opens the store; the URL in the error has its password removed.
+/// Opens the store; the URL in the error has its password removed. A SQLite
+/// store's files hold every credential hash: they are made owner-only here,
+/// since the store itself creates them with the process's umask.
 pub async fn open_store(url: &str) -> anyhow::Result<Store> {
-    Store::open(url)
+    let sqlite = files::sqlite_path(url);
+    if let Some(db) = &sqlite {
+        files::prepare_sqlite(db)?;
+    }
+    let store = Store::open(url)
         .await
-        .with_context(|| format!("opening the store {}", mesh_store::redact_url(url)))
+        .with_context(|| format!("opening the store {}", mesh_store::redact_url(url)))?;
+    if let Some(db) = &sqlite
+        && let Err(e) = files::restrict_sqlite(db)
+    {
+        store.close().await;
+        return Err(e);
+    }
+    Ok(store)
 }
 
 /// The records authority is derived from, and every credential hash by
@@ -242,13 +263,19 @@ pub fn render(p: &Principal, has_credential: bool, consumers: &[&ConsumerSpec]) 
 }
 
 async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
+    let out = args.out.clone().unwrap_or(OutPath::Stdout);
+    // Refused before anything is read: a wrong --out is the operator's to
+    // fix, and the write itself checks again.
+    if let OutPath::File(path) = &out {
+        files::refuse_special(path).map_err(out_refusal)?;
+    }
     let loaded = load(&args.sources).await?;
     let principals = derive(&loaded)?;
     let file = users_file::compose(&principals, &loaded.hashes)?;
-    match &args.out {
-        Some(path) => {
+    match &out {
+        OutPath::File(path) => {
             // Owner-only: it holds every user's hash.
-            files::write_private(path, file.text.as_bytes())?;
+            files::write_private(path, file.text.as_bytes()).map_err(out_refusal)?;
             output::note(format_args!(
                 "wrote {} ({} users, {} bytes)",
                 path.display(),
@@ -256,7 +283,7 @@ async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
                 file.text.len()
             ));
         }
-        None => output::print(&file.text)?,
+        OutPath::Stdout => output::print(&file.text)?,
     }
     if !file.omitted.is_empty() {
         output::note(format_args!(
@@ -265,4 +292,14 @@ async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A `--out` that is not a regular file, with what to write instead.
+fn out_refusal(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast_ref::<files::NotRegular>() {
+        Some(n) => anyhow::anyhow!(
+            "{n}; give the path of a regular file, or `--out -` to write the users file to standard output"
+        ),
+        None => e,
+    }
 }
