@@ -12,7 +12,7 @@ use mesh_core::authority::{self, Grant, Principal};
 use mesh_core::catalogue::Catalogue;
 use mesh_core::jetstream::ConsumerSpec;
 use mesh_core::records::{ControllerSpec, Records, ToolAccess, ToolListError};
-use mesh_core::users_file;
+use mesh_core::users_file::{self, UsersFileError};
 use mesh_state::CatalogueCheck;
 use mesh_store::{Store, ToolGrant};
 
@@ -174,12 +174,7 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let loaded = load(&args.sources).await?;
     let principals = derive(&loaded)?;
     let Some(p) = principals.iter().find(|p| p.name == args.principal) else {
-        let names: Vec<&str> = principals.iter().map(|p| p.name.as_str()).collect();
-        bail!(
-            "no principal {:?} in this mesh; the principals are: {}",
-            args.principal,
-            names.join(", ")
-        );
+        bail!("{}", unknown_principal(&args.principal, &principals));
     };
     let has_credential = loaded.hashes.contains_key(&p.name);
     let objects =
@@ -197,6 +192,63 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The prefixes of the principal naming scheme, after `controller`.
+const SCHEME: [&str; 4] = ["host_", "module_", "enrol_", "person_"];
+
+/// At most this many names are suggested, whatever the mesh's size.
+const SUGGESTIONS: usize = 5;
+
+/// Why `name` names no principal, in a bounded message: the principals it
+/// most likely meant (`bob` → `person_bob`, a typo → the names a few edits
+/// away) and the naming scheme.
+pub fn unknown_principal(name: &str, principals: &[Principal]) -> String {
+    let names = || principals.iter().map(|p| p.name.as_str());
+    let mut close: Vec<&str> = SCHEME
+        .iter()
+        .filter_map(|prefix| names().find(|n| n.strip_prefix(prefix) == Some(name)))
+        .collect();
+    for n in mesh_core::diagnostic::closest(name, names(), SUGGESTIONS) {
+        if !close.contains(&n) && close.len() < SUGGESTIONS {
+            close.push(n);
+        }
+    }
+    let meant = match close.as_slice() {
+        [] => String::new(),
+        [one] => format!("; did you mean {one}?"),
+        more => format!("; did you mean one of {}?", more.join(", ")),
+    };
+    format!(
+        "no principal \"{}\" in this mesh{meant} (principals are named controller, \
+         host_<node>, module_<node>_<module>, enrol_<node> and person_<person>; \
+         `mesh fleet load FILE` records nodes, assignments, persons and tokens)",
+        mesh_core::diagnostic::clip(name, 100)
+    )
+}
+
+/// Names, at most [`LISTED`] of them, then how many more: a message about
+/// a 2,000-node mesh stays one line.
+fn listed(names: &[String]) -> String {
+    let mut out = names
+        .iter()
+        .take(LISTED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > LISTED {
+        out.push_str(&format!(
+            " and {} more",
+            mesh_core::diagnostic::thousands(names.len() - LISTED)
+        ));
+    }
+    out
+}
+
+const LISTED: usize = 10;
+
+/// What admits a principal left out of the users file.
+const MINT_REMEDY: &str = "`mesh fleet load FILE` mints one for every node, assignment and \
+     person the file lists (a node listed only under [[token]] gets its own when it enrols)";
+
 /// The text of `mesh authority explain`.
 pub fn render(p: &Principal, has_credential: bool, consumers: &[&ConsumerSpec]) -> String {
     use std::fmt::Write as _;
@@ -208,7 +260,8 @@ pub fn render(p: &Principal, has_credential: bool, consumers: &[&ConsumerSpec]) 
         if has_credential {
             "recorded"
         } else {
-            "none: left out of the users file until one is minted"
+            "none: left out of the users file until one is minted (`mesh fleet load FILE` \
+             mints one for every node, assignment and person the file lists)"
         }
     );
     let section = |out: &mut String, title: &str, grants: &[Grant]| {
@@ -271,7 +324,7 @@ async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
     }
     let loaded = load(&args.sources).await?;
     let principals = derive(&loaded)?;
-    let file = users_file::compose(&principals, &loaded.hashes)?;
+    let file = users_file::compose(&principals, &loaded.hashes).map_err(compose_refusal)?;
     match &out {
         OutPath::File(path) => {
             // Owner-only: it holds every user's hash.
@@ -287,8 +340,8 @@ async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
     }
     if !file.omitted.is_empty() {
         output::note(format_args!(
-            "left out (no credential recorded; mint one to admit them): {}",
-            file.omitted.join(", ")
+            "left out (no credential recorded; {MINT_REMEDY}): {}",
+            listed(&file.omitted)
         ));
     }
     Ok(ExitCode::SUCCESS)
@@ -301,5 +354,27 @@ fn out_refusal(e: anyhow::Error) -> anyhow::Error {
             "{n}; give the path of a regular file, or `--out -` to write the users file to standard output"
         ),
         None => e,
+    }
+}
+
+/// The composer's refusals with a command that mends them, and their list
+/// of names bounded.
+fn compose_refusal(e: UsersFileError) -> anyhow::Error {
+    match e {
+        UsersFileError::Empty { omitted } => anyhow::anyhow!(
+            "no principal has a credential, so the users file would admit nobody and the \
+             broker would refuse every client; {MINT_REMEDY} (left out: {})",
+            listed(&omitted)
+        ),
+        UsersFileError::NoController { omitted } => anyhow::anyhow!(
+            "the controller has no credential, so the users file would admit everyone but \
+             its own writer; {MINT_REMEDY}, the controller's first{}",
+            if omitted.is_empty() {
+                String::new()
+            } else {
+                format!(" (also left out: {})", listed(&omitted))
+            }
+        ),
+        e @ UsersFileError::NotAHash { .. } => e.into(),
     }
 }
