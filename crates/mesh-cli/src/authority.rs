@@ -28,8 +28,14 @@ pub struct AuthorityArgs {
 #[derive(Debug, Subcommand)]
 pub enum AuthorityCommand {
     /// Every permission a principal gets, each with what caused it.
+    #[command(after_help = "Examples:
+  mesh authority explain person_bob --catalogue examples/catalogue
+  mesh authority explain module_n1_audit-log --catalogue examples/catalogue --format json")]
     Explain(ExplainArgs),
     /// Write the users file (bus users and their permissions) for the broker.
+    #[command(after_help = "Examples:
+  mesh authority compose --catalogue examples/catalogue --out broker/users.conf
+  mesh authority compose --catalogue examples/catalogue --out - | less")]
     Compose(ComposeArgs),
 }
 

@@ -15,7 +15,11 @@ pub mod output;
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
 /// principal's authority on the bus is derived from declarations.
 #[derive(Debug, Parser)]
-#[command(name = "mesh", version, about, long_about = None)]
+#[command(name = "mesh", version, about, long_about = None, after_help = "Examples:
+  mesh check examples/catalogue
+  mesh fleet load examples/fleet.toml --catalogue examples/catalogue
+  mesh authority explain person_bob --catalogue examples/catalogue
+  mesh authority compose --catalogue examples/catalogue --out broker/users.conf")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -24,12 +28,21 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the version of this mesh binary.
+    #[command(after_help = "Example:\n  mesh version")]
     Version,
     /// Check manifests one by one and as a catalogue (exit 1 on any error).
+    #[command(after_help = "Examples:
+  mesh check examples/catalogue
+  mesh check examples/catalogue/audit-log/mesh.toml --format json")]
     Check(check::CheckArgs),
     /// Derive and explain principals' permissions; compose the users file.
+    #[command(after_help = "Examples:
+  mesh authority explain person_bob --catalogue examples/catalogue
+  mesh authority compose --catalogue examples/catalogue --out broker/users.conf")]
     Authority(authority::AuthorityArgs),
     /// Record a fleet (nodes, assignments, persons, tokens) from a file.
+    #[command(after_help = "Example:
+  mesh fleet load examples/fleet.toml --catalogue examples/catalogue")]
     Fleet(FleetCommand),
 }
 
@@ -42,6 +55,9 @@ pub struct FleetCommand {
 #[derive(Debug, Subcommand)]
 pub enum FleetSubcommand {
     /// Record the fleet a file describes and mint missing credentials.
+    #[command(after_help = "Examples:
+  mesh fleet load examples/fleet.toml --catalogue examples/catalogue
+  mesh fleet load fleet.toml --catalogue catalogue --secrets-dir /root/mesh-secrets --store postgres://mesh@db/mesh")]
     Load(fleet::FleetArgs),
 }
 
@@ -115,4 +131,36 @@ fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
         .build()
         .context("starting the runtime")?;
     Ok(rt.block_on(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every command's help ends with examples of that very command.
+    #[test]
+    fn every_command_has_an_example_of_itself() {
+        fn visit(cmd: &clap::Command, path: &str, seen: &mut usize) {
+            let help = cmd
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                help.starts_with("Example"),
+                "`{path} --help` has no example"
+            );
+            let examples: Vec<&str> = help.lines().skip(1).collect();
+            assert!(!examples.is_empty(), "`{path} --help`");
+            for e in examples {
+                assert!(e.trim_start().starts_with(path), "`{path} --help`: {e}");
+            }
+            *seen += 1;
+            for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+                visit(sub, &format!("{path} {}", sub.get_name()), seen);
+            }
+        }
+        let mut seen = 0;
+        visit(&super::Cli::command(), "mesh", &mut seen);
+        assert_eq!(seen, 8, "mesh, version, check, authority (2), fleet (1)");
+    }
 }
