@@ -213,9 +213,16 @@ pub fn unknown_principal(name: &str, principals: &[Principal]) -> String {
         .iter()
         .filter_map(|prefix| names().find(|n| n.strip_prefix(prefix) == Some(name)))
         .collect();
-    for n in mesh_core::diagnostic::closest(name, names(), SUGGESTIONS) {
-        if !close.contains(&n) && close.len() < SUGGESTIONS {
-            close.push(n);
+    // Only when no prefix alone explains it: a typo, in the name as written
+    // or under a prefix it left out (`node12x` → `host_node12`).
+    if close.is_empty() {
+        let forms = std::iter::once(name.to_string()).chain(SCHEME.map(|p| format!("{p}{name}")));
+        for form in forms {
+            for n in mesh_core::diagnostic::closest(&form, names(), SUGGESTIONS) {
+                if !close.contains(&n) && close.len() < SUGGESTIONS {
+                    close.push(n);
+                }
+            }
         }
     }
     let meant = match close.as_slice() {
