@@ -128,6 +128,15 @@ fn cases() -> Vec<Case> {
     c.stdout = vec!["unknown field `co\\u{1b}[2Jmand`"];
     cases.push(c);
 
+    // An error quoting a path the operator gave, on stderr.
+    let mut c = Case::new(
+        "check a missing path whose name holds an escape",
+        &["check", "{work}/\u{1b}[2Jnope"],
+    );
+    c.exit = 2;
+    c.stderr = vec!["reading ", "/\\u{1b}[2Jnope"];
+    cases.push(c);
+
     let mut c = Case::new(
         "check --format json of a manifest with terminal escapes",
         &["check", "--format", "json", "{work}/m"],
