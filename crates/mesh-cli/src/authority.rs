@@ -271,10 +271,9 @@ pub fn render(p: &Principal, has_credential: bool, consumers: &[&ConsumerSpec]) 
         out,
         "credential: {}",
         if has_credential {
-            "recorded"
+            "recorded".to_string()
         } else {
-            "none: left out of the users file until one is minted (`mesh fleet load FILE` \
-             mints one for every node, assignment and person the file lists)"
+            format!("none: left out of the users file until one is minted; {MINT_REMEDY}")
         }
     );
     let section = |out: &mut String, title: &str, grants: &[Grant]| {

@@ -100,6 +100,7 @@ fn cases() -> Vec<Case> {
 
     let mut c = compose("compose --out - prints the users file", "-");
     c.stdout = vec!["accounts {", "user: \"controller\""];
+    c.stderr = vec!["left out", "host_n4", "`mesh fleet load FILE` mints one"];
     c.prints_hashes = true;
     cases.push(c);
 
@@ -109,6 +110,26 @@ fn cases() -> Vec<Case> {
     );
     c.creates = vec!["broker/conf/users.conf"];
     c.stderr = vec!["wrote broker/conf/users.conf"];
+    cases.push(c);
+
+    // Every remedy names a command that exists.
+    let mut c = compose("compose before any credential is minted", "-");
+    c.records = Records::None;
+    c.exit = 2;
+    c.stderr = vec![
+        "no principal has a credential",
+        "`mesh fleet load FILE` mints one",
+        "left out: controller",
+    ];
+    cases.push(c);
+
+    let mut c = explain("explain a node yet to enrol", "host_n4", Records::Example);
+    c.exit = 0;
+    c.stdout = vec![
+        "credential: none",
+        "`mesh fleet load FILE` mints one",
+        "gets its own when it enrols",
+    ];
     cases.push(c);
 
     // Terminal escapes in a line the source shows: an OSC title change and
