@@ -101,7 +101,16 @@ pub fn checked_catalogue(paths: &[PathBuf], refusal: &str) -> anyhow::Result<Cat
     let report = mesh_state::load(paths)?;
     if report.errors() > 0 {
         check::print_text(&report)?;
-        bail!("the catalogue has {} error(s); {refusal}", report.errors());
+        bail!(
+            "the catalogue has {} error{} (printed above; `mesh check {}` shows them again); {refusal}",
+            mesh_core::diagnostic::thousands(report.errors()),
+            check::plural(report.errors()),
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
     }
     Ok(report)
 }

@@ -236,7 +236,16 @@ pub fn sqlite_path(url: &str) -> Option<PathBuf> {
 /// (which gives its `-wal` and `-shm` files the database file's mode) never
 /// makes a readable one.
 pub fn prepare_sqlite(db: &Path) -> anyhow::Result<()> {
-    refuse_special(db).context("the store's database must be a regular file")?;
+    // Followed: a link to the database is the operator's choice; a device
+    // or FIFO (or a link to one) is no database.
+    if let Ok(meta) = std::fs::metadata(db)
+        && let Some(kind) = special_kind(meta.file_type())
+    {
+        anyhow::bail!(
+            "{} is a {kind}, not a database file; give the store a file's path (--store sqlite://PATH or MESH_STORE)",
+            db.display()
+        );
+    }
     create_private_dirs(db.parent().unwrap_or(Path::new("")))?;
     match std::fs::OpenOptions::new()
         .write(true)
@@ -384,6 +393,12 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let db = root.path().join(".mesh/mesh.db");
         prepare_sqlite(&db).unwrap();
+        let e = prepare_sqlite(root.path()).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is a directory, not a database file"),
+            "{e}"
+        );
         assert_eq!(std::fs::metadata(&db).unwrap().mode() & 0o777, 0o600);
         assert_eq!(std::fs::metadata(&db).unwrap().len(), 0);
         let dir = std::fs::metadata(root.path().join(".mesh")).unwrap();

@@ -132,6 +132,35 @@ fn cases() -> Vec<Case> {
     ];
     cases.push(c);
 
+    let mut c = Case::new(
+        "compose with a store path that is a directory",
+        &[
+            "authority",
+            "compose",
+            "--catalogue",
+            "{catalogue}",
+            "--store",
+            "sqlite://{work}/db",
+        ],
+    );
+    c.setup = vec![Setup::File("db/kept", b"kept\n".to_vec())];
+    c.exit = 2;
+    c.stderr = vec!["db is a directory, not a database file", "sqlite://PATH"];
+    cases.push(c);
+
+    let mut c = Case::new(
+        "compose from a catalogue with errors",
+        &["authority", "compose", "--catalogue", "{work}/m"],
+    );
+    c.setup = vec![Setup::File(
+        "m/mesh.toml",
+        b"[module]\nname = \"M\"\n".to_vec(),
+    )];
+    c.exit = 2;
+    c.stdout = vec!["error[bad-name]"];
+    c.stderr = vec!["the catalogue has 1 error", "`mesh check "];
+    cases.push(c);
+
     // Terminal escapes in a line the source shows: an OSC title change and
     // a bell (TOML refuses them raw, so the line is shown).
     let mut c = check(
