@@ -75,7 +75,13 @@ pub struct ComposeArgs {
 /// Parses `--out` as a path (any bytes, as a path may hold) or `-`.
 fn out_path() -> impl clap::builder::TypedValueParser<Value = OutPath> {
     use clap::builder::TypedValueParser as _;
-    clap::builder::OsStringValueParser::new().map(|s| OutPath::from(s.as_os_str()))
+    clap::builder::OsStringValueParser::new().try_map(|s| {
+        if s.is_empty() {
+            Err("an empty path; give a file's path, or `-` for standard output")
+        } else {
+            Ok(OutPath::from(s.as_os_str()))
+        }
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

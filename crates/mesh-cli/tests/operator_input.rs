@@ -98,6 +98,11 @@ fn cases() -> Vec<Case> {
     c.outside = vec!["/dev/null"];
     cases.push(c);
 
+    let mut c = compose("compose --out an empty path", "");
+    c.exit = 2;
+    c.stderr = vec!["an empty path", "`-` for standard output"];
+    cases.push(c);
+
     let mut c = compose("compose --out - prints the users file", "-");
     c.stdout = vec!["accounts {", "user: \"controller\""];
     c.stderr = vec!["left out", "host_n4", "`mesh fleet load FILE` mints one"];
