@@ -367,7 +367,7 @@ async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
     }
     if !file.omitted.is_empty() {
         output::note(format_args!(
-            "left out (no credential recorded; {MINT_REMEDY}): {}",
+            "left out (no credential recorded): {}; {MINT_REMEDY}",
             listed(&file.omitted)
         ));
     }
@@ -395,7 +395,8 @@ fn compose_refusal(e: UsersFileError) -> anyhow::Error {
         ),
         UsersFileError::NoController { omitted } => anyhow::anyhow!(
             "the controller has no credential, so the users file would admit everyone but \
-             its own writer; {MINT_REMEDY}, the controller's first{}",
+             its own writer and no composition after it could be made live; \
+             `mesh fleet load FILE` mints it{}",
             if omitted.is_empty() {
                 String::new()
             } else {
