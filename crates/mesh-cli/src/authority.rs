@@ -12,11 +12,12 @@ use mesh_core::authority::{self, Grant, Principal};
 use mesh_core::catalogue::Catalogue;
 use mesh_core::jetstream::ConsumerSpec;
 use mesh_core::records::{ControllerSpec, Records};
-use mesh_core::users_file::{self, UserCredential};
+use mesh_core::users_file::{self, MINT_REMEDY, UserCredential, listed};
 use mesh_state::CatalogueCheck;
 use mesh_store::Store;
 
-use crate::{check, files};
+use crate::files::{self, OutPath};
+use crate::{check, output};
 
 #[derive(Debug, Args)]
 pub struct AuthorityArgs {
@@ -27,8 +28,14 @@ pub struct AuthorityArgs {
 #[derive(Debug, Subcommand)]
 pub enum AuthorityCommand {
     /// Every permission a principal gets, each with what caused it.
+    #[command(after_help = "Examples:
+  mesh authority explain person_bob --catalogue examples/catalogue
+  mesh authority explain module_n1_audit-log --catalogue examples/catalogue --format json")]
     Explain(ExplainArgs),
     /// Write the users file (bus users and their permissions) for the broker.
+    #[command(after_help = "Examples:
+  mesh authority compose --catalogue examples/catalogue --out broker/users.conf
+  mesh authority compose --catalogue examples/catalogue --out - | less")]
     Compose(ComposeArgs),
 }
 
@@ -59,9 +66,22 @@ pub struct ExplainArgs {
 pub struct ComposeArgs {
     #[command(flatten)]
     pub sources: Sources,
-    /// Where to write the users file; standard output when absent.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
+    /// Where to write the users file (a regular file, replaced whole, mode
+    /// 0600); `-` or absent: standard output.
+    #[arg(long, value_name = "FILE", value_parser = out_path())]
+    pub out: Option<OutPath>,
+}
+
+/// Parses `--out` as a path (any bytes, as a path may hold) or `-`.
+fn out_path() -> impl clap::builder::TypedValueParser<Value = OutPath> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::OsStringValueParser::new().try_map(|s| {
+        if s.is_empty() {
+            Err("an empty path; give a file's path, or `-` for standard output")
+        } else {
+            Ok(OutPath::from(s.as_os_str()))
+        }
+    })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -87,16 +107,38 @@ pub fn checked_catalogue(paths: &[PathBuf], refusal: &str) -> anyhow::Result<Cat
     let report = mesh_state::load(paths)?;
     if report.errors() > 0 {
         check::print_text(&report)?;
-        bail!("the catalogue has {} error(s); {refusal}", report.errors());
+        bail!(
+            "the catalogue has {} error{} (printed above; `mesh check {}` shows them again); {refusal}",
+            mesh_core::diagnostic::thousands(report.errors()),
+            check::plural(report.errors()),
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
     }
     Ok(report)
 }
 
-/// Opens the store; the URL in the error has its password removed.
+/// Opens the store; the URL in the error has its password removed. A SQLite
+/// store's files hold every credential hash: they are made owner-only here,
+/// since the store itself creates them with the process's umask.
 pub async fn open_store(url: &str) -> anyhow::Result<Store> {
-    Store::open(url)
+    let sqlite = files::sqlite_path(url);
+    if let Some(db) = &sqlite {
+        files::prepare_sqlite(db)?;
+    }
+    let store = Store::open(url)
         .await
-        .with_context(|| format!("opening the store {}", mesh_store::redact_url(url)))
+        .with_context(|| format!("opening the store {}", mesh_store::redact_url(url)))?;
+    if let Some(db) = &sqlite
+        && let Err(e) = files::restrict_sqlite(db)
+    {
+        store.close().await;
+        return Err(e);
+    }
+    Ok(store)
 }
 
 /// The records authority is derived from, and every credential hash by
@@ -146,12 +188,7 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let loaded = load(&args.sources).await?;
     let principals = derive(&loaded)?;
     let Some(p) = principals.iter().find(|p| p.name == args.principal) else {
-        let names: Vec<&str> = principals.iter().map(|p| p.name.as_str()).collect();
-        bail!(
-            "no principal {:?} in this mesh; the principals are: {}",
-            args.principal,
-            names.join(", ")
-        );
+        bail!("{}", unknown_principal(&args.principal, &principals));
     };
     let has_credential = loaded.hashes.contains_key(&p.name);
     let objects =
@@ -162,11 +199,51 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
             let mut v = serde_json::to_value(p)?;
             v["has_credential"] = serde_json::Value::Bool(has_credential);
             v["consumers"] = serde_json::to_value(&consumers)?;
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            output::print(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
         }
-        Format::Text => print!("{}", render(p, has_credential, &consumers)),
+        Format::Text => output::print(&render(p, has_credential, &consumers))?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The prefixes of the principal naming scheme, after `controller`.
+const SCHEME: [&str; 4] = ["host_", "module_", "enrol_", "person_"];
+
+/// At most this many names are suggested, whatever the mesh's size.
+const SUGGESTIONS: usize = 5;
+
+/// Why `name` names no principal, in a bounded message: the principals it
+/// most likely meant (`bob` → `person_bob`, a typo → the names a few edits
+/// away) and the naming scheme.
+pub fn unknown_principal(name: &str, principals: &[Principal]) -> String {
+    let names = || principals.iter().map(|p| p.name.as_str());
+    let mut close: Vec<&str> = SCHEME
+        .iter()
+        .filter_map(|prefix| names().find(|n| n.strip_prefix(prefix) == Some(name)))
+        .collect();
+    // Only when no prefix alone explains it: a typo, in the name as written
+    // or under a prefix it left out (`node12x` → `host_node12`).
+    if close.is_empty() {
+        let forms = std::iter::once(name.to_string()).chain(SCHEME.map(|p| format!("{p}{name}")));
+        for form in forms {
+            for n in mesh_core::diagnostic::closest(&form, names(), SUGGESTIONS) {
+                if !close.contains(&n) && close.len() < SUGGESTIONS {
+                    close.push(n);
+                }
+            }
+        }
+    }
+    let meant = match close.as_slice() {
+        [] => String::new(),
+        [one] => format!("; did you mean {one}?"),
+        more => format!("; did you mean one of {}?", more.join(", ")),
+    };
+    format!(
+        "no principal \"{}\" in this mesh{meant} (principals are named controller, \
+         host_<node>, module_<node>_<module>, enrol_<node> and person_<person>; \
+         `mesh fleet load FILE` records nodes, assignments, persons and tokens)",
+        mesh_core::diagnostic::clip(name, 100)
+    )
 }
 
 /// The text of `mesh authority explain`.
@@ -178,9 +255,9 @@ pub fn render(p: &Principal, has_credential: bool, consumers: &[&ConsumerSpec]) 
         out,
         "credential: {}",
         if has_credential {
-            "recorded"
+            "recorded".to_string()
         } else {
-            "none: left out of the users file until one is minted"
+            format!("none: left out of the users file until one is minted; {MINT_REMEDY}")
         }
     );
     let section = |out: &mut String, title: &str, grants: &[Grant]| {
@@ -235,27 +312,43 @@ pub fn render(p: &Principal, has_credential: bool, consumers: &[&ConsumerSpec]) 
 }
 
 async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
+    let out = args.out.clone().unwrap_or(OutPath::Stdout);
+    // Refused before anything is read: a wrong --out is the operator's to
+    // fix, and the write itself checks again.
+    if let OutPath::File(path) = &out {
+        files::refuse_special(path).map_err(out_refusal)?;
+    }
     let loaded = load(&args.sources).await?;
     let principals = derive(&loaded)?;
     let file = users_file::compose(&principals, &loaded.hashes)?;
-    match &args.out {
-        Some(path) => {
+    match &out {
+        OutPath::File(path) => {
             // Owner-only: it holds every user's hash.
-            files::write_private(path, file.text.as_bytes())?;
-            eprintln!(
+            files::write_private(path, file.text.as_bytes()).map_err(out_refusal)?;
+            output::note(format_args!(
                 "wrote {} ({} users, {} bytes)",
                 path.display(),
                 file.users,
                 file.text.len()
-            );
+            ));
         }
-        None => print!("{}", file.text),
+        OutPath::Stdout => output::print(&file.text)?,
     }
     if !file.omitted.is_empty() {
-        eprintln!(
-            "left out (no credential recorded; mint one to admit them): {}",
-            file.omitted.join(", ")
-        );
+        output::note(format_args!(
+            "left out (no credential recorded): {}; {MINT_REMEDY}",
+            listed(&file.omitted)
+        ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A `--out` that is not a regular file, with what to write instead.
+fn out_refusal(e: anyhow::Error) -> anyhow::Error {
+    match e.downcast_ref::<files::NotRegular>() {
+        Some(n) => anyhow::anyhow!(
+            "{n}; give the path of a regular file, or `--out -` to write the users file to standard output"
+        ),
+        None => e,
+    }
 }

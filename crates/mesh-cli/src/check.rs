@@ -10,13 +10,14 @@
 //! diagnostic is an error, 2 when the paths cannot be read or hold no
 //! manifest at all (checking nothing must not look like success).
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
 use mesh_core::diagnostic;
 use mesh_state::CatalogueCheck;
+
+use crate::output::{self, Stdout};
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
@@ -40,11 +41,11 @@ pub enum Format {
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let report = mesh_state::load(&args.paths)?;
     match args.format {
-        Format::Json => writeln!(
-            std::io::stdout().lock(),
-            "{}",
-            diagnostic::render_json(&report.diagnostics)
-        )?,
+        Format::Json => {
+            let mut json = diagnostic::render_json(&report.diagnostics);
+            json.push('\n');
+            output::print(&json)?
+        }
         Format::Text => print_text(&report)?,
     }
     Ok(if report.errors() > 0 {
@@ -54,24 +55,29 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Prints each diagnostic with its source line and a caret, then a summary.
+/// Prints each diagnostic with its source line and a caret (at most
+/// [`diagnostic::MAX_PER_FILE`] per file, the rest counted), then a summary.
 pub fn print_text(report: &CatalogueCheck) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    for d in &report.diagnostics {
-        let source = report.sources.get(d.file()).map(String::as_str);
-        writeln!(out, "{}", diagnostic::render_text(d, source))?;
+    let mut out = Stdout::lock();
+    for entry in diagnostic::cap_per_file(&report.diagnostics, diagnostic::MAX_PER_FILE) {
+        match entry {
+            diagnostic::Entry::Shown(d) => {
+                let source = report.sources.get(d.file()).map(String::as_str);
+                out.line(diagnostic::render_text(d, source))?;
+            }
+            diagnostic::Entry::More(more) => out.line(format_args!("{more}\n"))?,
+        }
     }
-    writeln!(
-        out,
+    out.line(format_args!(
         "checked {} manifest{}: {} error{}, {} warning{}",
-        report.manifests,
+        diagnostic::thousands(report.manifests),
         plural(report.manifests),
-        report.errors(),
+        diagnostic::thousands(report.errors()),
         plural(report.errors()),
-        report.warnings(),
+        diagnostic::thousands(report.warnings()),
         plural(report.warnings()),
-    )?;
-    Ok(())
+    ))?;
+    Ok(out.flush()?)
 }
 
 pub fn plural(n: usize) -> &'static str {

@@ -10,11 +10,16 @@ pub mod authority;
 pub mod check;
 pub mod files;
 pub mod fleet;
+pub mod output;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
 /// principal's authority on the bus is derived from declarations.
 #[derive(Debug, Parser)]
-#[command(name = "mesh", version, about, long_about = None)]
+#[command(name = "mesh", version, about, long_about = None, after_help = "Examples:
+  mesh check examples/catalogue
+  mesh fleet load examples/fleet.toml --catalogue examples/catalogue
+  mesh authority explain person_bob --catalogue examples/catalogue
+  mesh authority compose --catalogue examples/catalogue --out broker/users.conf")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -23,12 +28,21 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the version of this mesh binary.
+    #[command(after_help = "Example:\n  mesh version")]
     Version,
     /// Check manifests one by one and as a catalogue (exit 1 on any error).
+    #[command(after_help = "Examples:
+  mesh check examples/catalogue
+  mesh check examples/catalogue/audit-log/mesh.toml --format json")]
     Check(check::CheckArgs),
     /// Derive and explain principals' permissions; compose the users file.
+    #[command(after_help = "Examples:
+  mesh authority explain person_bob --catalogue examples/catalogue
+  mesh authority compose --catalogue examples/catalogue --out broker/users.conf")]
     Authority(authority::AuthorityArgs),
     /// Record a fleet (nodes, assignments, persons, tokens) from a file.
+    #[command(after_help = "Example:
+  mesh fleet load examples/fleet.toml --catalogue examples/catalogue")]
     Fleet(FleetCommand),
 }
 
@@ -41,6 +55,9 @@ pub struct FleetCommand {
 #[derive(Debug, Subcommand)]
 pub enum FleetSubcommand {
     /// Record the fleet a file describes and mint missing credentials.
+    #[command(after_help = "Examples:
+  mesh fleet load examples/fleet.toml --catalogue examples/catalogue
+  mesh fleet load fleet.toml --catalogue catalogue --secrets-dir /root/mesh-secrets --store postgres://mesh@db/mesh")]
     Load(fleet::FleetArgs),
 }
 
@@ -52,29 +69,57 @@ where
 {
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
-        Err(e) => {
-            // clap prints help/version to stdout (exit 0) and errors to stderr (exit 2).
+        Err(e) if e.use_stderr() => {
+            // A usage error: stderr, exit 2. A failed write has nowhere to go.
             let _ = e.print();
             return ExitCode::from(e.exit_code() as u8);
         }
+        // Help and version go to stdout like any other output.
+        Err(e) => return help(&e).map_or_else(edge_error, |()| ExitCode::SUCCESS),
     };
-    match cli.command {
-        Command::Version => {
-            println!("mesh {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        Command::Check(args) => check::run(&args).unwrap_or_else(edge_error),
-        Command::Authority(args) => authority::run(&args).unwrap_or_else(edge_error),
+    let result = match cli.command {
+        Command::Version => output::print(&format!("mesh {}\n", env!("CARGO_PKG_VERSION")))
+            .map(|()| ExitCode::SUCCESS)
+            .map_err(anyhow::Error::from),
+        Command::Check(args) => check::run(&args),
+        Command::Authority(args) => authority::run(&args),
         Command::Fleet(FleetCommand {
             command: FleetSubcommand::Load(args),
-        }) => fleet::run(&args).unwrap_or_else(edge_error),
-    }
+        }) => fleet::run(&args),
+    };
+    result.unwrap_or_else(edge_error)
 }
 
-/// Prints an error that ended a command (with its causes) and exits 2.
+/// Prints clap's help or version text, styled only for a terminal.
+fn help(e: &clap::Error) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    let text = e.render();
+    let text = if std::io::stdout().is_terminal() {
+        text.ansi().to_string()
+    } else {
+        text.to_string()
+    };
+    Ok(output::print(&text)?)
+}
+
+/// Ends a command that failed: exit 2 with the error and its causes on one
+/// line. A reader that closed stdout wanted no more: exit 0, silently.
 fn edge_error(e: anyhow::Error) -> ExitCode {
-    eprintln!("error: {e:#}");
-    ExitCode::from(2)
+    match e
+        .chain()
+        .find_map(|c| c.downcast_ref::<output::StdoutError>())
+    {
+        Some(s) if s.is_closed_pipe() => ExitCode::SUCCESS,
+        // The context above a failed write adds nothing an operator can use.
+        Some(s) => {
+            output::note(format_args!("error: {s}"));
+            ExitCode::from(2)
+        }
+        None => {
+            output::note(format_args!("error: {e:#}"));
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Runs one command's future on a single-threaded runtime: a command is one
@@ -86,4 +131,36 @@ fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
         .build()
         .context("starting the runtime")?;
     Ok(rt.block_on(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every command's help ends with examples of that very command.
+    #[test]
+    fn every_command_has_an_example_of_itself() {
+        fn visit(cmd: &clap::Command, path: &str, seen: &mut usize) {
+            let help = cmd
+                .get_after_help()
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                help.starts_with("Example"),
+                "`{path} --help` has no example"
+            );
+            let examples: Vec<&str> = help.lines().skip(1).collect();
+            assert!(!examples.is_empty(), "`{path} --help`");
+            for e in examples {
+                assert!(e.trim_start().starts_with(path), "`{path} --help`: {e}");
+            }
+            *seen += 1;
+            for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+                visit(sub, &format!("{path} {}", sub.get_name()), seen);
+            }
+        }
+        let mut seen = 0;
+        visit(&super::Cli::command(), "mesh", &mut seen);
+        assert_eq!(seen, 8, "mesh, version, check, authority (2), fleet (1)");
+    }
 }

@@ -164,7 +164,7 @@ fn explain_names_the_manifest_line_behind_each_grant() {
 }
 
 #[test]
-fn explaining_an_unknown_principal_lists_the_known_ones() {
+fn explaining_an_unknown_principal_suggests_close_names() {
     let dir = tempfile::tempdir().unwrap();
     load_fleet(dir.path());
     let catalogue = examples().join("catalogue");

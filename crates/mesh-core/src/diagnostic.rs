@@ -6,6 +6,13 @@ use std::fmt;
 
 use serde::{Serialize, Serializer};
 
+mod render;
+
+pub use render::{
+    Entry, MAX_PER_FILE, MESSAGE_LIMIT, More, SOURCE_WINDOW, cap_per_file, clip, escape_controls,
+    render_json, render_text, thousands,
+};
+
 /// A position in a source file: 1-based line and column (in characters), and
 /// how many characters to underline (at least 1, never past the line's end).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -258,13 +265,10 @@ impl Diagnostic {
 }
 
 impl fmt::Display for Diagnostic {
-    /// `file:line:col: error[kind]: message`, without source or help.
+    /// `file:line:col: error[kind]: message`, without source or help; safe
+    /// to print (control characters escaped, a long message cut).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}[{}]: {}",
-            self.location, self.severity, self.kind, self.message
-        )
+        render::header(f, self)
     }
 }
 
@@ -280,48 +284,6 @@ pub fn sort(diags: &mut [Diagnostic]) {
             b.kind,
         ))
     });
-}
-
-/// Renders one diagnostic for a terminal:
-///
-/// ```text
-/// path/mesh.toml:4:1: error[unknown-field]: unknown field `comand` in [run]
-///     4 | comand = ["audit-log"]
-///       | ^^^^^^
-///   = help: did you mean `command`?
-/// ```
-///
-/// `source` is the text of the diagnostic's file; without it (or when the
-/// line is out of range) the source and caret lines are left out.
-pub fn render_text(d: &Diagnostic, source: Option<&str>) -> String {
-    let loc = &d.location;
-    let mut out = format!("{d}\n");
-    if let Some(line) = source.and_then(|s| s.lines().nth(loc.line.saturating_sub(1))) {
-        let line = line.trim_end_matches('\r');
-        let number = loc.line.to_string();
-        let gutter = " ".repeat(number.len());
-        // Tabs are kept as they are in both lines so the caret stays aligned.
-        let lead: String = line
-            .chars()
-            .take(loc.col.saturating_sub(1))
-            .map(|c| if c == '\t' { '\t' } else { ' ' })
-            .collect();
-        let width = loc.len.max(1);
-        out.push_str(&format!("  {number} | {line}\n"));
-        out.push_str(&format!("  {gutter} | {lead}{}\n", "^".repeat(width)));
-    }
-    if let Some(help) = &d.help {
-        out.push_str(&format!("  = help: {help}\n"));
-    }
-    out
-}
-
-/// Renders diagnostics as a JSON array of objects with `kind`, `severity`,
-/// `file`, `line`, `col`, `message` and (when present) `help`.
-pub fn render_json(diags: &[Diagnostic]) -> String {
-    // Serializing plain strings and integers cannot fail; fall back to an
-    // empty array rather than panic should that ever change.
-    serde_json::to_string_pretty(diags).unwrap_or_else(|_| "[]".to_string())
 }
 
 /// Byte offsets to line/column, for one source text.
@@ -396,13 +358,27 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 /// The candidate closest to `word`, if close enough to be a likely typo
 /// (at most a third of the word's length, and at least 1, edits away).
 pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    closest(word, candidates, 1).pop()
+}
+
+/// Up to `max` candidates close enough to `word` to be a likely typo (as for
+/// [`suggest`]), closest first; ties keep the candidates' order.
+pub fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+    max: usize,
+) -> Vec<&'a str> {
     let limit = (word.chars().count() / 3).max(1);
-    candidates
+    let mut close: Vec<(usize, &str)> = candidates
         .into_iter()
+        // Lengths differing by more than the limit cannot be within it: skip
+        // the quadratic distance for most of a large mesh's names.
+        .filter(|c| c.chars().count().abs_diff(word.chars().count()) <= limit)
         .map(|c| (edit_distance(word, c), c))
         .filter(|(d, _)| *d <= limit)
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
+        .collect();
+    close.sort_by_key(|(d, _)| *d);
+    close.into_iter().take(max).map(|(_, c)| c).collect()
 }
 
 #[cfg(test)]
@@ -449,34 +425,16 @@ mod tests {
     }
 
     #[test]
-    fn renders_source_and_caret() {
-        let src = "[run]\ncomand = [\"x\"]\n";
-        let d = Diagnostic::new(
-            Kind::UnknownField,
-            Location::new(
-                "m/mesh.toml",
-                Pos {
-                    line: 2,
-                    col: 1,
-                    len: 6,
-                },
-            ),
-            "unknown field `comand` in [run]",
-        )
-        .with_help("did you mean `command`?");
-        let text = render_text(&d, Some(src));
-        assert!(text.starts_with("m/mesh.toml:2:1: error[unknown-field]: unknown field"));
-        assert!(text.contains("  2 | comand = [\"x\"]\n"));
-        assert!(text.contains("    | ^^^^^^\n"));
-        assert!(text.contains("= help: did you mean `command`?"));
-        let json = render_json(&[d]);
-        assert!(json.contains("\"kind\": \"unknown-field\""));
-        assert!(json.contains("\"line\": 2"));
-    }
-
-    #[test]
     fn suggests_close_words_only() {
         assert_eq!(suggest("comand", ["command", "env"]), Some("command"));
         assert_eq!(suggest("xyz", ["command", "env"]), None);
+        assert_eq!(
+            closest(
+                "host_n1",
+                ["host_n12", "host_n2", "person_n1", "host_n1x"],
+                2
+            ),
+            ["host_n12", "host_n2"]
+        );
     }
 }

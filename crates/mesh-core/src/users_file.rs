@@ -29,11 +29,14 @@ pub struct UsersFile {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UsersFileError {
-    #[error("no principal has a credential, so the users file would admit nobody and the broker would refuse every client; record credentials first (`mesh fleet load FILE --catalogue DIR` mints them; left out: {})", omitted.join(", "))]
+    #[error(
+        "no principal has a credential, so the users file would admit nobody and the broker would refuse every client; {MINT_REMEDY} (left out: {})",
+        listed(omitted)
+    )]
     Empty { omitted: Vec<String> },
     #[error(
-        "the controller has no credential, so the users file would admit everyone but its own writer, and no composition after it could ever be made live; record the controller's credential first{}",
-        if omitted.is_empty() { String::new() } else { format!(" (also left out: {})", omitted.join(", ")) }
+        "the controller has no credential, so the users file would admit everyone but its own writer, and no composition after it could ever be made live; `mesh fleet load FILE` mints it{}",
+        if omitted.is_empty() { String::new() } else { format!(" (also left out: {})", listed(omitted)) }
     )]
     NoController { omitted: Vec<String> },
     #[error(
@@ -64,6 +67,31 @@ impl UserCredential {
         nkeys::KeyPair::from_public_key(key)
             .is_ok_and(|kp| matches!(kp.key_pair_type(), nkeys::KeyPairType::User))
     }
+}
+
+/// What admits a principal left out of the users file.
+pub const MINT_REMEDY: &str = "`mesh fleet load FILE` mints one for every node, assignment and \
+     person the file lists (a node listed only under [[token]] gets its own when it enrols)";
+
+/// How many names a message lists before counting the rest.
+const LISTED: usize = 10;
+
+/// Names, at most ten of them, then how many more: a message about a
+/// 2,000-node mesh stays one line.
+pub fn listed(names: &[String]) -> String {
+    let mut out = names
+        .iter()
+        .take(LISTED)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > LISTED {
+        out.push_str(&format!(
+            " and {} more",
+            crate::diagnostic::thousands(names.len() - LISTED)
+        ));
+    }
+    out
 }
 
 /// Composes the users file for `principals` (in their derived order, the
@@ -196,7 +224,11 @@ pub enum PublishStep {
 /// reloads nobody. Otherwise the file with a canary user whose public key is
 /// `canary` (fresh for each composition, so only this composition admits it),
 /// permitted only its own inbox.
-pub fn plan_publication(file: &UsersFile, last_live: Option<&str>, canary: &str) -> Vec<PublishStep> {
+pub fn plan_publication(
+    file: &UsersFile,
+    last_live: Option<&str>,
+    canary: &str,
+) -> Vec<PublishStep> {
     if last_live == Some(file.text.as_str()) {
         return Vec::new();
     }
@@ -210,7 +242,11 @@ pub fn plan_publication(file: &UsersFile, last_live: Option<&str>, canary: &str)
         let _ = writeln!(t, "        nkey: {}", quote(canary));
         let _ = writeln!(t, "        permissions: {{");
         let _ = writeln!(t, "          publish: {{ deny: [\">\"] }}");
-        let _ = writeln!(t, "          subscribe: {{ allow: [{}] }}", quote(CANARY_INBOX));
+        let _ = writeln!(
+            t,
+            "          subscribe: {{ allow: [{}] }}",
+            quote(CANARY_INBOX)
+        );
         let _ = writeln!(t, "        }}");
         let _ = writeln!(t, "      }}");
         t.push_str(end);
@@ -253,8 +289,11 @@ mod tests {
         let f = file();
         for last in [None, Some("an older composition")] {
             let steps = plan_publication(&f, last, "UCANARY");
-            let [PublishStep::Write { text }, PublishStep::Signal, PublishStep::Confirm { canary }] =
-                &steps[..]
+            let [
+                PublishStep::Write { text },
+                PublishStep::Signal,
+                PublishStep::Confirm { canary },
+            ] = &steps[..]
             else {
                 panic!("{steps:?}")
             };

@@ -1,0 +1,303 @@
+//! Bad operator input, one row per case, against the real binary: each must
+//! exit as stated, say why and what to do instead, and lose, leak or panic
+//! nothing (the shared rules are in `support`). Prints
+//! `operator input: N cases, 0 panics, 0 losses, 0 leaks`.
+
+mod support;
+
+use support::{Case, Records, Setup, Tally};
+
+/// The `--out` a compose case writes to, with the rest of its command line.
+fn compose(name: &'static str, out: &'static str) -> Case {
+    let mut c = Case::new(
+        name,
+        &[
+            "authority",
+            "compose",
+            "--catalogue",
+            "{catalogue}",
+            "--out",
+            out,
+        ],
+    );
+    c.records = Records::Example;
+    c
+}
+
+/// A compose case whose `--out` is refused: exit 2, naming what is there and
+/// `--out -`.
+fn refused_out(name: &'static str, out: &'static str, what: &'static str) -> Case {
+    let mut c = compose(name, out);
+    c.exit = 2;
+    c.stderr = vec![what, "not a regular file", "left as it is", "`--out -`"];
+    c
+}
+
+fn check(name: &'static str, manifest: String) -> Case {
+    let mut c = Case::new(name, &["check", "{work}/m"]);
+    c.setup = vec![Setup::File("m/mesh.toml", manifest.into_bytes())];
+    c.exit = 1;
+    c
+}
+
+fn explain(name: &'static str, principal: &'static str, records: Records) -> Case {
+    let mut c = Case::new(
+        name,
+        &[
+            "authority",
+            "explain",
+            principal,
+            "--catalogue",
+            "{catalogue}",
+        ],
+    );
+    c.records = records;
+    c.exit = 2;
+    c
+}
+
+/// Cases that replace a device only if its guard is gone; the row after
+/// them writes at /dev/null itself, so it runs only once they passed.
+const DEVICE_GUARD: &str = "compose --out a character device";
+
+fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+
+    let mut c = refused_out(
+        "compose --out a FIFO",
+        "fifo",
+        "fifo is a FIFO (named pipe)",
+    );
+    c.setup = vec![Setup::Fifo("fifo")];
+    cases.push(c);
+
+    let mut c = refused_out("compose --out a symlink", "link", "link is a symbolic link");
+    c.setup = vec![
+        Setup::File("target.conf", b"keep me\n".to_vec()),
+        Setup::Symlink("link", "target.conf"),
+    ];
+    cases.push(c);
+
+    let mut c = refused_out(
+        "compose --out a dangling symlink",
+        "link",
+        "a symbolic link",
+    );
+    c.setup = vec![Setup::Symlink("link", "nowhere.conf")];
+    cases.push(c);
+
+    let mut c = refused_out("compose --out DIR", "dir", "dir is a directory");
+    c.setup = vec![Setup::File("dir/kept", b"kept\n".to_vec())];
+    cases.push(c);
+
+    let mut c = refused_out(DEVICE_GUARD, "null", "null is a character device");
+    c.setup = vec![Setup::NullDevice("null")];
+    cases.push(c);
+
+    let mut c = refused_out("compose --out /dev/null", "/dev/null", "a character device");
+    c.outside = vec!["/dev/null"];
+    cases.push(c);
+
+    let mut c = compose("compose --out an empty path", "");
+    c.exit = 2;
+    c.stderr = vec!["an empty path", "`-` for standard output"];
+    cases.push(c);
+
+    let mut c = compose("compose --out - prints the users file", "-");
+    c.stdout = vec!["accounts {", "user: \"controller\""];
+    c.stderr = vec!["left out", "host_n4", "`mesh fleet load FILE` mints one"];
+    c.prints_hashes = true;
+    cases.push(c);
+
+    let mut c = compose(
+        "compose --out a new file in new dirs",
+        "broker/conf/users.conf",
+    );
+    c.creates = vec!["broker/conf/users.conf"];
+    c.stderr = vec!["wrote broker/conf/users.conf"];
+    cases.push(c);
+
+    // Every remedy names a command that exists.
+    let mut c = compose("compose before any credential is minted", "-");
+    c.records = Records::None;
+    c.exit = 2;
+    c.stderr = vec![
+        "no principal has a credential",
+        "`mesh fleet load FILE` mints one",
+        "left out: controller",
+    ];
+    cases.push(c);
+
+    let mut c = explain("explain a node yet to enrol", "host_n4", Records::Example);
+    c.exit = 0;
+    c.stdout = vec![
+        "credential: none",
+        "`mesh fleet load FILE` mints one",
+        "gets its own when it enrols",
+    ];
+    cases.push(c);
+
+    let mut c = Case::new(
+        "compose with a store path that is a directory",
+        &[
+            "authority",
+            "compose",
+            "--catalogue",
+            "{catalogue}",
+            "--store",
+            "sqlite://{work}/db",
+        ],
+    );
+    c.setup = vec![Setup::File("db/kept", b"kept\n".to_vec())];
+    c.exit = 2;
+    c.stderr = vec!["db is a directory, not a database file", "sqlite://PATH"];
+    cases.push(c);
+
+    let mut c = Case::new(
+        "compose from a catalogue with errors",
+        &["authority", "compose", "--catalogue", "{work}/m"],
+    );
+    c.setup = vec![Setup::File(
+        "m/mesh.toml",
+        b"[module]\nname = \"M\"\n".to_vec(),
+    )];
+    c.exit = 2;
+    c.stdout = vec!["error[bad-name]"];
+    c.stderr = vec!["the catalogue has 1 error", "`mesh check "];
+    cases.push(c);
+
+    // Terminal escapes in a line the source shows: an OSC title change and
+    // a bell (TOML refuses them raw, so the line is shown).
+    let mut c = check(
+        "check a line with raw terminal escapes",
+        "[module]\nname = \"m\"\n\u{1b}]0;pwned\u{7}x = 1\n".into(),
+    );
+    c.stdout = vec!["  3 | \\u{1b}]0;pwned\\u{7}x = 1\n"];
+    cases.push(c);
+
+    // A screen clear in a key the message quotes.
+    let mut c = check(
+        "check a key holding an escape",
+        "[module]\nname = \"m\"\n[run]\ncommand = [\"m\"]\n\"co\\u001b[2Jmand\" = 1\n".into(),
+    );
+    c.stdout = vec!["unknown field `co\\u{1b}[2Jmand`"];
+    cases.push(c);
+
+    // An error quoting a path the operator gave, on stderr.
+    let mut c = Case::new(
+        "check a missing path whose name holds an escape",
+        &["check", "{work}/\u{1b}[2Jnope"],
+    );
+    c.exit = 2;
+    c.stderr = vec!["reading ", "/\\u{1b}[2Jnope"];
+    cases.push(c);
+
+    let mut c = Case::new(
+        "check --format json of a manifest with terminal escapes",
+        &["check", "--format", "json", "{work}/m"],
+    );
+    c.setup = vec![Setup::File(
+        "m/mesh.toml",
+        b"[module]\nname = \"m\"\n[run]\ncommand = [\"m\"]\n\"co\\u001b[2Jmand\" = 1\n".to_vec(),
+    )];
+    c.exit = 1;
+    c.stdout = vec!["co\\u001b[2Jmand"];
+    cases.push(c);
+
+    let mut c = check(
+        "check a 10 MB line",
+        format!("[module]\nname = \"{}\"\n", "a".repeat(10_000_000)),
+    );
+    c.stdout = vec!["error[bad-name]", "…", "checked 1 manifest: 1 error"];
+    c.max_output = 4 * 1024;
+    cases.push(c);
+
+    let names: Vec<String> = (0..5_000).map(|i| format!("\"Bad{i}\"")).collect();
+    let mut c = check(
+        "check 5,000 errors on one line",
+        format!(
+            "[module]\nname = \"m\"\n[events]\nemits = [{}]\n",
+            names.join(", ")
+        ),
+    );
+    c.stdout = vec![
+        "... and 4,950 more errors in ",
+        "checked 1 manifest: 5,000 errors",
+    ];
+    c.max_output = 64 * 1024;
+    cases.push(c);
+
+    let mut c = explain("explain a name without its prefix", "bob", Records::Example);
+    c.stderr = vec![
+        "no principal \"bob\"",
+        "did you mean person_bob?",
+        "person_<person>",
+        "`mesh fleet load FILE`",
+    ];
+    cases.push(c);
+
+    let mut c = explain("explain a typo", "module_n1_audit-lg", Records::Example);
+    c.stderr = vec![
+        "did you mean module_n1_audit-log?",
+        "module_<node>_<module>",
+    ];
+    cases.push(c);
+
+    let mut c = explain(
+        "explain an unknown name at 2,000 nodes",
+        "host_node",
+        Records::Nodes(2_000),
+    );
+    c.stderr = vec![
+        "no principal \"host_node\"",
+        "did you mean one of host_node0",
+        "host_<node>",
+    ];
+    c.max_output = 4 * 1024;
+    cases.push(c);
+
+    let mut c = explain(
+        "explain far from any name at 2,000 nodes",
+        "zzzzzzzz",
+        Records::Nodes(2_000),
+    );
+    c.stderr = vec!["no principal \"zzzzzzzz\" in this mesh (principals are named controller"];
+    c.max_output = 4 * 1024;
+    cases.push(c);
+
+    cases
+}
+
+#[test]
+fn bad_operator_input_loses_leaks_and_panics_nothing() {
+    let mut tally = Tally::default();
+    let mut device_guard_held = false;
+    for case in cases() {
+        if case.outside.iter().any(|p| p.starts_with("/dev/")) && !device_guard_held {
+            // Without the guard this row would replace the system's device.
+            let root = unsafe { libc::geteuid() } == 0;
+            if root {
+                tally.skipped.push(case.name);
+                continue;
+            }
+        }
+        let v = support::run(&case);
+        if case.name == DEVICE_GUARD {
+            device_guard_held = !v.skipped && v.passed();
+        }
+        tally.add(&case, &v);
+    }
+    let summary = tally.summary();
+    println!("{summary}");
+    assert!(
+        tally.failures.is_empty(),
+        "{summary}\n{}",
+        tally.failures.join("\n")
+    );
+    assert_eq!(
+        (tally.panics, tally.losses, tally.leaks),
+        (0, 0, 0),
+        "{summary}"
+    );
+    assert!(tally.cases >= 15, "{summary}");
+}
