@@ -48,6 +48,23 @@ pub enum StoreError {
         "store schema version {found} is newer than this mesh binary supports ({supported}); upgrade mesh"
     )]
     SchemaTooNew { found: i64, supported: i64 },
+    /// A reader found no store at the URL (redacted); nothing was created.
+    #[error(
+        "no mesh store at {url}; create one with `mesh fleet load FILE --catalogue DIR`, or give the right --store"
+    )]
+    Missing { url: String },
+    /// A reader found a store at an older schema; it does not migrate.
+    #[error(
+        "store schema version {found} is older than this mesh binary reads ({current}); bring it forward with `mesh fleet load FILE --catalogue DIR`"
+    )]
+    SchemaTooOld { found: i64, current: i64 },
+    /// The database holds another application's tables and no `mesh_schema`.
+    /// Nothing was created in it.
+    #[error(
+        "the database holds {count} table(s) that are not mesh's ({}) and no mesh_schema; give --store an empty database or a mesh store",
+        .some.join(", ")
+    )]
+    Foreign { count: usize, some: Vec<String> },
     /// An enrolment token was refused; every reason displays the same.
     #[error(transparent)]
     TokenRefused(#[from] TokenRefused),

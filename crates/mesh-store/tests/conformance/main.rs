@@ -37,6 +37,7 @@ mod credentials;
 mod declarations;
 mod fixture;
 mod nodes;
+mod open;
 mod outage;
 mod persons;
 mod reports;
