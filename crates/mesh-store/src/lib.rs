@@ -29,6 +29,9 @@ pub use error::{
 pub use migrations::SCHEMA_VERSION;
 pub use records::*;
 pub use secret::{MACHINE_BCRYPT_COST, PERSON_BCRYPT_COST, Secret, sha256_digest};
+pub use store::{
+    FleetApplied, FleetChange, PreparedCredential, PreparedToken, prepare_credential, prepare_token,
+};
 pub use url::{DEFAULT_URL, redact_url};
 
 use migrations::{CREATE_SCHEMA_TABLE, MIGRATIONS};

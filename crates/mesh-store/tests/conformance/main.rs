@@ -36,6 +36,7 @@ mod catalogue;
 mod credentials;
 mod declarations;
 mod fixture;
+mod fleet;
 mod nodes;
 mod open;
 mod outage;
