@@ -92,11 +92,27 @@ pub fn checked_catalogue(paths: &[PathBuf], refusal: &str) -> anyhow::Result<Cat
     Ok(report)
 }
 
-/// Opens the store; the URL in the error has its password removed.
+/// Opens (creating or bringing forward) the store; the URL in the error has
+/// its password removed.
 pub async fn open_store(url: &str) -> anyhow::Result<Store> {
-    Store::open(url)
-        .await
-        .with_context(|| format!("opening the store {}", mesh_store::redact_url(url)))
+    opened(url, Store::open(url).await)
+}
+
+/// Opens an existing store to read it: nothing is created or migrated.
+pub async fn open_existing_store(url: &str) -> anyhow::Result<Store> {
+    opened(url, Store::open_existing(url).await)
+}
+
+fn opened(url: &str, r: Result<Store, mesh_store::StoreError>) -> anyhow::Result<Store> {
+    use mesh_store::StoreError::{BadUrl, Missing};
+    match r {
+        Ok(s) => Ok(s),
+        // These name the URL already; saying it twice says nothing more.
+        Err(e @ (BadUrl { .. } | Missing { .. })) => Err(e.into()),
+        Err(e) => {
+            Err(e).with_context(|| format!("opening the store {}", mesh_store::redact_url(url)))
+        }
+    }
 }
 
 /// The records authority is derived from, and every credential hash by
@@ -113,7 +129,7 @@ pub async fn load(sources: &Sources) -> anyhow::Result<Loaded> {
         &sources.catalogue,
         "authority is derived only from a catalogue that checks clean",
     )?;
-    let store = open_store(&sources.store).await?;
+    let store = open_existing_store(&sources.store).await?;
     let read = read_records(&store).await;
     store.close().await;
     let (records, hashes) = read?;
