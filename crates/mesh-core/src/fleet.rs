@@ -184,7 +184,6 @@ impl Parser<'_> {
             return Some((ToolAccess::All, Vec::new()));
         }
         let mut uses = Vec::new();
-        let mut ok = true;
         for (s, span) in &written {
             if s == "*" {
                 // A typo beside it must not widen the grant silently.
@@ -194,7 +193,6 @@ impl Parser<'_> {
                     "`*` stands alone: it grants every tool".into(),
                     Some("write `tools = [\"*\"]` for every tool, or list the tools only".into()),
                 );
-                ok = false;
                 continue;
             }
             match refs::parse_tool_ref(s) {
@@ -202,12 +200,13 @@ impl Parser<'_> {
                 Err(e) => {
                     let at = self.toml.inner(span, s, e.range.clone());
                     self.toml.push(e.kind, at, e.message, e.help);
-                    ok = false;
                 }
             }
         }
+        // Kept even when an entry was refused (the file is refused anyway),
+        // so the catalogue check reports the other entries too.
         let grant = ToolAccess::Only(uses.iter().map(|u| u.value.clone()).collect());
-        ok.then_some((grant, uses))
+        Some((grant, uses))
     }
 
     /// A second entry of one name would silently replace the first (the
