@@ -68,6 +68,10 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
         Ok(f) => f,
         Err(diags) => return Err(refused(&path, &text, &diags)),
     };
+    mesh_store::check_url(&args.sources.store)?;
+    // Before a store is created: a directory of another store's secrets
+    // refuses this load, a store made for it would be left behind empty.
+    secrets::check_marker(&args.secrets_dir, existing_id(&args.sources.store).await.as_deref())?;
     // Before anything is minted: a secret whose file cannot be written is lost,
     // since the store keeps only its hash.
     files::private_dir(&args.secrets_dir)?;
@@ -82,6 +86,16 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The identity of the store at `url` if one is there, read without creating
+/// or migrating anything; `None` for a store yet to be made (or too old to
+/// have an identity).
+async fn existing_id(url: &str) -> Option<String> {
+    let store = Store::open_existing(url).await.ok()?;
+    let id = store.id().await.ok();
+    store.close().await;
+    id
 }
 
 /// Prints every diagnostic of a refused file and says nothing was recorded.
@@ -115,7 +129,7 @@ async fn record(
     store: &Store,
 ) -> anyhow::Result<Outcome> {
     let store_id = store.id().await?;
-    let needs_marker = secrets::check_marker(&args.secrets_dir, &store_id, store.url())?;
+    let needs_marker = secrets::check_marker(&args.secrets_dir, Some(&store_id))?;
     let before = mesh_state::read(store).await?;
 
     let file_nodes: BTreeSet<&Name> = fleet

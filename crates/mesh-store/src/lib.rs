@@ -169,6 +169,12 @@ impl BeginWrite for PgPool {
     }
 }
 
+/// Whether `url` names a store mesh can open, without opening it: a command
+/// checks it before it writes anything else (a secrets directory, say).
+pub fn check_url(url: &str) -> Result<(), StoreError> {
+    url::parse(url).map(|_| ())
+}
+
 impl Store {
     /// Opens the store at `url` (`sqlite://PATH` or `postgres://...`) and
     /// brings its schema up to [`SCHEMA_VERSION`].

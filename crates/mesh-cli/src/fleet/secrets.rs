@@ -12,10 +12,11 @@ use mesh_store::Secret;
 /// The file naming the store whose secrets a directory holds.
 pub const MARKER: &str = ".mesh-store";
 
-/// Refuses a secrets directory marked for another store: its secrets would
-/// be overwritten by this store's, and the other store's principals locked
-/// out. Returns whether the directory still needs its marker.
-pub fn check_marker(dir: &Path, store_id: &str, store_url: &str) -> anyhow::Result<bool> {
+/// Refuses a secrets directory marked for another store than `store_id`
+/// (`None`: a store not made yet): its secrets would be overwritten by this
+/// store's, and the other store's principals locked out. Returns whether the
+/// directory still needs its marker.
+pub fn check_marker(dir: &Path, store_id: Option<&str>) -> anyhow::Result<bool> {
     let path = dir.join(MARKER);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -24,12 +25,16 @@ pub fn check_marker(dir: &Path, store_id: &str, store_url: &str) -> anyhow::Resu
     };
     let mut lines = text.lines();
     let marked = lines.next().unwrap_or("").trim();
-    if marked == store_id {
+    if Some(marked) == store_id {
         return Ok(false);
     }
     let url = lines.next().unwrap_or("an unnamed store").trim();
+    let this = match store_id {
+        Some(id) => format!("this store {id}"),
+        None => "this store (not created yet)".to_string(),
+    };
     bail!(
-        "{} holds the secrets of store {marked} ({url}), not of this store {store_id} ({store_url}); \
+        "{} holds the secrets of store {marked} ({url}), not of {this}; \
          give this store a --secrets-dir of its own",
         dir.display()
     )
