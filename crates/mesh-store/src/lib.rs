@@ -24,7 +24,8 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 pub use error::{
-    BackendKind, HashError, MalformedValue, RefusalKind, RefusalReason, StoreError, TokenRefused,
+    BackendKind, DriverError, HashError, MalformedValue, RefusalKind, RefusalReason, StoreError,
+    TokenRefused,
 };
 pub use migrations::SCHEMA_VERSION;
 pub use records::*;
@@ -236,7 +237,7 @@ impl Store {
                     Mode::Create => {
                         files::create_private(&path).map_err(|e| StoreError::Unavailable {
                             backend: BackendKind::Sqlite,
-                            source: sqlx::Error::Io(e),
+                            source: DriverError(sqlx::Error::Io(e)),
                         })?
                     }
                     // Checked here, not left to SQLite: its "unable to open"
