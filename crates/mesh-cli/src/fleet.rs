@@ -71,7 +71,10 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     mesh_store::check_url(&args.sources.store)?;
     // Before a store is created: a directory of another store's secrets
     // refuses this load, a store made for it would be left behind empty.
-    secrets::check_marker(&args.secrets_dir, existing_id(&args.sources.store).await.as_deref())?;
+    secrets::check_marker(
+        &args.secrets_dir,
+        existing_id(&args.sources.store).await.as_deref(),
+    )?;
     // Before anything is minted: a secret whose file cannot be written is lost,
     // since the store keeps only its hash.
     files::private_dir(&args.secrets_dir)?;
