@@ -233,6 +233,7 @@ async fn record(
         eprintln!("  = help: {}", remint_command(args, name));
     }
 
+    forget_secrets(&args.secrets_dir, &applied);
     let missing = missing_secrets(args, fleet, store).await?;
     Ok(Outcome {
         applied,
@@ -240,6 +241,25 @@ async fn record(
         unnamed,
         missing,
     })
+}
+
+/// Removes the secret files of the credentials a prune deleted: they admit
+/// nobody now, and a file left behind reads as a way in.
+fn forget_secrets(dir: &std::path::Path, applied: &FleetApplied) {
+    let gone = applied
+        .nodes_pruned
+        .iter()
+        .flat_map(|(_, f)| f.credentials.iter().cloned())
+        .chain(
+            applied
+                .assignments_pruned
+                .iter()
+                .map(|(n, m)| principal::module(n, m)),
+        )
+        .chain(applied.persons_pruned.iter().map(principal::person));
+    for p in gone {
+        let _ = std::fs::remove_file(secrets::target(dir, &p));
+    }
 }
 
 /// The records as they will be once `change` is applied, and what the store

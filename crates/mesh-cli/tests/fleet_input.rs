@@ -463,6 +463,14 @@ fn cases() -> Vec<Case> {
                 if rows.contains("host_n2") || rows.contains("person_bob") {
                     return Err(format!("not pruned: {rows}"));
                 }
+                for gone in ["host_n2", "module_n2_notifier", "person_bob"] {
+                    if e.secrets().join(gone).exists() {
+                        return Err(format!("the secret of pruned {gone} was left"));
+                    }
+                }
+                if !e.secrets().join("person_alice").is_file() {
+                    return Err("a kept secret was removed".into());
+                }
                 Ok(())
             }),
         },
