@@ -71,10 +71,9 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     mesh_store::check_url(&args.sources.store)?;
     // Before a store is created: a directory of another store's secrets
     // refuses this load, a store made for it would be left behind empty.
-    secrets::check_marker(
-        &args.secrets_dir,
-        existing_id(&args.sources.store).await.as_deref(),
-    )?;
+    if let Some(id) = existing_id(&args.sources.store).await {
+        secrets::check_marker(&args.secrets_dir, id.as_deref())?;
+    }
     // Before anything is minted: a secret whose file cannot be written is lost,
     // since the store keeps only its hash.
     files::private_dir(&args.secrets_dir)?;
@@ -91,14 +90,21 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The identity of the store at `url` if one is there, read without creating
-/// or migrating anything; `None` for a store yet to be made (or too old to
-/// have an identity).
-async fn existing_id(url: &str) -> Option<String> {
-    let store = Store::open_existing(url).await.ok()?;
-    let id = store.id().await.ok();
-    store.close().await;
-    id
+/// The identity of the store at `url`, read without creating or migrating
+/// anything: `Some(None)` when there is no store yet (or one too old to have
+/// an identity), `None` when it cannot be told now (the store is away: the
+/// error comes from opening it, and the marker is checked after that).
+async fn existing_id(url: &str) -> Option<Option<String>> {
+    use mesh_store::StoreError::{Missing, SchemaTooOld};
+    match Store::open_existing(url).await {
+        Ok(store) => {
+            let id = store.id().await.ok();
+            store.close().await;
+            id.map(Some)
+        }
+        Err(Missing { .. } | SchemaTooOld { .. }) => Some(None),
+        Err(_) => None,
+    }
 }
 
 /// Prints every diagnostic of a refused file and says nothing was recorded.
