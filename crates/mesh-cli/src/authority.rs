@@ -121,24 +121,27 @@ pub fn checked_catalogue(paths: &[PathBuf], refusal: &str) -> anyhow::Result<Cat
     Ok(report)
 }
 
-/// Opens the store; the URL in the error has its password removed. A SQLite
-/// store's files hold every credential hash: they are made owner-only here,
-/// since the store itself creates them with the process's umask.
+/// Opens (creating or bringing forward) the store; the URL in the error has
+/// its password removed.
 pub async fn open_store(url: &str) -> anyhow::Result<Store> {
-    let sqlite = files::sqlite_path(url);
-    if let Some(db) = &sqlite {
-        files::prepare_sqlite(db)?;
+    opened(url, Store::open(url).await)
+}
+
+/// Opens an existing store to read it: nothing is created or migrated.
+pub async fn open_existing_store(url: &str) -> anyhow::Result<Store> {
+    opened(url, Store::open_existing(url).await)
+}
+
+fn opened(url: &str, r: Result<Store, mesh_store::StoreError>) -> anyhow::Result<Store> {
+    use mesh_store::StoreError::{BadUrl, Missing};
+    match r {
+        Ok(s) => Ok(s),
+        // These name the URL already; saying it twice says nothing more.
+        Err(e @ (BadUrl { .. } | Missing { .. })) => Err(e.into()),
+        Err(e) => {
+            Err(e).with_context(|| format!("opening the store {}", mesh_store::redact_url(url)))
+        }
     }
-    let store = Store::open(url)
-        .await
-        .with_context(|| format!("opening the store {}", mesh_store::redact_url(url)))?;
-    if let Some(db) = &sqlite
-        && let Err(e) = files::restrict_sqlite(db)
-    {
-        store.close().await;
-        return Err(e);
-    }
-    Ok(store)
 }
 
 /// The records authority is derived from, and every credential hash by
@@ -157,7 +160,7 @@ pub async fn load(sources: &Sources) -> anyhow::Result<Loaded> {
         &sources.catalogue,
         "authority is derived only from a catalogue that checks clean",
     )?;
-    let store = open_store(&sources.store).await?;
+    let store = open_existing_store(&sources.store).await?;
     let read = read_records(&store).await;
     store.close().await;
     let (records, hashes) = read?;

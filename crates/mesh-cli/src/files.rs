@@ -215,68 +215,6 @@ fn tmp_beside(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// The SQLite database file a store URL names, as the store reads it
-/// (`sqlite://PATH`, `sqlite:PATH`, empty for the default); `None` for any
-/// other store, and for a URL the store refuses.
-pub fn sqlite_path(url: &str) -> Option<PathBuf> {
-    let rest = url.strip_prefix("sqlite:")?;
-    let path = rest.strip_prefix("//").unwrap_or(rest);
-    if path.contains('?') || path == ":memory:" {
-        return None;
-    }
-    Some(PathBuf::from(if path.is_empty() {
-        mesh_store::DEFAULT_URL.trim_start_matches("sqlite://")
-    } else {
-        path
-    }))
-}
-
-/// Before the store opens a SQLite file: its missing directories are made
-/// 0700, and a new database file is created empty with mode 0600, so SQLite
-/// (which gives its `-wal` and `-shm` files the database file's mode) never
-/// makes a readable one.
-pub fn prepare_sqlite(db: &Path) -> anyhow::Result<()> {
-    // Followed: a link to the database is the operator's choice; a device
-    // or FIFO (or a link to one) is no database.
-    if let Ok(meta) = std::fs::metadata(db)
-        && let Some(kind) = special_kind(meta.file_type())
-    {
-        anyhow::bail!(
-            "{} is a {kind}, not a database file; give the store a file's path (--store sqlite://PATH or MESH_STORE)",
-            db.display()
-        );
-    }
-    create_private_dirs(db.parent().unwrap_or(Path::new("")))?;
-    match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(db)
-    {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e).with_context(|| format!("creating {}", db.display())),
-    }
-}
-
-/// After the store opened a SQLite file: the database and its `-wal` and
-/// `-shm` files are narrowed to their owner, whoever made them and however.
-pub fn restrict_sqlite(db: &Path) -> anyhow::Result<()> {
-    for suffix in ["", "-wal", "-shm"] {
-        let mut name = db.as_os_str().to_os_string();
-        name.push(suffix);
-        let path = PathBuf::from(name);
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.is_file() => {
-                std::fs::set_permissions(&path, Permissions::from_mode(0o600))
-                    .with_context(|| format!("restricting {} to its owner", path.display()))?;
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,44 +311,5 @@ mod tests {
             OutPath::from(OsStr::new("./-")),
             OutPath::File(PathBuf::from("./-"))
         );
-    }
-
-    #[test]
-    fn sqlite_paths_are_read_as_the_store_reads_them() {
-        assert_eq!(
-            sqlite_path(mesh_store::DEFAULT_URL),
-            Some(PathBuf::from("./.mesh/mesh.db"))
-        );
-        assert_eq!(sqlite_path("sqlite:///var/m.db"), Some("/var/m.db".into()));
-        assert_eq!(sqlite_path("sqlite:m.db"), Some("m.db".into()));
-        assert_eq!(sqlite_path("sqlite://"), Some("./.mesh/mesh.db".into()));
-        assert_eq!(sqlite_path("sqlite://:memory:"), None);
-        assert_eq!(sqlite_path("postgres://u@h/d"), None);
-    }
-
-    #[test]
-    fn a_new_database_file_is_private_before_sqlite_opens_it() {
-        let root = tempfile::tempdir().unwrap();
-        let db = root.path().join(".mesh/mesh.db");
-        prepare_sqlite(&db).unwrap();
-        let e = prepare_sqlite(root.path()).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("is a directory, not a database file"),
-            "{e}"
-        );
-        assert_eq!(std::fs::metadata(&db).unwrap().mode() & 0o777, 0o600);
-        assert_eq!(std::fs::metadata(&db).unwrap().len(), 0);
-        let dir = std::fs::metadata(root.path().join(".mesh")).unwrap();
-        assert_eq!(dir.mode() & 0o777, 0o700);
-        // An old, readable database and its WAL are narrowed after opening.
-        std::fs::set_permissions(&db, Permissions::from_mode(0o644)).unwrap();
-        let wal = root.path().join(".mesh/mesh.db-wal");
-        std::fs::write(&wal, "").unwrap();
-        std::fs::set_permissions(&wal, Permissions::from_mode(0o644)).unwrap();
-        restrict_sqlite(&db).unwrap();
-        for f in [&db, &wal] {
-            assert_eq!(std::fs::metadata(f).unwrap().mode() & 0o777, 0o600);
-        }
     }
 }

@@ -1,41 +1,38 @@
 //! `mesh fleet load FILE`: records a fleet described in one file — nodes and
 //! what runs on them, persons, enrolment tokens — registers the catalogue's
 //! manifests, and mints a credential for every principal that has none.
-//! Loading the same file again changes nothing and mints nothing.
+//! Loading the same file again changes nothing and mints nothing. The file
+//! format and its checks are `mesh_core::fleet`.
 //!
-//! ```toml
-//! [[node]]
-//! name = "n1"
-//! modules = ["git-server", "audit-log"]
-//!
-//! [[person]]
-//! name = "alice"
-//! tools = ["*"]                 # or ["seat:git.clone", "audit-log.search"]
-//!
-//! [[token]]
-//! node = "n4"                   # a node to be enrolled; its token is issued here
-//! ```
+//! All or nothing: the whole file is checked first (every problem reported);
+//! then secrets are generated and staged as temporary files in the secrets
+//! directory, the store is changed in one transaction, and only then are the
+//! files renamed into place. On any failure before the commit the temporary
+//! files are removed and the store is as it was.
 //!
 //! Minted secrets are shown once: each is written to `<secrets-dir>/<principal>`
 //! (mode 0600), never printed.
 
-use std::path::{Path, PathBuf};
+mod secrets;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use mesh_core::authority::PrincipalKind;
-use mesh_core::catalogue::Catalogue;
+use mesh_core::authority::Principal;
+use mesh_core::diagnostic::{Diagnostic, render_text, suggest};
+use mesh_core::fleet::Fleet;
 use mesh_core::names::Name;
-use mesh_core::records::{ControllerSpec, ToolAccess};
-use mesh_store::{Secret, Store, principal};
-use serde::Deserialize;
+use mesh_core::records::{Assignment, ControllerSpec, PersonRecord, Records};
+use mesh_state::CatalogueCheck;
+use mesh_store::{FleetApplied, FleetChange, Secret, Store, principal};
 
-use crate::authority::{self, Loaded, Sources};
+use crate::authority;
 use crate::check::plural;
 use crate::files;
-use mesh_state::CatalogueCheck;
 
 /// How long an enrolment token issued by a fleet file stays live.
 const TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -45,207 +42,416 @@ pub struct FleetArgs {
     /// The fleet file.
     pub file: PathBuf,
     #[command(flatten)]
-    pub sources: Sources,
+    pub sources: authority::Sources,
     /// Where minted secrets are written, one file per principal.
     #[arg(long, default_value = ".mesh/secrets")]
     pub secrets_dir: PathBuf,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Fleet {
-    #[serde(default)]
-    pub node: Vec<FleetNode>,
-    #[serde(default)]
-    pub person: Vec<FleetPerson>,
-    #[serde(default)]
-    pub token: Vec<FleetToken>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FleetNode {
-    pub name: Name,
-    #[serde(default)]
-    pub modules: Vec<Name>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FleetPerson {
-    pub name: Name,
-    pub tools: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FleetToken {
-    pub node: Name,
-}
-
-/// Parses a fleet file; errors carry the file, line and column.
-pub fn parse(path: &Path, text: &str) -> anyhow::Result<Fleet> {
-    toml::from_str(text).map_err(|e| {
-        let at = e
-            .span()
-            .map(|s| {
-                let before = &text[..s.start.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-                format!("{}:{line}:{col}", path.display())
-            })
-            .unwrap_or_else(|| path.display().to_string());
-        anyhow::anyhow!("{at}: {}", e.message())
-    })
+    /// Mint this principal's credential (or reissue `enrol_<node>`'s token)
+    /// again, replacing the recorded one; repeatable.
+    #[arg(long, value_name = "PRINCIPAL")]
+    pub remint: Vec<String>,
+    /// Forget the nodes (with their credentials), assignments and persons the
+    /// store holds and the file does not name.
+    #[arg(long)]
+    pub prune: bool,
 }
 
 pub fn run(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     crate::block_on(load_fleet(args))?
 }
 
-/// A fleet file checked against the catalogue, ready to record.
-struct Checked {
-    /// person → the grant to record
-    grants: Vec<(Name, ToolAccess)>,
-}
-
-/// Checks the whole fleet file before anything is written, so a bad file
-/// leaves the store as it was.
-fn check_fleet(path: &Path, fleet: &Fleet, catalogue: &Catalogue) -> anyhow::Result<Checked> {
-    for node in &fleet.node {
-        for module in &node.modules {
-            if catalogue.module(module).is_none() {
-                bail!(
-                    "{}: node {} runs module {module}, which is not in the catalogue",
-                    path.display(),
-                    node.name
-                );
-            }
-        }
-    }
-    let grants = fleet
-        .person
-        .iter()
-        .map(|p| {
-            ToolAccess::from_written(&p.tools)
-                .map(|g| (p.name.clone(), g))
-                .map_err(|e| anyhow::anyhow!("{}: person {}: {e}", path.display(), p.name))
-        })
-        .collect::<anyhow::Result<_>>()?;
-    Ok(Checked { grants })
-}
-
 async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.file)
-        .with_context(|| format!("reading {}", args.file.display()))?;
-    let fleet = parse(&args.file, &text)?;
+    let path = args.file.display().to_string();
+    let text = std::fs::read_to_string(&args.file).with_context(|| format!("reading {path}"))?;
     let report = authority::checked_catalogue(&args.sources.catalogue, "fix them first")?;
-    let checked = check_fleet(&args.file, &fleet, &report.catalogue)?;
+    let fleet = match mesh_core::fleet::read(&path, &text, &report.catalogue) {
+        Ok(f) => f,
+        Err(diags) => return Err(refused(&path, &text, &diags)),
+    };
+    mesh_store::check_url(&args.sources.store)?;
+    // Before a store is created: a directory of another store's secrets
+    // refuses this load, a store made for it would be left behind empty.
+    if let Some(id) = existing_id(&args.sources.store).await {
+        secrets::check_marker(&args.secrets_dir, id.as_deref())?;
+    }
     // Before anything is minted: a secret whose file cannot be written is lost,
     // since the store keeps only its hash.
     files::private_dir(&args.secrets_dir)?;
 
     let store = authority::open_store(&args.sources.store).await?;
-    let loaded = record(args, &fleet, checked, report, &store).await;
+    let loaded = record(args, &fleet, &report, &store).await;
     store.close().await;
-    let (written, minted) = loaded?;
-    println!(
-        "fleet loaded: {} node{}, {} person{}, {} token{} issued, {} credential{} minted (secrets in {})",
-        fleet.node.len(),
-        plural(fleet.node.len()),
-        fleet.person.len(),
-        plural(fleet.person.len()),
-        written,
-        plural(written),
-        minted,
-        plural(minted),
-        args.secrets_dir.display()
-    );
-    Ok(ExitCode::SUCCESS)
+    let outcome = loaded?;
+    outcome.print(args, &fleet);
+    Ok(if outcome.missing.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
-/// Records the checked fleet and mints what is missing; returns (tokens
-/// issued, credentials minted).
+/// The identity of the store at `url`, read without creating or migrating
+/// anything: `Some(None)` when there is no store yet (or one too old to have
+/// an identity), `None` when it cannot be told now (the store is away: the
+/// error comes from opening it, and the marker is checked after that).
+async fn existing_id(url: &str) -> Option<Option<String>> {
+    use mesh_store::StoreError::{Missing, SchemaTooOld};
+    match Store::open_existing(url).await {
+        Ok(store) => {
+            let id = store.id().await.ok();
+            store.close().await;
+            id.map(Some)
+        }
+        Err(Missing { .. } | SchemaTooOld { .. }) => Some(None),
+        Err(_) => None,
+    }
+}
+
+/// Prints every diagnostic of a refused file and says nothing was recorded.
+fn refused(path: &str, text: &str, diags: &[Diagnostic]) -> anyhow::Error {
+    for d in diags {
+        eprint!("{}", render_text(d, Some(text)));
+    }
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    anyhow::anyhow!(
+        "{path} has {errors} error{}; nothing was recorded: fix {} and load again",
+        plural(errors),
+        if errors == 1 { "it" } else { "them" }
+    )
+}
+
+/// What a load did, for the summary.
+struct Outcome {
+    applied: FleetApplied,
+    secrets_placed: usize,
+    /// What the store holds and the file does not name (kept without --prune).
+    unnamed: Vec<String>,
+    /// Principals with a credential recorded and no secret file.
+    missing: Vec<String>,
+}
+
+/// The plan: what the change records and which secrets it mints.
 async fn record(
     args: &FleetArgs,
     fleet: &Fleet,
-    checked: Checked,
-    report: CatalogueCheck,
+    report: &CatalogueCheck,
     store: &Store,
-) -> anyhow::Result<(usize, usize)> {
-    for m in report.catalogue.manifests() {
-        let source = report.sources.get(&m.path).cloned().unwrap_or_default();
-        store.register_module(&m.name.value, &source).await?;
-    }
-    for node in &fleet.node {
-        if store.node(&node.name).await?.is_none() {
-            store.add_node(&node.name, &[]).await?;
-        }
-        for module in &node.modules {
-            store.assign(&node.name, module).await?;
-        }
-    }
-    for (person, grant) in &checked.grants {
-        store.put_person(person, grant).await?;
-    }
-    let live: Vec<Name> = store
-        .live_tokens()
-        .await?
-        .into_iter()
-        .map(|t| t.node)
-        .collect();
-    let mut written = 0;
-    for token in &fleet.token {
-        if store.node(&token.node).await?.is_none() {
-            store.add_node(&token.node, &[]).await?;
-        }
-        if !live.contains(&token.node) {
-            let issued = store.issue_token(&token.node, TOKEN_TTL).await?;
-            write_secret(
-                &args.secrets_dir,
-                &principal::enrolment(&token.node),
-                &issued.secret,
-            )?;
-            written += 1;
-        }
-    }
+) -> anyhow::Result<Outcome> {
+    let store_id = store.id().await?;
+    let needs_marker = secrets::check_marker(&args.secrets_dir, Some(&store_id))?;
+    let before = mesh_state::read(store).await?;
 
-    // Mint for every derived principal that has no credential yet.
-    let (records, hashes) = authority::read_records(store).await?;
-    let loaded = Loaded {
-        catalogue: report.catalogue,
-        records,
-        hashes,
+    let file_nodes: BTreeSet<&Name> = fleet
+        .nodes
+        .iter()
+        .map(|n| &n.name.value)
+        .chain(fleet.tokens.iter().map(|t| &t.value))
+        .collect();
+    let mut change = FleetChange {
+        modules: report
+            .catalogue
+            .manifests()
+            .iter()
+            .map(|m| {
+                let source = report.sources.get(&m.path).cloned().unwrap_or_default();
+                (m.name.value.clone(), source)
+            })
+            .collect(),
+        nodes: file_nodes.iter().map(|n| (*n).clone()).collect(),
+        assignments: fleet
+            .nodes
+            .iter()
+            .flat_map(|n| {
+                n.modules
+                    .iter()
+                    .map(|m| (n.name.value.clone(), m.value.clone()))
+            })
+            .collect(),
+        persons: fleet
+            .persons
+            .iter()
+            .map(|p| (p.name.value.clone(), p.tools.clone()))
+            .collect(),
+        prune: args.prune,
+        ..FleetChange::default()
+    };
+    let (after, unnamed) = records_after(&before.records, &change, fleet);
+
+    let loaded = authority::Loaded {
+        catalogue: report.catalogue.clone(),
+        records: after,
+        hashes: BTreeMap::new(),
         controller: ControllerSpec::default(),
     };
     let principals = authority::derive(&loaded)?;
+    check_remint(&args.remint, &principals)?;
+    let remint = |name: &str| args.remint.iter().any(|r| r == name);
     // A node listed only under [[token]] makes its host credential when it
     // enrols, not here.
     let to_mint = mesh_core::authority::credentials_to_mint(
         &principals,
-        |name| loaded.hashes.contains_key(name),
-        |node| !fleet.node.iter().any(|n| &n.name == node),
+        |name| before.credentials.contains_key(name) && !remint(name),
+        |node| !fleet.nodes.iter().any(|n| &n.name.value == node),
     );
-    let mut minted = 0;
-    for p in to_mint {
-        let secret = match &p.kind {
-            PrincipalKind::Controller => store.mint_controller_credential().await?,
-            PrincipalKind::Host { node } => store.mint_host_credential(node).await?,
-            PrincipalKind::Module { node, module } => {
-                store.mint_module_credential(node, module).await?
-            }
-            PrincipalKind::Person { person } => store.mint_person_credential(person).await?,
-            PrincipalKind::Enrolment { node } => {
-                bail!("no credential is minted for the enrolment of {node}: its token is")
-            }
-        };
-        write_secret(&args.secrets_dir, &p.name, &secret)?;
-        minted += 1;
+    let live: BTreeSet<&Name> = before.records.live_tokens.iter().collect();
+    let tokens: Vec<&Name> = fleet
+        .tokens
+        .iter()
+        .map(|t| &t.value)
+        .filter(|n| !live.contains(n) || remint(&principal::enrolment(n)))
+        .collect();
+
+    let mut minted: Vec<(String, Secret)> = Vec::new();
+    for node in tokens {
+        let (secret, t) = mesh_store::prepare_token(node, TOKEN_TTL).await?;
+        minted.push((principal::enrolment(node), secret));
+        change.tokens.push(t);
     }
-    Ok((written, minted))
+    for p in to_mint {
+        let (secret, c) = mesh_store::prepare_credential(&p.kind).await?;
+        minted.push((p.name.clone(), secret));
+        change.credentials.push(c);
+    }
+    for (name, _) in &minted {
+        secrets::check_target(&secrets::target(&args.secrets_dir, name), name)?;
+    }
+
+    // Staged files are removed when `staged` drops unless placed.
+    let mut staged = secrets::Staged::default();
+    if needs_marker {
+        staged.stage_bytes(
+            &args.secrets_dir,
+            secrets::MARKER,
+            secrets::marker_text(&store_id, store.url()).as_bytes(),
+        )?;
+    }
+    for (name, secret) in &minted {
+        staged.stage(&args.secrets_dir, name, secret)?;
+    }
+    let applied = store
+        .apply_fleet(&change)
+        .await
+        .context("recording the fleet; nothing was recorded and no secret was kept")?;
+    let failed = staged.place();
+    let secrets_placed = minted.len() - failed.iter().filter(|(n, _)| n != secrets::MARKER).count();
+    for (name, e) in &failed {
+        eprintln!("error: {e:#}");
+        eprintln!("  = help: {}", remint_command(args, name));
+    }
+
+    forget_secrets(&args.secrets_dir, &applied);
+    let missing = missing_secrets(args, fleet, store).await?;
+    Ok(Outcome {
+        applied,
+        secrets_placed,
+        unnamed,
+        missing,
+    })
 }
 
-/// Writes one secret, readable by its owner only.
-fn write_secret(dir: &Path, principal: &str, secret: &Secret) -> anyhow::Result<()> {
-    files::write_private(&dir.join(principal), secret.expose().as_bytes())
+/// Removes the secret files of the credentials a prune deleted: they admit
+/// nobody now, and a file left behind reads as a way in.
+fn forget_secrets(dir: &std::path::Path, applied: &FleetApplied) {
+    let gone = applied
+        .nodes_pruned
+        .iter()
+        .flat_map(|(_, f)| f.credentials.iter().cloned())
+        .chain(
+            applied
+                .assignments_pruned
+                .iter()
+                .map(|(n, m)| principal::module(n, m)),
+        )
+        .chain(applied.persons_pruned.iter().map(principal::person));
+    for p in gone {
+        let _ = std::fs::remove_file(secrets::target(dir, &p));
+    }
+}
+
+/// The records as they will be once `change` is applied, and what the store
+/// holds that the file does not name.
+fn records_after(before: &Records, change: &FleetChange, fleet: &Fleet) -> (Records, Vec<String>) {
+    let named: BTreeSet<&Name> = change.nodes.iter().collect();
+    let wanted: BTreeSet<(&Name, &Name)> = change.assignments.iter().map(|(n, m)| (n, m)).collect();
+    let persons: BTreeSet<&Name> = change.persons.iter().map(|(p, _)| p).collect();
+    let mut unnamed = Vec::new();
+    let mut after = Records::default();
+    for n in &before.nodes {
+        if !named.contains(n) {
+            unnamed.push(format!("node {n}"));
+            if change.prune {
+                continue;
+            }
+        }
+        after.nodes.push(n.clone());
+    }
+    for a in &before.assignments {
+        if !wanted.contains(&(&a.node, &a.module)) {
+            if named.contains(&a.node) {
+                unnamed.push(format!("assignment {a}"));
+            }
+            if change.prune {
+                continue;
+            }
+        }
+        after.assignments.push(a.clone());
+    }
+    for p in &before.persons {
+        if !persons.contains(&p.name) {
+            unnamed.push(format!("person {}", p.name));
+            if !change.prune {
+                after.persons.push(p.clone());
+            }
+        }
+    }
+    for n in &change.nodes {
+        if !after.nodes.contains(n) {
+            after.nodes.push(n.clone());
+        }
+    }
+    for (n, m) in &change.assignments {
+        let a = Assignment::new(n.clone(), m.clone());
+        if !after.assignments.contains(&a) {
+            after.assignments.push(a);
+        }
+    }
+    for p in &fleet.persons {
+        after.persons.push(PersonRecord {
+            name: p.name.value.clone(),
+            tools: p.tools.clone(),
+        });
+    }
+    after.live_tokens = before
+        .live_tokens
+        .iter()
+        .filter(|n| after.nodes.contains(n))
+        .chain(fleet.tokens.iter().map(|t| &t.value))
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    after.nodes.sort();
+    after.assignments.sort();
+    after.persons.sort_by(|a, b| a.name.cmp(&b.name));
+    (after, unnamed)
+}
+
+/// Every `--remint` must name a principal of this fleet.
+fn check_remint(remint: &[String], principals: &[Principal]) -> anyhow::Result<()> {
+    for r in remint {
+        if principals.iter().any(|p| &p.name == r) {
+            continue;
+        }
+        let names = principals.iter().map(|p| p.name.as_str());
+        let help = match suggest(r, names.clone()) {
+            Some(close) => format!("did you mean {close}?"),
+            None => format!(
+                "the principals are: {}",
+                names.collect::<Vec<_>>().join(", ")
+            ),
+        };
+        bail!("--remint {r}: no such principal in this fleet; {help}");
+    }
+    Ok(())
+}
+
+fn remint_command(args: &FleetArgs, principal: &str) -> String {
+    let catalogue: Vec<String> = args
+        .sources
+        .catalogue
+        .iter()
+        .map(|c| format!("--catalogue {}", c.display()))
+        .collect();
+    format!(
+        "re-mint it with `mesh fleet load {} {} --remint {principal}`",
+        args.file.display(),
+        catalogue.join(" ")
+    )
+}
+
+/// Principals whose credential (or live token) the store holds while the
+/// secrets directory has no file for it: nobody can connect as them. Hosts
+/// that enrol themselves keep their secret on their node, not here.
+async fn missing_secrets(
+    args: &FleetArgs,
+    fleet: &Fleet,
+    store: &Store,
+) -> anyhow::Result<Vec<String>> {
+    let now = mesh_state::read(store).await?;
+    let listed = |node: &Name| fleet.nodes.iter().any(|n| &n.name.value == node);
+    let mut missing = Vec::new();
+    for name in now.credentials.keys() {
+        let host_of_self_enrolled = now
+            .records
+            .nodes
+            .iter()
+            .any(|n| !listed(n) && &principal::host(n) == name);
+        if host_of_self_enrolled || secrets::target(&args.secrets_dir, name).is_file() {
+            continue;
+        }
+        missing.push(name.clone());
+    }
+    Ok(missing)
+}
+
+impl Outcome {
+    fn print(&self, args: &FleetArgs, fleet: &Fleet) {
+        let a = &self.applied;
+        let count = |added: usize, total: usize, what: &str| {
+            format!(
+                "{added} {what}{} added, {} already recorded",
+                plural(added),
+                total.saturating_sub(added)
+            )
+        };
+        let nodes: BTreeSet<&Name> = fleet
+            .nodes
+            .iter()
+            .map(|n| &n.name.value)
+            .chain(fleet.tokens.iter().map(|t| &t.value))
+            .collect();
+        let assignments: usize = fleet.nodes.iter().map(|n| n.modules.len()).sum();
+        println!(
+            "fleet loaded: {}; {}; {}; {} token{} issued; {} credential{} minted; {} secret{} written to {}",
+            count(a.nodes_added.len(), nodes.len(), "node"),
+            count(a.assignments_added, assignments, "assignment"),
+            count(a.persons_added.len(), fleet.persons.len(), "person"),
+            a.tokens_issued,
+            plural(a.tokens_issued),
+            a.credentials_recorded,
+            plural(a.credentials_recorded),
+            self.secrets_placed,
+            plural(self.secrets_placed),
+            args.secrets_dir.display()
+        );
+        if args.prune {
+            for (node, f) in &a.nodes_pruned {
+                let creds = if f.credentials.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with the credentials of {}", f.credentials.join(", "))
+                };
+                println!("pruned: node {node}{creds}");
+            }
+            for (n, m) in &a.assignments_pruned {
+                println!("pruned: assignment {m} on {n}");
+            }
+            for p in &a.persons_pruned {
+                println!("pruned: person {p}");
+            }
+        } else if !self.unnamed.is_empty() {
+            println!(
+                "kept, though {} does not name them: {} (--prune forgets them)",
+                args.file.display(),
+                self.unnamed.join(", ")
+            );
+        }
+        for m in &self.missing {
+            eprintln!(
+                "warning: {m} has a credential recorded but no secret in {}; nobody can connect as {m}",
+                args.secrets_dir.display()
+            );
+            eprintln!("  = help: {}", remint_command(args, m));
+        }
+    }
 }

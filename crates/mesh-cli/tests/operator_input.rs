@@ -118,14 +118,12 @@ fn cases() -> Vec<Case> {
     cases.push(c);
 
     // Every remedy names a command that exists.
-    let mut c = compose("compose before any credential is minted", "-");
+    // A reader never makes a store: composing before any fleet was loaded
+    // names the command that records one (and mints its credentials).
+    let mut c = compose("compose before any store was made", "-");
     c.records = Records::None;
     c.exit = 2;
-    c.stderr = vec![
-        "no principal has a credential",
-        "`mesh fleet load FILE` mints one",
-        "left out: controller",
-    ];
+    c.stderr = vec!["no mesh store at", "`mesh fleet load FILE --catalogue DIR`"];
     cases.push(c);
 
     let mut c = explain("explain a node yet to enrol", "host_n4", Records::Example);

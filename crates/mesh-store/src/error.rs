@@ -40,7 +40,7 @@ pub enum StoreError {
     Unavailable {
         backend: BackendKind,
         #[source]
-        source: sqlx::Error,
+        source: DriverError,
     },
     /// The store's schema was written by a newer mesh; touching it could
     /// destroy what that version recorded.
@@ -48,6 +48,23 @@ pub enum StoreError {
         "store schema version {found} is newer than this mesh binary supports ({supported}); upgrade mesh"
     )]
     SchemaTooNew { found: i64, supported: i64 },
+    /// A reader found no store at the URL (redacted); nothing was created.
+    #[error(
+        "no mesh store at {url}; create one with `mesh fleet load FILE --catalogue DIR`, or give the right --store"
+    )]
+    Missing { url: String },
+    /// A reader found a store at an older schema; it does not migrate.
+    #[error(
+        "store schema version {found} is older than this mesh binary reads ({current}); bring it forward with `mesh fleet load FILE --catalogue DIR`"
+    )]
+    SchemaTooOld { found: i64, current: i64 },
+    /// The database holds another application's tables and no `mesh_schema`.
+    /// Nothing was created in it.
+    #[error(
+        "the database holds {count} table(s) that are not mesh's ({}) and no mesh_schema; give --store an empty database or a mesh store",
+        .some.join(", ")
+    )]
+    Foreign { count: usize, some: Vec<String> },
     /// An enrolment token was refused; every reason displays the same.
     #[error(transparent)]
     TokenRefused(#[from] TokenRefused),
@@ -71,7 +88,7 @@ pub enum StoreError {
         backend: BackendKind,
         kind: RefusalKind,
         #[source]
-        source: sqlx::Error,
+        source: DriverError,
     },
     /// The URL does not name a store mesh can open. `url` is redacted.
     #[error("store url {url} cannot be used: {reason}")]
@@ -92,6 +109,21 @@ pub enum StoreError {
         source: HashError,
     },
 }
+
+/// The driver's error, as the cause of a [`StoreError`]. Its message is the
+/// driver's, which already includes the driver's own cause (an I/O error, the
+/// database's message): it reports no further source, so a printed chain
+/// says that cause once, not twice.
+#[derive(Debug)]
+pub struct DriverError(pub sqlx::Error);
+
+impl fmt::Display for DriverError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for DriverError {}
 
 /// Why a value read back from the store is not one mesh could have written.
 #[derive(Debug, thiserror::Error)]
@@ -154,7 +186,10 @@ impl StoreError {
 
     pub(crate) fn classify(backend: BackendKind, e: sqlx::Error) -> StoreError {
         if is_outage(backend, &e) {
-            return StoreError::Unavailable { backend, source: e };
+            return StoreError::Unavailable {
+                backend,
+                source: DriverError(e),
+            };
         }
         let kind = match &e {
             sqlx::Error::Database(db) => match db.kind() {
@@ -175,7 +210,7 @@ impl StoreError {
         StoreError::Refused {
             backend,
             kind,
-            source: e,
+            source: DriverError(e),
         }
     }
 }
@@ -301,6 +336,15 @@ mod tests {
             cause = c.source();
         }
         shown
+    }
+
+    #[test]
+    fn a_driver_error_says_its_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = StoreError::classify(BackendKind::Sqlite, sqlx::Error::Io(io));
+        assert!(e.is_unavailable());
+        let shown = chain(&e);
+        assert_eq!(shown.matches("no such file").count(), 1, "{shown}");
     }
 
     #[test]

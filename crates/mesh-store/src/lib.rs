@@ -10,6 +10,7 @@
 //! comparable inside SQL (the token spend compares `expires_at > now`).
 
 mod error;
+mod files;
 mod migrations;
 pub mod principal;
 mod records;
@@ -23,11 +24,15 @@ use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 
 pub use error::{
-    BackendKind, HashError, MalformedValue, RefusalKind, RefusalReason, StoreError, TokenRefused,
+    BackendKind, DriverError, HashError, MalformedValue, RefusalKind, RefusalReason, StoreError,
+    TokenRefused,
 };
 pub use migrations::SCHEMA_VERSION;
 pub use records::*;
 pub use secret::{MACHINE_BCRYPT_COST, PERSON_BCRYPT_COST, Secret, sha256_digest};
+pub use store::{
+    FleetApplied, FleetChange, PreparedCredential, PreparedToken, prepare_credential, prepare_token,
+};
 pub use url::{DEFAULT_URL, redact_url};
 
 use migrations::{CREATE_SCHEMA_TABLE, MIGRATIONS};
@@ -67,6 +72,13 @@ impl Default for StoreOptions {
             busy_timeout: Duration::from_secs(10),
         }
     }
+}
+
+/// Whether opening may create and migrate the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Create,
+    Existing,
 }
 
 #[derive(Clone)]
@@ -158,6 +170,12 @@ impl BeginWrite for PgPool {
     }
 }
 
+/// Whether `url` names a store mesh can open, without opening it: a command
+/// checks it before it writes anything else (a secrets directory, say).
+pub fn check_url(url: &str) -> Result<(), StoreError> {
+    url::parse(url).map(|_| ())
+}
+
 impl Store {
     /// Opens the store at `url` (`sqlite://PATH` or `postgres://...`) and
     /// brings its schema up to [`SCHEMA_VERSION`].
@@ -177,8 +195,25 @@ impl Store {
         options: StoreOptions,
         version: i64,
     ) -> Result<Store, StoreError> {
-        let store = Store::connect(url, &options).await?;
+        let store = Store::connect(url, &options, Mode::Create).await?;
         if let Err(e) = store.migrate(version).await {
+            store.close().await;
+            return Err(e);
+        }
+        Ok(store)
+    }
+
+    /// Opens the store at `url` for reading only: one that does not exist is
+    /// [`StoreError::Missing`] (nothing is created), one at an older schema is
+    /// [`StoreError::SchemaTooOld`] (nothing is migrated). For commands that
+    /// only read: a typo'd path must not leave an empty store behind.
+    pub async fn open_existing(url: &str) -> Result<Store, StoreError> {
+        Store::open_existing_with(url, StoreOptions::default()).await
+    }
+
+    pub async fn open_existing_with(url: &str, options: StoreOptions) -> Result<Store, StoreError> {
+        let store = Store::connect(url, &options, Mode::Existing).await?;
+        if let Err(e) = store.check_current().await {
             store.close().await;
             return Err(e);
         }
@@ -194,39 +229,79 @@ impl Store {
         }
     }
 
-    async fn connect(url: &str, options: &StoreOptions) -> Result<Store, StoreError> {
+    async fn connect(url: &str, options: &StoreOptions, mode: Mode) -> Result<Store, StoreError> {
         match url::parse(url)? {
             url::Target::Sqlite(path) => {
-                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(parent).map_err(|e| StoreError::Unavailable {
-                        backend: BackendKind::Sqlite,
-                        source: sqlx::Error::Io(e),
-                    })?;
+                let sqlite = |e| StoreError::classify(BackendKind::Sqlite, e);
+                // Followed: a link to the database is the operator's choice;
+                // a directory, FIFO or device is no database, and left to
+                // SQLite it would read as an outage.
+                if let Ok(meta) = std::fs::metadata(&path)
+                    && !meta.is_file()
+                {
+                    let kind = if meta.is_dir() {
+                        "a directory"
+                    } else {
+                        "not a regular file"
+                    };
+                    return Err(StoreError::BadUrl {
+                        url: redact_url(url),
+                        reason: format!(
+                            "{} is {kind}, not a database file; give the store a file's path (--store sqlite://PATH or MESH_STORE)",
+                            path.display()
+                        ),
+                    });
                 }
-                let connect = sqlx::sqlite::SqliteConnectOptions::new()
+                match mode {
+                    Mode::Create => {
+                        files::create_private(&path).map_err(|e| StoreError::Unavailable {
+                            backend: BackendKind::Sqlite,
+                            source: DriverError(sqlx::Error::Io(e)),
+                        })?
+                    }
+                    // Checked here, not left to SQLite: its "unable to open"
+                    // reads as an outage and names no path.
+                    Mode::Existing if !path.is_file() => {
+                        return Err(StoreError::Missing {
+                            url: redact_url(url),
+                        });
+                    }
+                    Mode::Existing => {}
+                }
+                let mut connect = sqlx::sqlite::SqliteConnectOptions::new()
                     .filename(&path)
-                    .create_if_missing(true)
-                    // WAL: readers never block the writer, so concurrent
-                    // callers share the file for real.
-                    .journal_mode(SqliteJournalMode::Wal)
-                    // FULL: a committed token spend or credential survives a
-                    // power cut, not only a process crash.
-                    .synchronous(SqliteSynchronous::Full)
+                    .create_if_missing(false)
                     .foreign_keys(true)
                     .busy_timeout(options.busy_timeout);
+                connect = match mode {
+                    // A reader changes nothing, not even the journal mode.
+                    Mode::Existing => connect.read_only(true),
+                    // WAL: readers never block the writer, so concurrent
+                    // callers share the file for real. FULL: a committed
+                    // token spend or credential survives a power cut, not
+                    // only a process crash.
+                    Mode::Create => connect
+                        .journal_mode(SqliteJournalMode::Wal)
+                        .synchronous(SqliteSynchronous::Full),
+                };
                 let pool = SqlitePoolOptions::new()
                     .max_connections(options.max_connections)
                     .acquire_timeout(options.acquire_timeout)
                     .connect_with(connect)
                     .await
-                    .map_err(|e| StoreError::classify(BackendKind::Sqlite, e))?;
+                    .map_err(sqlite)?;
                 Ok(Store::new(Backend::Sqlite(pool), url))
             }
             url::Target::Postgres(connect) => {
+                let connect = match mode {
+                    // The server itself refuses any write on these sessions.
+                    Mode::Existing => connect.options([("default_transaction_read_only", "on")]),
+                    Mode::Create => *connect,
+                };
                 let pool = PgPoolOptions::new()
                     .max_connections(options.max_connections)
                     .acquire_timeout(options.acquire_timeout)
-                    .connect_with(*connect)
+                    .connect_with(connect)
                     .await
                     .map_err(|e| StoreError::classify(BackendKind::Postgres, e))?;
                 Ok(Store::new(Backend::Postgres(pool), url))
@@ -265,6 +340,9 @@ impl Store {
     /// Applies every migration newer than the store's version, up to `target`.
     async fn migrate(&self, target: i64) -> Result<(), StoreError> {
         let backend = self.kind();
+        let tables = self.tables().await?;
+        refuse_foreign(&tables)?;
+        let store_id = secret::generate_id();
         with_pool!(self, |pool| {
             sqlx::query(CREATE_SCHEMA_TABLE).execute(pool).await?;
             let (current,): (i64,) = sqlx::query_as(CURRENT_VERSION).fetch_one(pool).await?;
@@ -294,7 +372,9 @@ impl Store {
                     tx.rollback().await?;
                     continue;
                 }
-                sqlx::raw_sql(&m.sql_for(backend)).execute(&mut *tx).await?;
+                sqlx::raw_sql(&m.sql_for(backend, &store_id))
+                    .execute(&mut *tx)
+                    .await?;
                 sqlx::query(
                     "INSERT INTO mesh_schema (version, name, applied_at) VALUES ($1, $2, $3)",
                 )
@@ -308,6 +388,76 @@ impl Store {
             Ok(())
         })
     }
+}
+
+/// The tables in the store's database (SQLite: the file; PostgreSQL: the
+/// current schema), by name.
+const TABLES_SQLITE: &str = "SELECT name FROM sqlite_master \
+     WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name";
+const TABLES_POSTGRES: &str = "SELECT CAST(table_name AS TEXT) FROM information_schema.tables \
+     WHERE table_schema = current_schema() ORDER BY table_name";
+
+impl Store {
+    async fn tables(&self) -> Result<Vec<String>, StoreError> {
+        let rows: Vec<(String,)> = with_pool!(self, |pool| {
+            let sql = match self.kind() {
+                BackendKind::Sqlite => TABLES_SQLITE,
+                BackendKind::Postgres => TABLES_POSTGRES,
+            };
+            Ok(sqlx::query_as(sql).fetch_all(pool).await?)
+        })?;
+        Ok(rows.into_iter().map(|(t,)| t).collect())
+    }
+
+    /// Refuses, before anything is read, a database that is not a mesh store
+    /// at [`SCHEMA_VERSION`]: a reader never migrates, so it names the
+    /// command that does.
+    async fn check_current(&self) -> Result<(), StoreError> {
+        let tables = self.tables().await?;
+        refuse_foreign(&tables)?;
+        if !tables.iter().any(|t| t == "mesh_schema") {
+            return Err(StoreError::Missing {
+                url: self.redacted_url.clone(),
+            });
+        }
+        let found = self.schema_version().await?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooOld {
+                found,
+                current: SCHEMA_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    /// The store's identity: a random id recorded at its first migration,
+    /// so what lives beside a store (its secrets) can say whose it is.
+    pub async fn id(&self) -> Result<String, StoreError> {
+        with_pool!(self, |pool| {
+            let (id,): (String,) = sqlx::query_as("SELECT id FROM mesh_identity")
+                .fetch_one(pool)
+                .await?;
+            Ok(id)
+        })
+    }
+}
+
+/// A database holding tables but no `mesh_schema` belongs to something else:
+/// creating mesh's tables among them would mix two applications' records.
+fn refuse_foreign(tables: &[String]) -> Result<(), StoreError> {
+    if tables.is_empty() || tables.iter().any(|t| t == "mesh_schema") {
+        return Ok(());
+    }
+    Err(StoreError::Foreign {
+        count: tables.len(),
+        some: tables.iter().take(3).cloned().collect(),
+    })
 }
 
 fn duration_ms(d: Duration) -> i64 {

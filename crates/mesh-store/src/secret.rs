@@ -29,6 +29,13 @@ pub(crate) fn generate() -> Secret {
     Secret::new(hex::encode(bytes))
 }
 
+/// 128 random bits as 32 hex characters: a store's identity. Not a secret.
+pub(crate) fn generate_id() -> String {
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
 /// SHA-256 of a token secret, hex. A token secret is 256 random bits, so a
 /// fast hash is as strong as a slow one (there is nothing to guess), and being
 /// unsalted and deterministic it can sit in the spend statement's WHERE clause

@@ -36,11 +36,13 @@ pub(crate) fn parse(url: &str) -> Result<Target, StoreError> {
                 "an in-memory store cannot hold the mesh's records; give a file path".into(),
             ));
         }
-        let path = if path.is_empty() {
-            DEFAULT_SQLITE_PATH
-        } else {
-            path
-        };
+        if path.is_empty() {
+            // Falling back to the default would open (or create) a store the
+            // operator did not name.
+            return Err(bad(format!(
+                "it names no file; write sqlite://{DEFAULT_SQLITE_PATH} (the default) or sqlite:///ABSOLUTE/PATH"
+            )));
+        }
         return Ok(Target::Sqlite(PathBuf::from(path)));
     }
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
@@ -49,19 +51,80 @@ pub(crate) fn parse(url: &str) -> Result<Target, StoreError> {
             // The driver's message may quote the URL; scrub before keeping it.
             .map_err(|e| bad(scrub(&e.to_string(), url)));
     }
+    if !url.contains("://") && url.contains('=') {
+        // sqlx 0.8 parses only the URL form; libpq's `host=... dbname=...`
+        // fails there with a message about relative URLs.
+        return Err(bad(
+            "the key=value form is not read; write postgres://USER:PASSWORD@HOST:PORT/DATABASE"
+                .into(),
+        ));
+    }
     Err(bad(
         "expected sqlite://PATH (the embedded default) or postgres://USER@HOST/DATABASE".into(),
     ))
 }
 
-/// `url` with the password (in the userinfo or a `password=` parameter)
-/// replaced by `***`, safe to print.
+/// `url` with the password (in the userinfo, a `password=` parameter, or a
+/// libpq `password=...` pair, quoted or not) replaced by `***`, safe to print.
 pub fn redact_url(url: &str) -> String {
     let out = match password_span(url) {
         Some((s, e)) if s < e => format!("{}***{}", &url[..s], &url[e..]),
         _ => url.to_string(),
     };
-    redact_password_param(&out)
+    let out = redact_password_param(&out);
+    if url.contains("://") {
+        return out;
+    }
+    let mut out = out;
+    for (s, e) in keyvalue_password_spans(&out).into_iter().rev() {
+        out.replace_range(s..e, "***");
+    }
+    out
+}
+
+/// Byte ranges of the values of `password = value` pairs in libpq's
+/// key=value form: a value is `'quoted'` (with `\'` escapes) or runs to the
+/// next whitespace.
+fn keyvalue_password_spans(s: &str) -> Vec<(usize, usize)> {
+    let b = s.as_bytes();
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let key_start = i;
+        while i < b.len() && !b[i].is_ascii_whitespace() && b[i] != b'=' {
+            i += 1;
+        }
+        let key = &s[key_start..i];
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= b.len() || b[i] != b'=' {
+            continue;
+        }
+        i += 1;
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let start = i;
+        if i < b.len() && b[i] == b'\'' {
+            i += 1;
+            while i < b.len() && b[i] != b'\'' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(b.len());
+        } else {
+            while i < b.len() && !b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+        }
+        if is_password_key(key) && start < i {
+            spans.push((start, i));
+        }
+    }
+    spans
 }
 
 /// Byte range of the password in `scheme://user:password@host...`. Errs on
@@ -174,10 +237,34 @@ mod tests {
     }
 
     #[test]
-    fn sqlite_default_path_and_refusals() {
-        match parse("sqlite://") {
-            Ok(Target::Sqlite(p)) => assert_eq!(p, PathBuf::from(DEFAULT_SQLITE_PATH)),
-            _ => panic!("sqlite:// must mean the default path"),
+    fn keyvalue_passwords_are_redacted_quoted_or_not() {
+        assert_eq!(
+            redact_url("host=db password=kvsecret dbname=mesh"),
+            "host=db password=*** dbname=mesh"
+        );
+        assert_eq!(
+            redact_url("host=db password = 'kv secret\\'s' user=u"),
+            "host=db password = *** user=u"
+        );
+        assert_eq!(redact_url("PASSWORD=x"), "PASSWORD=***");
+        let Err(e) = parse("host=db password=kvsecret dbname=mesh") else {
+            panic!("the key=value form is refused")
+        };
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains("kvsecret"), "{shown}");
+        assert!(shown.contains("postgres://USER:PASSWORD@HOST"), "{shown}");
+    }
+
+    #[test]
+    fn sqlite_paths_and_refusals() {
+        // An empty path once fell back to the default store.
+        for empty in ["sqlite://", "sqlite:"] {
+            match parse(empty) {
+                Err(StoreError::BadUrl { reason, .. }) => {
+                    assert!(reason.contains("sqlite://./.mesh/mesh.db"), "{reason}")
+                }
+                _ => panic!("{empty} names no file and must be refused"),
+            }
         }
         match parse("sqlite:///var/lib/mesh/mesh.db") {
             Ok(Target::Sqlite(p)) => assert_eq!(p, PathBuf::from("/var/lib/mesh/mesh.db")),

@@ -338,40 +338,50 @@ fn unregistered(cat: &Catalogue, r: Reference<'_>, out: &mut Vec<Diagnostic>) {
 
 fn check_tools(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
     for u in cat.tool_uses(m) {
-        if let Target::Seat(_) = &u.written.provider {
-            renamed(
-                out,
-                &SeatRef {
-                    written: u.written.provider.name().clone(),
-                    seat: u.provider.name().clone(),
-                    location: u.location.clone(),
-                },
-            );
-        }
-        let Some(served) = cat.served_tools(&u.provider) else {
-            unregistered(cat, Reference::Tool(&u), out);
-            continue;
-        };
-        if served.iter().any(|(_, s)| pattern::covers(s, &u.subject)) {
-            continue;
-        }
-        let names: Vec<Name> = served.iter().map(|(n, _)| n.clone()).collect();
-        let mut d = Diagnostic::new(
-            Kind::UnservedTool,
-            u.location.clone(),
-            format!(
-                "`{}` calls `{}`, which `{}` does not serve (it serves {})",
-                u.written,
-                u.subject,
-                u.provider,
-                names_list(&names)
-            ),
-        );
-        if let Some(close) = suggest(u.tool.as_str(), names.iter().map(Name::as_str)) {
-            d = d.with_help(format!("did you mean `{}.{close}`?", u.provider));
-        }
-        out.push(d);
+        out.extend(check_tool_use(cat, &u));
     }
+}
+
+/// What is wrong with one used tool: a provider not registered (a warning),
+/// a seat read as a module or the reverse, a tool its provider does not
+/// serve (with the close one). Shared by manifests' `[tools] uses` and a
+/// fleet file's persons, so both are held to the same rules.
+pub fn check_tool_use(cat: &Catalogue, u: &ToolUse) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    if let Target::Seat(_) = &u.written.provider {
+        renamed(
+            &mut out,
+            &SeatRef {
+                written: u.written.provider.name().clone(),
+                seat: u.provider.name().clone(),
+                location: u.location.clone(),
+            },
+        );
+    }
+    let Some(served) = cat.served_tools(&u.provider) else {
+        unregistered(cat, Reference::Tool(u), &mut out);
+        return out;
+    };
+    if served.iter().any(|(_, s)| pattern::covers(s, &u.subject)) {
+        return out;
+    }
+    let names: Vec<Name> = served.iter().map(|(n, _)| n.clone()).collect();
+    let mut d = Diagnostic::new(
+        Kind::UnservedTool,
+        u.location.clone(),
+        format!(
+            "`{}` calls `{}`, which `{}` does not serve (it serves {})",
+            u.written,
+            u.subject,
+            u.provider,
+            names_list(&names)
+        ),
+    );
+    if let Some(close) = suggest(u.tool.as_str(), names.iter().map(Name::as_str)) {
+        d = d.with_help(format!("did you mean `{}.{close}`?", u.provider));
+    }
+    out.push(d);
+    out
 }
 
 /// An emitted local name `<x>-<e>` where `<x>` is another registered module

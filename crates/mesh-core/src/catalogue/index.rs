@@ -243,20 +243,24 @@ impl Catalogue {
     pub fn tool_uses(&self, m: &Manifest) -> Vec<ToolUse> {
         m.uses_tools
             .iter()
-            .map(|u| {
-                let resolved = ToolRef {
-                    provider: self.resolve_target(&u.value.provider),
-                    tool: u.value.tool.clone(),
-                };
-                ToolUse {
-                    written: u.value.clone(),
-                    subject: resolved.subject(),
-                    provider: resolved.provider,
-                    tool: resolved.tool,
-                    location: m.locate(u.pos),
-                }
-            })
+            .map(|u| self.tool_use(&u.value, m.locate(u.pos)))
             .collect()
+    }
+
+    /// One tool called as `written` at `location` (a manifest's `[tools]
+    /// uses`, or a person's tools in a fleet file), resolved.
+    pub fn tool_use(&self, written: &ToolRef, location: Location) -> ToolUse {
+        let resolved = ToolRef {
+            provider: self.resolve_target(&written.provider),
+            tool: written.tool.clone(),
+        };
+        ToolUse {
+            written: written.clone(),
+            subject: resolved.subject(),
+            provider: resolved.provider,
+            tool: resolved.tool,
+            location,
+        }
     }
 
     /// The event subjects `emitter` publishes, each with its declaration;

@@ -7,6 +7,6 @@ mod index;
 mod roles;
 
 pub use aliases::{Alias, Aliases};
-pub use checks::check;
+pub use checks::{check, check_tool_use};
 pub use index::{Catalogue, Consume, Origin, Publication, SeatEntry, SeatRef, ToolUse};
 pub use roles::{BUILD_MACHINE_ROLE, STORE_ROLE, builtin_roles};

@@ -162,7 +162,7 @@ impl<'a> Reader<'a> {
             return Vec::new();
         };
         let help = Some(format!(
-            "write each as a `[[{key}]]` section (double brackets: a module may have several)"
+            "write each as a `[[{key}]]` section (double brackets: there may be several)"
         ));
         let DeValue::Array(items) = v.get_ref() else {
             self.push(

@@ -56,7 +56,13 @@ mod credentials;
 mod declarations;
 mod modules;
 mod nodes;
+// After nodes: it forgets nodes with nodes' macro.
+mod fleet;
 mod persons;
 mod reports;
 mod seats;
 mod tokens;
+
+pub use fleet::{
+    FleetApplied, FleetChange, PreparedCredential, PreparedToken, prepare_credential, prepare_token,
+};

@@ -23,6 +23,49 @@ macro_rules! insert_ports {
     };
 }
 
+/// Deletes every record naming `$node` in `$tx` (the node itself last) and
+/// evaluates to what was forgotten; shared by `forget_node` and a fleet
+/// change that prunes, so both forget the same things.
+macro_rules! forget_node_in {
+    ($tx:ident, $node:expr) => {{
+        let node: &::mesh_core::names::Name = $node;
+        let tx = &mut $tx;
+            // By the node column, not by parsing principal names: a host's and
+            // every module's credential on this node carry it.
+            let principals: Vec<(String,)> =
+                sqlx::query_as("DELETE FROM credentials WHERE node = $1 RETURNING principal")
+                    .bind(node.as_str())
+                    .fetch_all(&mut **tx)
+                    .await?;
+            let assignments = sqlx::query("DELETE FROM assignments WHERE node = $1")
+                .bind(node.as_str())
+                .execute(&mut **tx)
+                .await?
+                .rows_affected();
+            // Children first, so nothing depends on the foreign keys cascading.
+            for table in [
+                "DELETE FROM report_outcomes WHERE report_id IN (SELECT id FROM reports WHERE node = $1)",
+                "DELETE FROM reports WHERE node = $1",
+                "DELETE FROM declarations WHERE node = $1",
+                "DELETE FROM enrolment_tokens WHERE node = $1",
+                "DELETE FROM node_ports WHERE node = $1",
+                "DELETE FROM nodes WHERE name = $1",
+            ] {
+                sqlx::query(table)
+                    .bind(node.as_str())
+                    .execute(&mut **tx)
+                    .await?;
+            }
+        let mut credentials: Vec<String> = principals.into_iter().map(|(p,)| p).collect();
+        credentials.sort();
+        $crate::records::Forgotten {
+            credentials,
+            assignments,
+        }
+    }};
+}
+pub(crate) use forget_node_in;
+
 fn port(p: i64) -> Result<u16, StoreError> {
     u16::try_from(p).map_err(|_| StoreError::malformed("node", MalformedValue::Port(p)))
 }
@@ -177,39 +220,9 @@ impl Store {
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             must_exist!(tx, "node" in "nodes", node);
-            // By the node column, not by parsing principal names: a host's and
-            // every module's credential on this node carry it.
-            let principals: Vec<(String,)> =
-                sqlx::query_as("DELETE FROM credentials WHERE node = $1 RETURNING principal")
-                    .bind(node.as_str())
-                    .fetch_all(&mut *tx)
-                    .await?;
-            let assignments = sqlx::query("DELETE FROM assignments WHERE node = $1")
-                .bind(node.as_str())
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            // Children first, so nothing depends on the foreign keys cascading.
-            for table in [
-                "DELETE FROM report_outcomes WHERE report_id IN (SELECT id FROM reports WHERE node = $1)",
-                "DELETE FROM reports WHERE node = $1",
-                "DELETE FROM declarations WHERE node = $1",
-                "DELETE FROM enrolment_tokens WHERE node = $1",
-                "DELETE FROM node_ports WHERE node = $1",
-                "DELETE FROM nodes WHERE name = $1",
-            ] {
-                sqlx::query(table)
-                    .bind(node.as_str())
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            let forgotten = forget_node_in!(tx, node);
             tx.commit().await?;
-            let mut credentials: Vec<String> = principals.into_iter().map(|(p,)| p).collect();
-            credentials.sort();
-            Ok(Forgotten {
-                credentials,
-                assignments,
-            })
+            Ok(forgotten)
         })
     }
 }

@@ -1,0 +1,321 @@
+//! A fleet change: everything one fleet file records — modules registered,
+//! nodes, assignments, persons, enrolment tokens, credentials — applied in
+//! one transaction, so a failure anywhere leaves the store as it was. The
+//! slow part (bcrypt) is done before, by [`prepare_credential`] and
+//! [`prepare_token`], so the write lock is held only for the statements.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use mesh_core::authority::PrincipalKind;
+use mesh_core::names::Name;
+use mesh_core::records::ToolAccess;
+
+use super::nodes::forget_node_in;
+use crate::error::StoreError;
+use crate::records::{CredentialKind, Forgotten};
+use crate::secret::{self, MACHINE_BCRYPT_COST, Secret, bcrypt_hash, sha256_digest, token_hash};
+use crate::{BeginWrite, Store, duration_ms, now_ms, with_pool};
+
+/// A credential hashed and ready to record; its secret went to the caller.
+#[derive(Debug, Clone)]
+pub struct PreparedCredential {
+    pub principal: String,
+    kind: CredentialKind,
+    node: Option<Name>,
+    module: Option<Name>,
+    person: Option<Name>,
+    hash: String,
+}
+
+/// An enrolment token hashed and ready to record.
+#[derive(Debug, Clone)]
+pub struct PreparedToken {
+    pub node: Name,
+    secret_hash: String,
+    bus_hash: String,
+    ttl: Duration,
+}
+
+/// Generates a secret for `principal` and hashes it; nothing is recorded
+/// until the change holding it is applied.
+pub async fn prepare_credential(
+    principal: &PrincipalKind,
+) -> Result<(Secret, PreparedCredential), StoreError> {
+    let (kind, node, module, person) = match principal {
+        PrincipalKind::Controller => (CredentialKind::Machine, None, None, None),
+        PrincipalKind::Host { node } => (CredentialKind::Machine, Some(node), None, None),
+        PrincipalKind::Module { node, module } => {
+            (CredentialKind::Machine, Some(node), Some(module), None)
+        }
+        PrincipalKind::Person { person } => (CredentialKind::Person, None, None, Some(person)),
+        PrincipalKind::Enrolment { node } => {
+            return Err(StoreError::Invalid {
+                what: "an enrolment credential",
+                detail: format!("the enrolment of {node} is its token; issue a token instead"),
+            });
+        }
+    };
+    let secret = secret::generate();
+    let hash = bcrypt_hash(&secret, kind.bcrypt_cost()).await?;
+    Ok((
+        secret,
+        PreparedCredential {
+            principal: principal.principal_name(),
+            kind,
+            node: node.cloned(),
+            module: module.cloned(),
+            person: person.cloned(),
+            hash,
+        },
+    ))
+}
+
+/// Generates and hashes an enrolment token for `node`, live for `ttl` from
+/// when the change is applied.
+pub async fn prepare_token(
+    node: &Name,
+    ttl: Duration,
+) -> Result<(Secret, PreparedToken), StoreError> {
+    let secret = secret::generate();
+    let secret_hash = token_hash(secret.expose());
+    let bus_hash = bcrypt_hash(&secret, MACHINE_BCRYPT_COST).await?;
+    Ok((
+        secret,
+        PreparedToken {
+            node: node.clone(),
+            secret_hash,
+            bus_hash,
+            ttl,
+        },
+    ))
+}
+
+/// What a fleet file records.
+#[derive(Debug, Clone, Default)]
+pub struct FleetChange {
+    /// Module name and manifest text, registered (or updated).
+    pub modules: Vec<(Name, String)>,
+    /// Every node the file names (including nodes only under `[[token]]`).
+    pub nodes: Vec<Name>,
+    /// (node, module)
+    pub assignments: Vec<(Name, Name)>,
+    pub persons: Vec<(Name, ToolAccess)>,
+    /// Issued over any live token of the node.
+    pub tokens: Vec<PreparedToken>,
+    /// Recorded over any credential of the same principal (a rotation).
+    pub credentials: Vec<PreparedCredential>,
+    /// Forget what the store holds and the change does not name: nodes (as
+    /// `forget_node` does), assignments of named nodes, persons.
+    pub prune: bool,
+}
+
+/// What applying a change did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FleetApplied {
+    pub nodes_added: Vec<Name>,
+    pub assignments_added: usize,
+    pub persons_added: Vec<Name>,
+    pub tokens_issued: usize,
+    pub credentials_recorded: usize,
+    /// With `prune`: each node forgotten, with what went with it.
+    pub nodes_pruned: Vec<(Name, Forgotten)>,
+    /// With `prune`: (node, module) unassigned.
+    pub assignments_pruned: Vec<(Name, Name)>,
+    pub persons_pruned: Vec<Name>,
+}
+
+impl Store {
+    /// Applies `change` in one transaction: all of it, or (on any error)
+    /// none of it.
+    pub async fn apply_fleet(&self, change: &FleetChange) -> Result<FleetApplied, StoreError> {
+        let now = now_ms();
+        let digests: Vec<String> = change
+            .modules
+            .iter()
+            .map(|(_, src)| sha256_digest(src))
+            .collect();
+        with_pool!(self, |pool| {
+            let mut out = FleetApplied::default();
+            let mut tx = pool.begin_write().await?;
+            for ((module, source), digest) in change.modules.iter().zip(&digests) {
+                sqlx::query(
+                    "INSERT INTO modules (name, manifest_source, manifest_digest, registered_at, updated_at) \
+                     VALUES ($1, $2, $3, $4, $4) ON CONFLICT (name) DO UPDATE SET \
+                     manifest_source = excluded.manifest_source, \
+                     manifest_digest = excluded.manifest_digest, updated_at = excluded.updated_at",
+                )
+                .bind(module.as_str())
+                .bind(source)
+                .bind(digest)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
+            if change.prune {
+                let named: BTreeSet<&str> = change.nodes.iter().map(Name::as_str).collect();
+                let held: Vec<(String,)> = sqlx::query_as("SELECT name FROM nodes ORDER BY name")
+                    .fetch_all(&mut *tx)
+                    .await?;
+                for (node,) in held.into_iter().filter(|(n,)| !named.contains(n.as_str())) {
+                    let node = super::name("node", node)?;
+                    let forgotten = forget_node_in!(tx, &node);
+                    out.nodes_pruned.push((node, forgotten));
+                }
+                let wanted: BTreeSet<(&str, &str)> = change
+                    .assignments
+                    .iter()
+                    .map(|(n, m)| (n.as_str(), m.as_str()))
+                    .collect();
+                let held: Vec<(String, String)> =
+                    sqlx::query_as("SELECT node, module FROM assignments ORDER BY node, module")
+                        .fetch_all(&mut *tx)
+                        .await?;
+                for (node, module) in held {
+                    if wanted.contains(&(node.as_str(), module.as_str())) {
+                        continue;
+                    }
+                    // As `unassign`: the module's credential goes with it.
+                    for sql in [
+                        "DELETE FROM credentials WHERE node = $1 AND module = $2",
+                        "DELETE FROM assignments WHERE node = $1 AND module = $2",
+                    ] {
+                        sqlx::query(sql)
+                            .bind(&node)
+                            .bind(&module)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    out.assignments_pruned.push((
+                        super::name("assignment", node)?,
+                        super::name("assignment", module)?,
+                    ));
+                }
+                let named: BTreeSet<&str> =
+                    change.persons.iter().map(|(p, _)| p.as_str()).collect();
+                let held: Vec<(String,)> = sqlx::query_as("SELECT name FROM persons ORDER BY name")
+                    .fetch_all(&mut *tx)
+                    .await?;
+                for (person,) in held.into_iter().filter(|(p,)| !named.contains(p.as_str())) {
+                    // As `remove_person`.
+                    for sql in [
+                        "DELETE FROM credentials WHERE person = $1",
+                        "DELETE FROM person_tools WHERE person = $1",
+                        "DELETE FROM persons WHERE name = $1",
+                    ] {
+                        sqlx::query(sql).bind(&person).execute(&mut *tx).await?;
+                    }
+                    out.persons_pruned.push(super::name("person", person)?);
+                }
+            }
+            for node in &change.nodes {
+                let added = sqlx::query(
+                    "INSERT INTO nodes (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+                )
+                .bind(node.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                if added.rows_affected() == 1 {
+                    out.nodes_added.push(node.clone());
+                }
+            }
+            for (node, module) in &change.assignments {
+                let added = sqlx::query(
+                    "INSERT INTO assignments (node, module, created_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (node, module) DO NOTHING",
+                )
+                .bind(node.as_str())
+                .bind(module.as_str())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                out.assignments_added += added.rows_affected() as usize;
+            }
+            for (person, tools) in &change.persons {
+                let (all, list) = match tools {
+                    ToolAccess::All => (1i64, Vec::new()),
+                    ToolAccess::Only(_) => {
+                        let mut t = tools.written();
+                        t.sort();
+                        t.dedup();
+                        (0i64, t)
+                    }
+                };
+                let added = sqlx::query(
+                    "INSERT INTO persons (name, all_tools, created_at) VALUES ($1, $2, $3) \
+                     ON CONFLICT (name) DO NOTHING",
+                )
+                .bind(person.as_str())
+                .bind(all)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                if added.rows_affected() == 1 {
+                    out.persons_added.push(person.clone());
+                } else {
+                    sqlx::query("UPDATE persons SET all_tools = $1 WHERE name = $2")
+                        .bind(all)
+                        .bind(person.as_str())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                sqlx::query("DELETE FROM person_tools WHERE person = $1")
+                    .bind(person.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                for tool in &list {
+                    sqlx::query("INSERT INTO person_tools (person, tool) VALUES ($1, $2)")
+                        .bind(person.as_str())
+                        .bind(tool)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            for t in &change.tokens {
+                // One live claim per node, as `issue_token`.
+                sqlx::query("DELETE FROM enrolment_tokens WHERE node = $1 AND spent_at IS NULL")
+                    .bind(t.node.as_str())
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO enrolment_tokens (secret_hash, bus_hash, node, issued_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(&t.secret_hash)
+                .bind(&t.bus_hash)
+                .bind(t.node.as_str())
+                .bind(now)
+                .bind(now.saturating_add(duration_ms(t.ttl)))
+                .execute(&mut *tx)
+                .await?;
+                out.tokens_issued += 1;
+            }
+            for c in &change.credentials {
+                // The foreign keys refuse a credential whose node, assignment
+                // or person the change did not leave in the store.
+                sqlx::query(
+                    "INSERT INTO credentials \
+                     (principal, kind, bcrypt_hash, node, module, person, created_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) \
+                     ON CONFLICT (principal) DO UPDATE SET kind = excluded.kind, \
+                     bcrypt_hash = excluded.bcrypt_hash, node = excluded.node, \
+                     module = excluded.module, person = excluded.person, \
+                     created_at = excluded.created_at",
+                )
+                .bind(&c.principal)
+                .bind(c.kind.as_str())
+                .bind(&c.hash)
+                .bind(c.node.as_ref().map(Name::as_str))
+                .bind(c.module.as_ref().map(Name::as_str))
+                .bind(c.person.as_ref().map(Name::as_str))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+                out.credentials_recorded += 1;
+            }
+            tx.commit().await?;
+            Ok(out)
+        })
+    }
+}
