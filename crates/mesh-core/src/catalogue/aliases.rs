@@ -134,3 +134,28 @@ impl Aliases {
         (cur, false)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnostic::Pos;
+
+    fn n(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    #[test]
+    fn renames_pushed_from_records_resolve_like_parsed_ones() {
+        let mut a = Aliases::new();
+        for (old, new) in [("artifacts", "store"), ("store", "artifact-store")] {
+            a.push(Alias {
+                old: Located::new(n(old), Pos::START),
+                new: Located::new(n(new), Pos::START),
+                file: "records".into(),
+            });
+        }
+        assert_eq!(a.entries().len(), 2);
+        assert_eq!(a.resolve(&n("artifacts")), n("artifact-store"));
+        assert_eq!(a.follow(&n("git")), (n("git"), false));
+    }
+}

@@ -318,3 +318,21 @@ impl<'a> Reader<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_inner_range_maps_through_escapes_and_falls_back_when_it_cannot() {
+        // `"a\tb${x}"`: the decoded `${x}` starts at byte 3, in the file at 9.
+        let src = r#"v = "a\tb${x}""#;
+        let r = Reader::new("f.toml", src);
+        let span = 4..src.len();
+        assert_eq!(r.inner(&span, "a\tb${x}", 3..7), 9..13);
+        // A decoded text that is not this string's: the whole token.
+        assert_eq!(r.inner(&span, "something else", 3..7), span);
+        // A range that maps backwards: the whole token, never a reversed one.
+        assert_eq!(r.inner(&span, "a\tb${x}", 7..3), span);
+    }
+}
