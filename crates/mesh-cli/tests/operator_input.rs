@@ -1,8 +1,11 @@
 //! Bad operator input, one row per case, against the real binary: each must
 //! exit as stated, say why and what to do instead, and lose, leak or panic
-//! nothing (the shared rules are in `support`). Prints
+//! nothing (the shared rules are in `support`; the fleet file and store cases
+//! are in `operator_input/fleet.rs`). Prints
 //! `operator input: N cases, 0 panics, 0 losses, 0 leaks`.
 
+#[path = "operator_input/fleet.rs"]
+mod fleet;
 mod support;
 
 use support::{Case, Records, Setup, Tally};
@@ -285,6 +288,8 @@ fn bad_operator_input_loses_leaks_and_panics_nothing() {
         }
         tally.add(&case, &v);
     }
+    // The fleet file and the store: the other half of what an operator writes.
+    fleet::run(&mut tally);
     let summary = tally.summary();
     println!("{summary}");
     assert!(

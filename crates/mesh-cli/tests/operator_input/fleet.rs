@@ -19,7 +19,7 @@ fn catalogue() -> String {
     examples().join("catalogue").display().to_string()
 }
 
-const FULL: &str = include_str!("../../../examples/fleet.toml");
+const FULL: &str = include_str!("../../../../examples/fleet.toml");
 
 /// One node and one person of the example fleet.
 const SMALL: &str = "[[node]]\nname = \"n1\"\nmodules = [\"nats-broker\", \"git-server\", \"audit-log\", \"nftables\"]\n\
@@ -546,8 +546,8 @@ fn explain_on_pg(e: &Env) -> Output {
     explain_on("postgres://mesh:hunter2@127.0.0.1:1/mesh")(e)
 }
 
-#[test]
-fn bad_fleet_input_loses_nothing_leaks_nothing_and_says_what_to_do() {
+/// Runs every fleet and store case; what it found is added to `tally`.
+pub fn run(tally: &mut super::support::Tally) {
     let (mut panics, mut losses, mut leaks) = (0, 0, 0);
     let mut failures = Vec::new();
     let all = cases();
@@ -618,9 +618,9 @@ fn bad_fleet_input_loses_nothing_leaks_nothing_and_says_what_to_do() {
             }
         }
     }
-    println!(
-        "fleet input: {} cases, {panics} panics, {losses} losses, {leaks} leaks",
-        all.len()
-    );
-    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    tally.cases += all.len();
+    tally.panics += panics;
+    tally.losses += losses;
+    tally.leaks += leaks;
+    tally.failures.extend(failures);
 }
