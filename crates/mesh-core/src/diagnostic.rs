@@ -386,6 +386,83 @@ mod tests {
     use super::*;
 
     #[test]
+    fn offsets_inside_a_character_or_past_the_end_are_clamped() {
+        // `é` is bytes 1..3: an offset at 2 falls back to its start.
+        let ix = LineIndex::new("aé b\nxy");
+        assert_eq!(
+            ix.pos(2, 3),
+            Pos {
+                line: 1,
+                col: 2,
+                len: 1
+            }
+        );
+        assert_eq!(
+            ix.pos(1, 3),
+            Pos {
+                line: 1,
+                col: 2,
+                len: 1
+            }
+        );
+        assert_eq!(
+            ix.pos(4, 5),
+            Pos {
+                line: 1,
+                col: 4,
+                len: 1
+            }
+        );
+        // Past the end: the end of the text, on its last line.
+        assert_eq!(
+            ix.pos(100, 200),
+            Pos {
+                line: 2,
+                col: 3,
+                len: 1
+            }
+        );
+        assert_eq!(
+            ix.pos(8, 8),
+            Pos {
+                line: 2,
+                col: 3,
+                len: 1
+            }
+        );
+        assert_eq!(
+            ix.pos(7, 8),
+            Pos {
+                line: 2,
+                col: 2,
+                len: 1
+            }
+        );
+        assert_eq!(
+            ix.pos(0, 0),
+            Pos {
+                line: 1,
+                col: 1,
+                len: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_location_keeps_its_position_and_severity_follows_the_kind() {
+        let pos = Pos {
+            line: 3,
+            col: 7,
+            len: 4,
+        };
+        let at = Location::new("m.toml", pos);
+        assert_eq!(at.pos(), pos);
+        let warn = Diagnostic::new(Kind::SeatTakesNoWork, at.clone(), "w");
+        let err = Diagnostic::new(Kind::UnknownField, at, "e");
+        assert!(!warn.is_error() && err.is_error());
+    }
+
+    #[test]
     fn codes_round_trip_and_are_kebab_case() {
         for k in Kind::ALL {
             assert_eq!(Kind::from_code(k.code()), Some(*k));
