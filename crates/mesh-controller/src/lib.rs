@@ -2,5 +2,6 @@
 //! JetStream definitions). Grows with the controller issue.
 
 pub mod genesis;
+pub mod safe_write;
 
 pub use genesis::{Genesis, GenesisError, GenesisOptions};
