@@ -310,19 +310,67 @@ async fn compose_once(
         confirm_within: config.confirm_within,
         canary: &canary,
     };
-    match publish::execute(&steps, &target, &mut done).await {
-        // Live only on the canary's word: a signal is no evidence.
-        Ok(()) if !done.confirmed => (not_live(PublishError::Unconfirmed.into()), done),
-        Ok(()) => {
-            *last_live = Some(file.text);
-            (
-                Outcome::Live {
-                    generation,
-                    canary: canary.public_key(),
-                },
-                done,
-            )
-        }
-        Err(e) => (not_live(e.into()), done),
+    let result = publish::execute(&steps, &target, &mut done).await;
+    let outcome = judge(result, done, generation, canary.public_key());
+    if matches!(outcome, Outcome::Live { .. }) {
+        *last_live = Some(file.text);
+    }
+    (outcome, done)
+}
+
+/// What a carried-out plan amounts to. Live only on the canary's word: a
+/// written file and a sent signal are no evidence the broker serves it.
+fn judge(
+    result: Result<(), PublishError>,
+    done: publish::Done,
+    generation: u64,
+    canary: String,
+) -> Outcome {
+    let not_live = |e: PublishError| Outcome::NotLive {
+        generation,
+        error: Arc::new(e.into()),
+    };
+    match result {
+        Ok(()) if !done.confirmed => not_live(PublishError::Unconfirmed),
+        Ok(()) => Outcome::Live { generation, canary },
+        Err(e) => not_live(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use publish::Done;
+
+    #[test]
+    fn only_a_confirmed_plan_is_live() {
+        let wrote_and_signalled = Done {
+            written: true,
+            signalled: true,
+            confirmed: false,
+        };
+        let o = judge(Ok(()), wrote_and_signalled, 7, "UC".into());
+        assert!(
+            matches!(&o, Outcome::NotLive { generation: 7, error } if matches!(**error, ComposeError::Publish(PublishError::Unconfirmed))),
+            "{o:?}"
+        );
+        let confirmed = Done {
+            confirmed: true,
+            ..wrote_and_signalled
+        };
+        let o = judge(Ok(()), confirmed, 7, "UC".into());
+        assert!(
+            matches!(&o, Outcome::Live { generation: 7, canary } if canary == "UC"),
+            "{o:?}"
+        );
+        let failed = judge(
+            Err(PublishError::ForeignCanary {
+                planned: "UX".into(),
+            }),
+            confirmed,
+            7,
+            "UC".into(),
+        );
+        assert!(!failed.is_live(), "{failed:?}");
     }
 }

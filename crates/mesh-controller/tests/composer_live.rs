@@ -216,6 +216,18 @@ async fn a_reload_that_does_not_take_is_not_live(reloader: impl FnOnce(&Bed) -> 
     // The broker indeed still serves the old file.
     let e = bed.connect(&host).await.unwrap_err();
     assert!(is_refusal(&e), "{e:?}");
+
+    // Nothing changed since, but nothing is live either: the same records
+    // are published again, never taken for unchanged.
+    let g = composer.trigger();
+    let again = ended(&composer, g).await;
+    assert!(
+        matches!(again.last, Some(Outcome::NotLive { .. })),
+        "{:?}",
+        again.last
+    );
+    assert_eq!(again.writes, s.writes + 1, "{again:?}");
+    assert_eq!((again.live, again.unchanged), (0, 0), "{again:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,6 +242,24 @@ async fn signalling_a_process_that_is_not_the_broker_leaves_the_composition_not_
     let pid = other.0.id();
     a_reload_that_does_not_take_is_not_live(|_| Reloader::Pid(pid)).await;
     drop(other);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_command_makes_the_composition_live() {
+    let bed = Bed::start();
+    let reloader = Reloader::Command {
+        program: mesh_testkit::nats_server_binary().unwrap(),
+        args: vec![
+            "--signal".into(),
+            format!("reload={}", bed.server.pid()).into(),
+        ],
+    };
+    let composer = bed.spawn(bed.config(reloader));
+    live(&composer, 0).await;
+    let host = bed.add_host("n1");
+    let s = live(&composer, composer.trigger()).await;
+    assert!(matches!(s.last, Some(Outcome::Live { .. })), "{:?}", s.last);
+    bed.connect(&host).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -121,7 +121,9 @@ pub(crate) async fn execute(
 async fn signal(reloader: &Reloader) -> Result<(), PublishError> {
     match reloader {
         Reloader::Pid(pid) => {
-            let Ok(raw) = libc::pid_t::try_from(*pid) else {
+            // Only a positive pid names one process: 0 would signal our own
+            // process group, and one past i32::MAX would wrap to -1, everyone.
+            let Some(raw) = libc::pid_t::try_from(*pid).ok().filter(|p| *p > 0) else {
                 return Err(PublishError::Signal {
                     pid: *pid,
                     source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
@@ -213,5 +215,40 @@ async fn confirm(target: &Target<'_>) -> Result<(), PublishError> {
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(BACKOFF_MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(program: &str) -> Reloader {
+        Reloader::Command {
+            program: program.into(),
+            args: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_signal_that_could_not_be_sent_is_an_error() {
+        // Beyond the kernel's pid_max: no such process.
+        let e = signal(&Reloader::Pid(i32::MAX as u32)).await.unwrap_err();
+        assert!(matches!(e, PublishError::Signal { .. }), "{e}");
+        // Never our own group nor every process: refused before kill(2).
+        for pid in [0, u32::MAX] {
+            let e = signal(&Reloader::Pid(pid)).await.unwrap_err();
+            let PublishError::Signal { source, .. } = &e else {
+                panic!("{e}")
+            };
+            assert_eq!(source.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        }
+        let e = signal(&command("false")).await.unwrap_err();
+        assert!(matches!(e, PublishError::CommandFailed { .. }), "{e}");
+        let e = signal(&command("/nonexistent/nats-server"))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, PublishError::Command { .. }), "{e}");
+        signal(&command("true")).await.unwrap();
+        signal(&Reloader::None).await.unwrap();
     }
 }
