@@ -249,6 +249,21 @@ async fn signalling_a_process_that_is_not_the_broker_leaves_the_composition_not_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_composition_that_is_not_live_is_tried_again_without_a_trigger() {
+    let bed = Bed::start();
+    let mut config = bed.config(Reloader::None);
+    config.confirm_within = Duration::from_millis(200);
+    config.retry_after = Duration::from_millis(100);
+    let composer = bed.spawn(config);
+    // Only the composition at start was asked for.
+    let s = within(composer.wait_for(|s| s.not_live >= 3))
+        .await
+        .unwrap();
+    assert_eq!(s.live, 0, "{s:?}");
+    assert!(s.writes >= 3, "each try writes the file again: {s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_command_makes_the_composition_live() {
     let bed = Bed::start();
     let reloader = Reloader::Command {
