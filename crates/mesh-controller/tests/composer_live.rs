@@ -263,6 +263,41 @@ async fn a_composition_that_is_not_live_is_tried_again_without_a_trigger() {
     assert!(s.writes >= 3, "each try writes the file again: {s:?}");
 }
 
+/// A broker that watches its file, played by the test: it reloads once the
+/// file names `key`, a moment after the composer wrote it.
+async fn reload_when_written(bed: &Bed, key: &str) {
+    let path = bed.server.dir().join("users.conf");
+    within(async {
+        while !std::fs::read_to_string(&path).unwrap().contains(key) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    // Later than the canary's first tries: they are refused, and retried.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    bed.server.reload().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_reloads_by_itself_a_moment_later_is_waited_for() {
+    let bed = Bed::start();
+    // Before the start: the composition at start is the one with the host.
+    let host = bed.add_host("n1");
+    let key = match &bed.mesh.lock().unwrap().credentials[&host] {
+        UserCredential::NKey(k) => k.clone(),
+        UserCredential::Password(_) => unreachable!(),
+    };
+    let composer = bed.spawn(bed.config(Reloader::None));
+    let (s, ()) = tokio::join!(live(&composer, 0), reload_when_written(&bed, &key));
+    assert!(matches!(s.last, Some(Outcome::Live { .. })), "{:?}", s.last);
+    assert_eq!(
+        (s.writes, s.signals, s.live),
+        (1, 0, 1),
+        "nothing is sent: {s:?}"
+    );
+    bed.connect(&host).await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reload_command_makes_the_composition_live() {
     let bed = Bed::start();

@@ -101,8 +101,7 @@ pub(crate) async fn execute(
                 done.written = true;
             }
             PublishStep::Signal => {
-                signal(target.reloader).await?;
-                done.signalled = true;
+                done.signalled = signal(target.reloader).await?;
             }
             PublishStep::Confirm { canary } => {
                 if *canary != target.canary.public_key() {
@@ -118,7 +117,9 @@ pub(crate) async fn execute(
     Ok(())
 }
 
-async fn signal(reloader: &Reloader) -> Result<(), PublishError> {
+/// Whether anything was sent: the counters tell a signal from a broker left
+/// to notice the file by itself.
+async fn signal(reloader: &Reloader) -> Result<bool, PublishError> {
     match reloader {
         Reloader::Pid(pid) => {
             // Only a positive pid names one process: 0 would signal our own
@@ -136,7 +137,7 @@ async fn signal(reloader: &Reloader) -> Result<(), PublishError> {
                     source: std::io::Error::last_os_error(),
                 });
             }
-            Ok(())
+            Ok(true)
         }
         Reloader::Command { program, args } => {
             let status = tokio::process::Command::new(program)
@@ -156,9 +157,9 @@ async fn signal(reloader: &Reloader) -> Result<(), PublishError> {
                     status,
                 });
             }
-            Ok(())
+            Ok(true)
         }
-        Reloader::None => Ok(()),
+        Reloader::None => Ok(false),
     }
 }
 
@@ -248,7 +249,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(e, PublishError::Command { .. }), "{e}");
-        signal(&command("true")).await.unwrap();
-        signal(&Reloader::None).await.unwrap();
+        assert!(signal(&command("true")).await.unwrap());
+        assert!(!signal(&Reloader::None).await.unwrap());
     }
 }
