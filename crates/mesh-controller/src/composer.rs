@@ -116,10 +116,18 @@ pub enum ComposeError {
 /// How one composition ended.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    /// Written, signalled, and the broker admitted its canary.
-    Live { generation: u64, canary: String },
+    /// Written, signalled, and the broker admitted its canary. `omitted`
+    /// names the principals left out for want of a credential.
+    Live {
+        generation: u64,
+        canary: String,
+        omitted: Vec<String>,
+    },
     /// The same text as the composition last confirmed live: nothing sent.
-    Unchanged { generation: u64 },
+    Unchanged {
+        generation: u64,
+        omitted: Vec<String>,
+    },
     /// Not in force on the broker (it still serves an older file, or none
     /// was written); tried again on the next trigger or after the retry.
     NotLive {
@@ -132,7 +140,7 @@ impl Outcome {
     pub fn generation(&self) -> u64 {
         match self {
             Outcome::Live { generation, .. }
-            | Outcome::Unchanged { generation }
+            | Outcome::Unchanged { generation, .. }
             | Outcome::NotLive { generation, .. } => *generation,
         }
     }
@@ -188,7 +196,7 @@ pub struct Composer {
 }
 
 impl Composer {
-    /// Starts the task. It composes once at start (the file is the
+    /// Starts the task on the current tokio runtime. It composes once at start (the file is the
     /// controller's from its first composition on), then on each trigger.
     pub fn spawn(config: ComposerConfig, source: impl RecordSource) -> (Composer, JoinHandle<()>) {
         let (trigger, triggers) = watch::channel(0u64);
@@ -301,7 +309,13 @@ async fn compose_once(
     let canary = (config.canary_keys)();
     let steps = users_file::plan_publication(&file, last_live.as_deref(), &canary.public_key());
     if steps.is_empty() {
-        return (Outcome::Unchanged { generation }, done);
+        return (
+            Outcome::Unchanged {
+                generation,
+                omitted: file.omitted,
+            },
+            done,
+        );
     }
     let target = publish::Target {
         users_file: &config.users_file,
@@ -311,7 +325,7 @@ async fn compose_once(
         canary: &canary,
     };
     let result = publish::execute(&steps, &target, &mut done).await;
-    let outcome = judge(result, done, generation, canary.public_key());
+    let outcome = judge(result, done, generation, canary.public_key(), file.omitted);
     if matches!(outcome, Outcome::Live { .. }) {
         *last_live = Some(file.text);
     }
@@ -325,6 +339,7 @@ fn judge(
     done: publish::Done,
     generation: u64,
     canary: String,
+    omitted: Vec<String>,
 ) -> Outcome {
     let not_live = |e: PublishError| Outcome::NotLive {
         generation,
@@ -332,7 +347,11 @@ fn judge(
     };
     match result {
         Ok(()) if !done.confirmed => not_live(PublishError::Unconfirmed),
-        Ok(()) => Outcome::Live { generation, canary },
+        Ok(()) => Outcome::Live {
+            generation,
+            canary,
+            omitted,
+        },
         Err(e) => not_live(e),
     }
 }
@@ -349,7 +368,7 @@ mod tests {
             signalled: true,
             confirmed: false,
         };
-        let o = judge(Ok(()), wrote_and_signalled, 7, "UC".into());
+        let o = judge(Ok(()), wrote_and_signalled, 7, "UC".into(), vec![]);
         assert!(
             matches!(&o, Outcome::NotLive { generation: 7, error } if matches!(**error, ComposeError::Publish(PublishError::Unconfirmed))),
             "{o:?}"
@@ -358,9 +377,9 @@ mod tests {
             confirmed: true,
             ..wrote_and_signalled
         };
-        let o = judge(Ok(()), confirmed, 7, "UC".into());
+        let o = judge(Ok(()), confirmed, 7, "UC".into(), vec!["host_n9".into()]);
         assert!(
-            matches!(&o, Outcome::Live { generation: 7, canary } if canary == "UC"),
+            matches!(&o, Outcome::Live { generation: 7, canary, omitted } if canary == "UC" && omitted == &["host_n9"]),
             "{o:?}"
         );
         let failed = judge(
@@ -370,6 +389,7 @@ mod tests {
             confirmed,
             7,
             "UC".into(),
+            vec![],
         );
         assert!(!failed.is_live(), "{failed:?}");
     }
