@@ -196,6 +196,13 @@ impl Drop for NotTheBroker {
 async fn a_reload_that_does_not_take_is_not_live(reloader: impl FnOnce(&Bed) -> Reloader) {
     let bed = Bed::start();
     let mut config = bed.config(reloader(&bed));
+    let seeds: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = seeds.clone();
+    config.canary_keys = Arc::new(move || {
+        let kp = nkeys::KeyPair::new_user();
+        kept.lock().unwrap().push(kp.seed().unwrap());
+        kp
+    });
     config.confirm_within = Duration::from_millis(1500);
     // No retry during the test: each outcome is one composition's.
     config.retry_after = Duration::from_secs(3600);
@@ -213,6 +220,16 @@ async fn a_reload_that_does_not_take_is_not_live(reloader: impl FnOnce(&Bed) -> 
         ),
         "{error:?}"
     );
+    // What an operator reads names no canary seed.
+    let mut said = format!("{error:?}");
+    let mut cause: Option<&dyn std::error::Error> = Some(&**error);
+    while let Some(c) = cause {
+        said.push_str(&c.to_string());
+        cause = c.source();
+    }
+    for seed in seeds.lock().unwrap().iter() {
+        assert!(!said.contains(&seed[2..]), "a seed in {said}");
+    }
     assert_eq!(s.live, 0, "{s:?}");
     assert_eq!(s.live_generation, None, "{s:?}");
     assert!(s.not_live >= 1, "{s:?}");

@@ -253,3 +253,41 @@ mod tests {
         assert!(!signal(&Reloader::None).await.unwrap());
     }
 }
+
+#[cfg(test)]
+mod canary_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_plan_naming_another_canary_is_not_confirmed_and_nothing_connects() {
+        let ours = nkeys::KeyPair::new_user();
+        let theirs = nkeys::KeyPair::new_user().public_key();
+        let bus = BusConfig {
+            // Nothing listens on port 1: a connect tried would be a
+            // connect error, so the variant proves none was.
+            url: "tls://127.0.0.1:1".into(),
+            principal: "controller".into(),
+            credential: ClientCredential::NKey(Secret::new(ours.seed().unwrap())),
+            ca_file: None,
+            inbox_prefix: None,
+            pin: None,
+        };
+        let target = Target {
+            users_file: Path::new("/nonexistent/users.conf"),
+            reloader: &Reloader::None,
+            bus: &bus,
+            confirm_within: Duration::from_secs(1),
+            canary: &ours,
+        };
+        let mut done = Done::default();
+        let steps = [PublishStep::Confirm {
+            canary: theirs.clone(),
+        }];
+        let e = execute(&steps, &target, &mut done).await.unwrap_err();
+        assert!(
+            matches!(&e, PublishError::ForeignCanary { planned } if *planned == theirs),
+            "{e}"
+        );
+        assert!(!done.confirmed);
+    }
+}
