@@ -2,9 +2,9 @@
 //! records, and counts a composition done only once the broker serves it.
 //!
 //! Every record change triggers it; a burst of triggers is coalesced
-//! ([`coalesce`]) into one composition from a fresh snapshot. Each
+//! ([`next_batch`]) into one composition from a fresh snapshot. Each
 //! composition is planned by [`users_file::plan_publication`] with a fresh
-//! canary key and carried out step by step ([`publish`]). A composition whose
+//! canary key and carried out step by step, deciding nothing. A composition whose
 //! canary the broker does not admit is *not live*, and is tried again.
 //!
 //! Each trigger returns a generation; [`Composer::live`] waits until a

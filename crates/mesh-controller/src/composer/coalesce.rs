@@ -34,6 +34,10 @@ pub fn due(first: Instant, latest: Instant, timing: Timing) -> Instant {
 /// live asking to be tried again), then for the burst to end. Returns the
 /// highest generation triggered by then, or `None` once every trigger
 /// handle is gone.
+///
+/// A trigger that came while a composition was under way counts as pending
+/// from this call on: compositions run one at a time, so it could not have
+/// been composed sooner anyway.
 pub async fn next_batch(
     triggers: &mut watch::Receiver<u64>,
     timing: Timing,
