@@ -1,0 +1,293 @@
+//! Carrying out a publication plan: each step exactly as `mesh-core` planned
+//! it, deciding nothing.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mesh_bus::{BusConfig, ClientCredential, ConnectError, Secret};
+use mesh_core::users_file::{CANARY_INBOX, PublishStep};
+use tokio::time::Instant;
+
+use crate::safe_write::{WriteError, write_private};
+
+/// How the broker is asked to reload its configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reloader {
+    /// SIGHUP to the broker's pid.
+    Pid(u32),
+    /// A command that signals it, e.g. `nats-server --signal reload=<pid>`;
+    /// it must exit 0.
+    Command {
+        program: PathBuf,
+        args: Vec<OsString>,
+    },
+    /// Nothing is sent: a broker that watches its file reloads by itself.
+    None,
+}
+
+/// Why a composition did not go live. A step that failed leaves the broker
+/// on its previous file, which is why none of these is ever "done".
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    #[error("could not write the users file")]
+    Write(#[from] WriteError),
+    #[error("could not signal the broker (pid {pid}) to reload")]
+    Signal {
+        pid: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not run the reload command {program}")]
+    Command {
+        program: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the reload command {program} failed ({status})")]
+    CommandFailed {
+        program: PathBuf,
+        status: std::process::ExitStatus,
+    },
+    #[error(
+        "the broker did not admit this composition's canary within {waited:?}: the reload did not take, and the broker still serves an older users file (its log says why)"
+    )]
+    NotConfirmed {
+        waited: Duration,
+        /// The last refusal; none when every attempt ran out of time.
+        #[source]
+        last: Option<ConnectError>,
+    },
+    #[error("the canary could not connect to the bus")]
+    Canary(#[source] ConnectError),
+    #[error("the plan has no confirmation step, so nothing shows the broker serves the file")]
+    Unconfirmed,
+    #[error("the plan names canary {planned}, not the one this composition made")]
+    ForeignCanary { planned: String },
+}
+
+/// What the executor needs besides the plan.
+pub(crate) struct Target<'a> {
+    pub users_file: &'a Path,
+    pub reloader: &'a Reloader,
+    /// Where the canary connects and which CA or pin it trusts.
+    pub bus: &'a BusConfig,
+    pub confirm_within: Duration,
+    pub canary: &'a nkeys::KeyPair,
+}
+
+/// What was carried out, for the counters: set even when a later step fails.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Done {
+    pub written: bool,
+    pub signalled: bool,
+    pub confirmed: bool,
+}
+
+pub(crate) async fn execute(
+    steps: &[PublishStep],
+    target: &Target<'_>,
+    done: &mut Done,
+) -> Result<(), PublishError> {
+    for step in steps {
+        match step {
+            PublishStep::Write { text } => {
+                let path = target.users_file.to_path_buf();
+                let text = text.clone();
+                // fsync blocks: off the runtime's worker.
+                tokio::task::spawn_blocking(move || write_private(&path, text.as_bytes()))
+                    .await
+                    .expect("the writer does not panic")?;
+                done.written = true;
+            }
+            PublishStep::Signal => {
+                done.signalled = signal(target.reloader).await?;
+            }
+            PublishStep::Confirm { canary } => {
+                if *canary != target.canary.public_key() {
+                    return Err(PublishError::ForeignCanary {
+                        planned: canary.clone(),
+                    });
+                }
+                confirm(target).await?;
+                done.confirmed = true;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether anything was sent: the counters tell a signal from a broker left
+/// to notice the file by itself.
+async fn signal(reloader: &Reloader) -> Result<bool, PublishError> {
+    match reloader {
+        Reloader::Pid(pid) => {
+            // Only a positive pid names one process: 0 would signal our own
+            // process group, and one past i32::MAX would wrap to -1, everyone.
+            let Some(raw) = libc::pid_t::try_from(*pid).ok().filter(|p| *p > 0) else {
+                return Err(PublishError::Signal {
+                    pid: *pid,
+                    source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
+                });
+            };
+            // SAFETY: kill(2) takes plain integers and touches no memory.
+            if unsafe { libc::kill(raw, libc::SIGHUP) } != 0 {
+                return Err(PublishError::Signal {
+                    pid: *pid,
+                    source: std::io::Error::last_os_error(),
+                });
+            }
+            Ok(true)
+        }
+        Reloader::Command { program, args } => {
+            let status = tokio::process::Command::new(program)
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .await
+                .map_err(|source| PublishError::Command {
+                    program: program.clone(),
+                    source,
+                })?;
+            if !status.success() {
+                return Err(PublishError::CommandFailed {
+                    program: program.clone(),
+                    status,
+                });
+            }
+            Ok(true)
+        }
+        Reloader::None => Ok(false),
+    }
+}
+
+/// First wait between canary attempts, doubled up to [`BACKOFF_MAX`]: the
+/// broker reloads within milliseconds of the signal, so the first tries are
+/// close together.
+const BACKOFF_START: Duration = Duration::from_millis(25);
+const BACKOFF_MAX: Duration = Duration::from_millis(400);
+
+/// Connects as the canary until the broker admits it or the deadline passes.
+/// A refusal is expected for a moment (the reload is asynchronous), so only
+/// the last one is reported.
+async fn confirm(target: &Target<'_>) -> Result<(), PublishError> {
+    let seed = target
+        .canary
+        .seed()
+        .map_err(|_| PublishError::ForeignCanary {
+            planned: target.canary.public_key(),
+        })?;
+    let cfg = BusConfig {
+        principal: "canary".into(),
+        credential: ClientCredential::NKey(Secret::new(seed)),
+        inbox_prefix: Some(CANARY_INBOX.trim_end_matches(".>").to_string()),
+        ..target.bus.clone()
+    };
+    let start = Instant::now();
+    let deadline = start + target.confirm_within;
+    let mut wait = BACKOFF_START;
+    loop {
+        let attempt = tokio::time::timeout_at(deadline, mesh_bus::connect(&cfg)).await;
+        let last = match attempt {
+            Ok(Ok(client)) => {
+                // The server answered the connect; a flush proves the
+                // session is usable, not just the handshake.
+                let flushed = client.flush().await;
+                let _ = client.drain().await;
+                if flushed.is_ok() {
+                    return Ok(());
+                }
+                None
+            }
+            // Only a refused or failed connection may change with time; a
+            // malformed configuration never will.
+            Ok(Err(e @ ConnectError::Connect { .. })) => Some(e),
+            Ok(Err(e)) => return Err(PublishError::Canary(e)),
+            Err(_elapsed) => None,
+        };
+        let now = Instant::now();
+        if now + wait >= deadline {
+            return Err(PublishError::NotConfirmed {
+                waited: now - start,
+                last,
+            });
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(BACKOFF_MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn command(program: &str) -> Reloader {
+        Reloader::Command {
+            program: program.into(),
+            args: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn a_signal_that_could_not_be_sent_is_an_error() {
+        // Beyond the kernel's pid_max: no such process.
+        let e = signal(&Reloader::Pid(i32::MAX as u32)).await.unwrap_err();
+        assert!(matches!(e, PublishError::Signal { .. }), "{e}");
+        // Never our own group nor every process: refused before kill(2).
+        for pid in [0, u32::MAX] {
+            let e = signal(&Reloader::Pid(pid)).await.unwrap_err();
+            let PublishError::Signal { source, .. } = &e else {
+                panic!("{e}")
+            };
+            assert_eq!(source.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        }
+        let e = signal(&command("false")).await.unwrap_err();
+        assert!(matches!(e, PublishError::CommandFailed { .. }), "{e}");
+        let e = signal(&command("/nonexistent/nats-server"))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, PublishError::Command { .. }), "{e}");
+        assert!(signal(&command("true")).await.unwrap());
+        assert!(!signal(&Reloader::None).await.unwrap());
+    }
+}
+
+#[cfg(test)]
+mod canary_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_plan_naming_another_canary_is_not_confirmed_and_nothing_connects() {
+        let ours = nkeys::KeyPair::new_user();
+        let theirs = nkeys::KeyPair::new_user().public_key();
+        let bus = BusConfig {
+            // Nothing listens on port 1: a connect tried would be a
+            // connect error, so the variant proves none was.
+            url: "tls://127.0.0.1:1".into(),
+            principal: "controller".into(),
+            credential: ClientCredential::NKey(Secret::new(ours.seed().unwrap())),
+            ca_file: None,
+            inbox_prefix: None,
+            pin: None,
+        };
+        let target = Target {
+            users_file: Path::new("/nonexistent/users.conf"),
+            reloader: &Reloader::None,
+            bus: &bus,
+            confirm_within: Duration::from_secs(1),
+            canary: &ours,
+        };
+        let mut done = Done::default();
+        let steps = [PublishStep::Confirm {
+            canary: theirs.clone(),
+        }];
+        let e = execute(&steps, &target, &mut done).await.unwrap_err();
+        assert!(
+            matches!(&e, PublishError::ForeignCanary { planned } if *planned == theirs),
+            "{e}"
+        );
+        assert!(!done.confirmed);
+    }
+}
