@@ -64,6 +64,12 @@ fn consuming_an_event_the_role_never_emits_is_reported() {
         "{}",
         diags[0].message
     );
+    // What the emitter does publish is named, so the fix can be read off.
+    assert!(
+        diags[0].message.ends_with("(it emits `built`)"),
+        "{}",
+        diags[0].message
+    );
 }
 
 #[test]
