@@ -368,3 +368,49 @@ fn did_you_mean_for_typos_and_misplaced_fields() {
         ]
     );
 }
+
+#[test]
+fn an_emitted_name_reads_as_foreign_only_when_the_other_emits_it() {
+    const GIT: &str = r#"
+[module]
+name = "git-server"
+[[seat]]
+name = "git"
+scope = "mesh"
+protocol = "git"
+emits = ["pushed"]
+[holds]
+seats = ["git"]
+[events]
+emits = ["mirrored"]
+"#;
+    let foreign = |name: &str, emits: &str, holds: &str| {
+        let text = format!("[module]\nname = \"{name}\"\n{holds}[events]\nemits = [{emits}]\n");
+        let cat = Catalogue::build(
+            vec![parse("git/mesh.toml", GIT), parse("x/mesh.toml", &text)],
+            Aliases::new(),
+        );
+        catalogue::check(&cat)
+            .into_iter()
+            .filter(|d| d.kind == Kind::EventReadsAsForeign)
+            .map(|d| d.message)
+            .collect::<Vec<_>>()
+    };
+    // Another module's event, and a seat's event by a module not holding it.
+    assert_eq!(foreign("x", "\"git-server-mirrored\"", "").len(), 1);
+    assert_eq!(foreign("x", "\"git-pushed\"", "").len(), 1);
+    // Its own name as the prefix, an event the other does not emit, and the
+    // seat's event by its holder: each an ordinary local name.
+    assert_eq!(
+        foreign("x", "\"pushed\", \"x-pushed\"", ""),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        foreign("x", "\"git-server-other\"", ""),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        foreign("x", "\"git-pushed\"", "[holds]\nseats = [\"git\"]\n"),
+        Vec::<String>::new()
+    );
+}
