@@ -20,49 +20,24 @@ pub struct TestCertificates {
 
 impl TestCertificates {
     pub fn generate(dir: &Path) -> Result<Self, TestkitError> {
-        let err = TestkitError::Certificate;
-        let ca_key = KeyPair::generate().map_err(err)?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params
-            .distinguished_name
-            .push(DnType::CommonName, "mesh test CA");
-        let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
-        let issuer = Issuer::new(ca_params, ca_key);
-
-        let key = KeyPair::generate().map_err(err)?;
-        let mut params = CertificateParams::new(vec!["localhost".to_string()]).map_err(err)?;
-        params
-            .subject_alt_names
-            .push(SanType::IpAddress([127, 0, 0, 1].into()));
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "mesh test server");
-        let cert = params.signed_by(&key, &issuer).map_err(err)?;
-
-        let certs = TestCertificates {
-            ca_pem: dir.join("ca.pem"),
-            cert_pem: dir.join("server-cert.pem"),
-            key_pem: dir.join("server-key.pem"),
-            cert_der: cert.der().to_vec(),
-        };
-        for (path, text) in [
-            (&certs.ca_pem, ca_cert.pem()),
-            (&certs.cert_pem, cert.pem()),
-            (&certs.key_pem, key.serialize_pem()),
-        ] {
-            std::fs::write(path, text).map_err(io(format!("write {}", path.display())))?;
-        }
-        Ok(certs)
+        let mut one = Self::signed_by_one_ca(&[dir])?;
+        Ok(one.pop().expect("one"))
     }
-}
 
-impl TestCertificates {
     /// Two server certificates for 127.0.0.1/localhost, each with its own key,
     /// signed by one CA, written into `dir_a` and `dir_b` under the same file
     /// names as [`Self::generate`] (each dir gets the CA). For proving a pin
     /// refuses a certificate the CA would vouch for.
     pub fn generate_siblings(dir_a: &Path, dir_b: &Path) -> Result<(Self, Self), TestkitError> {
+        let mut two = Self::signed_by_one_ca(&[dir_a, dir_b])?;
+        let b = two.pop().expect("two");
+        let a = two.pop().expect("two");
+        Ok((a, b))
+    }
+
+    /// A CA, and for each of `dirs` a server certificate of its own key that
+    /// CA signed, written there with the CA.
+    fn signed_by_one_ca(dirs: &[&Path]) -> Result<Vec<Self>, TestkitError> {
         let err = TestkitError::Certificate;
         let ca_key = KeyPair::generate().map_err(err)?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
@@ -74,7 +49,7 @@ impl TestCertificates {
         let issuer = Issuer::new(ca_params, ca_key);
 
         let mut out = Vec::new();
-        for dir in [dir_a, dir_b] {
+        for dir in dirs {
             let key = KeyPair::generate().map_err(err)?;
             let mut params = CertificateParams::new(vec!["localhost".to_string()]).map_err(err)?;
             params
@@ -99,8 +74,6 @@ impl TestCertificates {
             }
             out.push(certs);
         }
-        let b = out.pop().expect("two");
-        let a = out.pop().expect("two");
-        Ok((a, b))
+        Ok(out)
     }
 }
