@@ -17,7 +17,6 @@
 //! ```
 
 use std::collections::HashMap;
-use std::ops::Range;
 
 use toml::de::DeTable;
 
@@ -92,9 +91,11 @@ impl Parser<'_> {
         };
         for (t, header) in self.toml.tables(root, "node") {
             self.fields(t, "[[node]]", &["name", "modules"]);
-            let name = self.required_name(t, &header, "[[node]]", "name", "node");
+            let name = self
+                .toml
+                .required_name(t, &header, "[[node]]", "name", "node");
             let modules = match get(t, "modules") {
-                Some((_, v)) => self.names(v, "modules", "module"),
+                Some((_, v)) => self.toml.names(v, "modules", "module"),
                 None => Vec::new(),
             };
             if let Some(name) = name {
@@ -103,7 +104,9 @@ impl Parser<'_> {
         }
         for (t, header) in self.toml.tables(root, "person") {
             self.fields(t, "[[person]]", &["name", "tools"]);
-            let name = self.required_name(t, &header, "[[person]]", "name", "person");
+            let name = self
+                .toml
+                .required_name(t, &header, "[[person]]", "name", "person");
             let help = Some("write `tools = [\"*\"]` for every tool, or list them".into());
             let tools = self
                 .toml
@@ -115,7 +118,10 @@ impl Parser<'_> {
         }
         for (t, header) in self.toml.tables(root, "token") {
             self.fields(t, "[[token]]", &["node"]);
-            if let Some(node) = self.required_name(t, &header, "[[token]]", "node", "node") {
+            if let Some(node) = self
+                .toml
+                .required_name(t, &header, "[[token]]", "node", "node")
+            {
                 fleet.tokens.push(node);
             }
         }
@@ -141,37 +147,6 @@ impl Parser<'_> {
             |k| format!("unknown field `{k}` in {section}"),
             |_| Some(format!("{section} has the fields {listed}")),
         );
-    }
-
-    fn name(&mut self, s: &str, span: &Range<usize>, what: &str) -> Option<Located<Name>> {
-        match refs::valid_name(s, what, |r| self.toml.inner(span, s, r), span.clone()) {
-            Ok(n) => Some(Located::new(n, self.toml.pos(span))),
-            Err(e) => {
-                self.toml.push(e.kind, e.range, e.message, e.help);
-                None
-            }
-        }
-    }
-
-    fn required_name(
-        &mut self,
-        t: &DeTable<'_>,
-        header: &Range<usize>,
-        section: &str,
-        field: &str,
-        what: &str,
-    ) -> Option<Located<Name>> {
-        let v = self.toml.required(t, header, section, field, None)?;
-        let s = self.toml.string(v, field)?.to_string();
-        self.name(&s, &v.span(), what)
-    }
-
-    fn names(&mut self, v: &Val<'_>, field: &str, what: &str) -> Vec<Located<Name>> {
-        self.toml
-            .strings(v, field)
-            .iter()
-            .filter_map(|(s, span)| self.name(s, span, what))
-            .collect()
     }
 
     /// `tools`: `["*"]` alone, or tool references as a manifest's `[tools]

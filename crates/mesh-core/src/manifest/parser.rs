@@ -101,7 +101,9 @@ impl Parser<'_> {
         match self.toml.section(root, "module") {
             Some((t, header)) => {
                 self.check_fields(t, Some("[module]"), MODULE);
-                name = self.required_name(t, &header, "[module]", "name", "module");
+                name = self
+                    .toml
+                    .required_name(t, &header, "[module]", "name", "module");
                 description = get(t, "description").and_then(|(_, v)| {
                     let s = self.toml.string(v, "description")?;
                     Some(Located::new(s.to_string(), self.toml.pos(&v.span())))
@@ -145,7 +147,7 @@ impl Parser<'_> {
         if let Some((t, _)) = self.toml.section(root, "tools") {
             self.check_fields(t, Some("[tools]"), TOOLS);
             if let Some((_, v)) = get(t, "serves") {
-                serves = self.names(v, "serves", "tool");
+                serves = self.toml.names(v, "serves", "tool");
             }
             if let Some((_, v)) = get(t, "uses") {
                 uses_tools = self.refs(v, "uses", refs::parse_tool_ref);
@@ -194,44 +196,6 @@ impl Parser<'_> {
         self.toml.check_keys(t, known, message, otherwise);
     }
 
-    /// Validates a name written as the string `s` at `span`, pointing at the
-    /// offending character.
-    fn name(&mut self, s: &str, span: &Range<usize>, what: &str) -> Option<Name> {
-        match refs::valid_name(s, what, |r| self.toml.inner(span, s, r), span.clone()) {
-            Ok(n) => Some(n),
-            Err(e) => {
-                self.toml.push(e.kind, e.range, e.message, e.help);
-                None
-            }
-        }
-    }
-
-    fn located_name(&mut self, s: &str, span: &Range<usize>, what: &str) -> Option<Located<Name>> {
-        let n = self.name(s, span, what)?;
-        Some(Located::new(n, self.toml.pos(span)))
-    }
-
-    fn required_name(
-        &mut self,
-        t: &DeTable<'_>,
-        header: &Range<usize>,
-        section: &str,
-        field: &str,
-        what: &str,
-    ) -> Option<Located<Name>> {
-        let v = self.toml.required(t, header, section, field, None)?;
-        let s = self.toml.string(v, field)?.to_string();
-        self.located_name(&s, &v.span(), what)
-    }
-
-    fn names(&mut self, v: &Val<'_>, field: &str, what: &str) -> Vec<Located<Name>> {
-        self.toml
-            .strings(v, field)
-            .iter()
-            .filter_map(|(s, span)| self.located_name(s, span, what))
-            .collect()
-    }
-
     /// `[section] field = [names]`, the whole of a one-field section.
     fn name_list_in(
         &mut self,
@@ -246,7 +210,7 @@ impl Parser<'_> {
         };
         self.check_fields(t, Some(&format!("[{section}]")), known);
         match get(t, field) {
-            Some((_, v)) => self.names(v, field, what),
+            Some((_, v)) => self.toml.names(v, field, what),
             None => Vec::new(),
         }
     }
@@ -305,7 +269,7 @@ impl Parser<'_> {
                         )),
                     );
                 }
-            } else if let Some(n) = self.located_name(&s, &span, "event") {
+            } else if let Some(n) = self.toml.located_name(&s, &span, "event") {
                 out.push(n);
             }
         }
@@ -316,7 +280,9 @@ impl Parser<'_> {
         let mut out: Vec<SeatDecl> = Vec::new();
         for (t, header) in self.toml.tables(root, "seat") {
             self.check_fields(t, Some("[[seat]]"), SEAT);
-            let name = self.required_name(t, &header, "[[seat]]", "name", "seat");
+            let name = self
+                .toml
+                .required_name(t, &header, "[[seat]]", "name", "seat");
             let scope = self
                 .toml.required(t, &header, "[[seat]]", "scope", Some("write `scope = \"node\"` (one holder per node) or `scope = \"mesh\"` (one holder in the mesh)".into()))
                 .and_then(|v| {
@@ -344,12 +310,12 @@ impl Parser<'_> {
                     let s = self.toml.string(v, "protocol")?.to_string();
                     // Empty is a marker, valid; anything else is a name.
                     if !s.is_empty() {
-                        self.name(&s, &v.span(), "protocol")?;
+                        self.toml.name(&s, &v.span(), "protocol")?;
                     }
                     Some(Located::new(s, self.toml.pos(&v.span())))
                 });
             let mut list = |field: &str, what: &str| match get(t, field) {
-                Some((_, v)) => self.names(v, field, what),
+                Some((_, v)) => self.toml.names(v, field, what),
                 None => Vec::new(),
             };
             let accepts = list("accepts", "work kind");
@@ -384,7 +350,9 @@ impl Parser<'_> {
         let mut out: Vec<FileDecl> = Vec::new();
         for (t, header) in self.toml.tables(root, "file") {
             self.check_fields(t, Some("[[file]]"), FILE);
-            let name = self.required_name(t, &header, "[[file]]", "name", "file");
+            let name = self
+                .toml
+                .required_name(t, &header, "[[file]]", "name", "file");
             let path = self
                 .toml
                 .required(t, &header, "[[file]]", "path", None)
@@ -656,7 +624,7 @@ impl Parser<'_> {
         });
         for (k, val) in items.into_iter().flat_map(DeTable::iter) {
             let key: &str = k.get_ref();
-            let name = self.located_name(key, &k.span(), "artifact");
+            let name = self.toml.located_name(key, &k.span(), "artifact");
             let path = self.toml.string(val, key).map(str::to_string);
             if let (Some(name), Some(path)) = (name, path)
                 && self.relative_path(&path, &val.span(), key).is_some()

@@ -9,8 +9,10 @@ use std::ops::Range;
 use toml::Spanned;
 use toml::de::{DeString, DeTable, DeValue};
 
+use super::Located;
 use super::decode::map_string;
 use crate::diagnostic::{Diagnostic, Kind, LineIndex, Location, Pos, suggest};
+use crate::names::Name;
 
 /// A value of the tree, with its span in the source.
 pub(crate) type Val<'i> = Spanned<DeValue<'i>>;
@@ -294,6 +296,50 @@ impl<'a> Reader<'a> {
                 None
             }
         }
+    }
+
+    /// `s` (read at `span`) as a [`Name`]; a bad one is reported at the
+    /// offending character, naming `what` it was meant to be.
+    pub(crate) fn name(&mut self, s: &str, span: &Range<usize>, what: &str) -> Option<Name> {
+        match super::refs::valid_name(s, what, |r| self.inner(span, s, r), span.clone()) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                self.push(e.kind, e.range, e.message, e.help);
+                None
+            }
+        }
+    }
+
+    pub(crate) fn located_name(
+        &mut self,
+        s: &str,
+        span: &Range<usize>,
+        what: &str,
+    ) -> Option<Located<Name>> {
+        let n = self.name(s, span, what)?;
+        Some(Located::new(n, self.pos(span)))
+    }
+
+    /// `field` of `t`, required, as a name.
+    pub(crate) fn required_name(
+        &mut self,
+        t: &DeTable<'_>,
+        header: &Range<usize>,
+        section: &str,
+        field: &str,
+        what: &str,
+    ) -> Option<Located<Name>> {
+        let v = self.required(t, header, section, field, None)?;
+        let s = self.string(v, field)?.to_string();
+        self.located_name(&s, &v.span(), what)
+    }
+
+    /// An array of names; each bad one reported, the good ones kept.
+    pub(crate) fn names(&mut self, v: &Val<'_>, field: &str, what: &str) -> Vec<Located<Name>> {
+        self.strings(v, field)
+            .iter()
+            .filter_map(|(s, span)| self.located_name(s, span, what))
+            .collect()
     }
 
     /// Maps a byte range of a string's decoded value to the source, so an
