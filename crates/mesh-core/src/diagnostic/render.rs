@@ -307,6 +307,23 @@ mod tests {
     }
 
     #[test]
+    fn a_caret_mid_line_underlines_exactly_its_span() {
+        let src = "[run]\ncommand = [\"x\"]\n";
+        // `= [` at col 9, three characters.
+        let text = render_text(&at(2, 9, 3, "m"), Some(src));
+        assert!(text.contains("\n    |         ^^^\n"), "{text}");
+    }
+
+    #[test]
+    fn escaping_leaves_plain_text_alone_and_escapes_the_rest() {
+        assert!(matches!(
+            escape_controls("plain\ttext"),
+            Cow::Borrowed("plain\ttext")
+        ));
+        assert_eq!(escape_controls("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+    }
+
+    #[test]
     fn control_characters_are_escaped_in_every_line_and_the_caret_follows() {
         // An OSC title sequence before the field, an SGR in the message, a
         // bell and a right-to-left override in the help.
