@@ -11,10 +11,9 @@
 //!   it a case names;
 //! - nothing leaked: no secret of the fixture (the minted secrets, any
 //!   password a case declares), no NKey seed (`SU…`) nor a bcrypt hash
-//!   (`$2a$`) on stdout or
-//!   stderr, unless the case is *meant* to print the users file; no new file
-//!   holding one, other than those the case is meant to create; no `.tmp`
-//!   file left behind;
+//!   (`$2a$`) on stdout or stderr, unless the case is *meant* to print the
+//!   users file; no new file holding one, other than those the case is
+//!   meant to create; no `.tmp` file left behind;
 //! - the terminal is safe: no control character but newline and tab in
 //!   either stream.
 //!

@@ -131,16 +131,38 @@ async fn a_machine_password_and_a_non_user_key_are_refused(fx: &Fixture) {
         "nothing recorded"
     );
 
-    // Past the API, the schema refuses a machine row holding a hash.
-    assert!(
-        fx.raw_try_execute(
-            "INSERT INTO credentials (principal, kind, bcrypt_hash, node, created_at) \
-             VALUES ('host_n1', 'machine', '$2a$04$x', 'n1', 1)"
-        )
-        .await
-        .is_err(),
-        "a machine row with a password"
-    );
+    // Past the API, the schema refuses a machine row holding a hash (beside
+    // a key or instead of one) and a person row holding a key.
+    let (_, key) = new_user_key();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    for (row, what) in [
+        (
+            format!("'host_n1', 'machine', '{key}', '$2a$04$x', 'n1', NULL"),
+            "a machine row with a key and a password",
+        ),
+        (
+            "'host_n1', 'machine', NULL, '$2a$04$x', 'n1', NULL".to_string(),
+            "a machine row with a password",
+        ),
+        (
+            format!("'person_ada', 'person', '{key}', NULL, NULL, 'ada'"),
+            "a person row with a key",
+        ),
+    ] {
+        let sql = format!(
+            "INSERT INTO credentials (principal, kind, nkey, bcrypt_hash, node, person, created_at) \
+             VALUES ({row}, 1)"
+        );
+        assert!(fx.raw_try_execute(&sql).await.is_err(), "{what}");
+    }
+    // The same statement with a machine's key alone is accepted: the refusals
+    // above are the checks', not a malformed statement's.
+    fx.raw_execute(&format!(
+        "INSERT INTO credentials (principal, kind, nkey, bcrypt_hash, node, person, created_at) \
+         VALUES ('host_n1', 'machine', '{key}', NULL, 'n1', NULL, 1)"
+    ))
+    .await;
+    assert_eq!(principals(s).await, ["host_n1"]);
 }
 
 async fn the_genesis_key_never_overwrites_a_rotated_one(fx: &Fixture) {
