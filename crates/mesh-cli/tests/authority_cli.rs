@@ -182,6 +182,50 @@ fn every_machine_is_an_nkey_and_only_persons_have_passwords() {
         .expect("nats-server -t accepts the composed users file");
 }
 
+/// The `nkey:` line composed for `principal`.
+fn nkey_of(text: &str, principal: &str) -> String {
+    let at = text
+        .find(&format!("      # {principal}\n"))
+        .unwrap_or_else(|| panic!("{principal} is not an nkey user"));
+    let line = text[at..].lines().nth(2).unwrap().trim();
+    line.strip_prefix("nkey: ").expect(line).to_string()
+}
+
+/// `--remint` of a machine rotates its key: a new seed in its file, the new
+/// public key composed, every other principal's key as it was.
+#[test]
+fn reminting_a_machine_rotates_its_key_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    load_fleet(dir.path());
+    let (before, _) = compose(dir.path(), "users.conf");
+    let before = String::from_utf8(before).unwrap();
+    let seed_file = dir.path().join(".mesh/secrets/host_n1");
+    let old_seed = std::fs::read(&seed_file).unwrap();
+    let catalogue = examples().join("catalogue");
+    let fleet = examples().join("fleet.toml");
+    let out = mesh(
+        dir.path(),
+        &[
+            "fleet",
+            "load",
+            fleet.to_str().unwrap(),
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+            "--remint",
+            "host_n1",
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("1 credential minted"), "{said}");
+    let (after, _) = compose(dir.path(), "users.conf");
+    let after = String::from_utf8(after).unwrap();
+    assert_ne!(std::fs::read(&seed_file).unwrap(), old_seed, "a new seed");
+    assert_ne!(nkey_of(&before, "host_n1"), nkey_of(&after, "host_n1"));
+    for p in ["controller", "host_n2", "module_n1_git-server", "enrol_n4"] {
+        assert_eq!(nkey_of(&before, p), nkey_of(&after, p), "{p} changed");
+    }
+}
+
 #[test]
 fn explain_names_the_manifest_line_behind_each_grant() {
     let dir = tempfile::tempdir().unwrap();
