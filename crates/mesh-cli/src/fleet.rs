@@ -11,7 +11,9 @@
 //! files are removed and the store is as it was.
 //!
 //! Minted secrets are shown once: each is written to `<secrets-dir>/<principal>`
-//! (mode 0600), never printed.
+//! (mode 0600), never printed. A machine's secret is its NKey seed (the store
+//! records the public key), a person's a password (the store records its
+//! bcrypt hash), a token's the enrolment seed.
 
 mod secrets;
 
@@ -22,7 +24,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use mesh_core::authority::Principal;
+use mesh_core::authority::{Principal, PrincipalKind};
 use mesh_core::diagnostic::{Diagnostic, render_text, suggest};
 use mesh_core::fleet::Fleet;
 use mesh_core::names::Name;
@@ -75,7 +77,7 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
         secrets::check_marker(&args.secrets_dir, id.as_deref())?;
     }
     // Before anything is minted: a secret whose file cannot be written is lost,
-    // since the store keeps only its hash.
+    // since the store keeps only its public key or hash.
     files::private_dir(&args.secrets_dir)?;
 
     let store = authority::open_store(&args.sources.store).await?;
@@ -203,12 +205,20 @@ async fn record(
 
     let mut minted: Vec<(String, Secret)> = Vec::new();
     for node in tokens {
-        let (secret, t) = mesh_store::prepare_token(node, TOKEN_TTL).await?;
+        let (secret, t) = mesh_store::prepare_token(node, TOKEN_TTL);
         minted.push((principal::enrolment(node), secret));
         change.tokens.push(t);
     }
     for p in to_mint {
-        let (secret, c) = mesh_store::prepare_credential(&p.kind).await?;
+        let (secret, c) = match &p.kind {
+            PrincipalKind::Person { .. } => mesh_store::prepare_password(&p.kind).await?,
+            // Generated here, where the store's caller runs: only the public
+            // key goes into the records.
+            machine => {
+                let (seed, public_key) = mesh_store::new_user_key();
+                (seed, mesh_store::prepare_machine_key(machine, &public_key)?)
+            }
+        };
         minted.push((p.name.clone(), secret));
         change.credentials.push(c);
     }

@@ -85,8 +85,9 @@ fn compose_is_deterministic_and_the_server_accepts_it() {
     let (b, _) = compose(dir.path(), "broker/users.conf");
     assert_eq!(a, b, "same records, same bytes");
     let text = String::from_utf8(a).unwrap();
-    assert!(text.contains("user: \"enrol_n4\""));
-    assert!(!text.contains("user: \"host_n4\""));
+    // The enrolment principal is the token's enrolment key.
+    assert!(text.contains("# enrol_n4\n"), "{text}");
+    assert!(!text.contains("host_n4"));
 
     // The broker's own config includes ours by bare name, from its directory.
     let broker = dir.path().join("broker");
@@ -100,6 +101,129 @@ fn compose_is_deterministic_and_the_server_accepts_it() {
     .unwrap();
     mesh_testkit::nats::test_config(&broker.join("nats.conf"))
         .expect("nats-server -t accepts the composed users file");
+}
+
+/// (principal, "nkey" or "password") for every user of a composed file: an
+/// NKey user is named by the comment above it, a password user by `user:`.
+fn users_of(text: &str) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    let mut name = None;
+    for raw in text.lines() {
+        let line = raw.trim();
+        // Users sit at six spaces; the file's own header comments at none.
+        if let Some(n) = raw.strip_prefix("      # ") {
+            name = Some(n.to_string());
+        } else if let Some(n) = line.strip_prefix("user: ") {
+            name = Some(n.trim_matches('"').to_string());
+        } else if line.starts_with("nkey: ") {
+            out.push((name.take().expect("an nkey names its principal"), "nkey"));
+        } else if line.starts_with("password: ") {
+            out.push((name.take().expect("a password has its user"), "password"));
+        } else if line.starts_with('}') {
+            name = None;
+        }
+    }
+    out
+}
+
+/// Machines authenticate by NKey, never by password (DESIGN §5): from the
+/// example fleet, every machine principal is an `nkey:` and only persons
+/// have a `password:`; the secrets written are seeds for the machines.
+#[test]
+fn every_machine_is_an_nkey_and_only_persons_have_passwords() {
+    let dir = tempfile::tempdir().unwrap();
+    load_fleet(dir.path());
+    let (bytes, _) = compose(dir.path(), "broker/users.conf");
+    let text = String::from_utf8(bytes).unwrap();
+    let users = users_of(&text);
+    let passwords: Vec<&str> = users
+        .iter()
+        .filter(|(_, c)| *c == "password")
+        .map(|(p, _)| p.as_str())
+        .collect();
+    assert_eq!(passwords, ["person_alice", "person_bob"], "{text}");
+    let nkeys: Vec<&str> = users
+        .iter()
+        .filter(|(_, c)| *c == "nkey")
+        .map(|(p, _)| p.as_str())
+        .collect();
+    // The controller, three hosts, ten modules and n4's enrolment.
+    assert_eq!(nkeys.len(), 15, "{nkeys:?}");
+    for p in ["controller", "host_n1", "host_n2", "host_n3", "enrol_n4"] {
+        assert!(nkeys.contains(&p), "{p} is not an nkey: {nkeys:?}");
+    }
+    assert!(nkeys.iter().all(|p| !p.starts_with("person_")));
+    assert_eq!(
+        nkeys.iter().filter(|p| p.starts_with("module_")).count(),
+        10
+    );
+    for line in text.lines().filter(|l| l.trim().starts_with("nkey: ")) {
+        let key = line.trim()["nkey: ".len()..].trim_matches('"');
+        assert!(key.starts_with('U') && key.len() == 56, "{line}");
+    }
+    // What the load wrote for each machine is its seed, for persons a password.
+    let secrets = dir.path().join(".mesh/secrets");
+    for p in &nkeys {
+        let seed = std::fs::read_to_string(secrets.join(p)).unwrap();
+        assert!(seed.starts_with("SU"), "{p}'s secret is not a seed");
+    }
+    for p in &passwords {
+        let pw = std::fs::read_to_string(secrets.join(p)).unwrap();
+        assert!(!pw.starts_with("SU"), "{p}'s secret is a seed");
+    }
+
+    let broker = dir.path().join("broker");
+    std::fs::write(
+        broker.join("nats.conf"),
+        "listen: \"127.0.0.1:-1\"\ninclude users.conf\n",
+    )
+    .unwrap();
+    mesh_testkit::nats::test_config(&broker.join("nats.conf"))
+        .expect("nats-server -t accepts the composed users file");
+}
+
+/// The `nkey:` line composed for `principal`.
+fn nkey_of(text: &str, principal: &str) -> String {
+    let at = text
+        .find(&format!("      # {principal}\n"))
+        .unwrap_or_else(|| panic!("{principal} is not an nkey user"));
+    let line = text[at..].lines().nth(2).unwrap().trim();
+    line.strip_prefix("nkey: ").expect(line).to_string()
+}
+
+/// `--remint` of a machine rotates its key: a new seed in its file, the new
+/// public key composed, every other principal's key as it was.
+#[test]
+fn reminting_a_machine_rotates_its_key_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    load_fleet(dir.path());
+    let (before, _) = compose(dir.path(), "users.conf");
+    let before = String::from_utf8(before).unwrap();
+    let seed_file = dir.path().join(".mesh/secrets/host_n1");
+    let old_seed = std::fs::read(&seed_file).unwrap();
+    let catalogue = examples().join("catalogue");
+    let fleet = examples().join("fleet.toml");
+    let out = mesh(
+        dir.path(),
+        &[
+            "fleet",
+            "load",
+            fleet.to_str().unwrap(),
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+            "--remint",
+            "host_n1",
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("1 credential minted"), "{said}");
+    let (after, _) = compose(dir.path(), "users.conf");
+    let after = String::from_utf8(after).unwrap();
+    assert_ne!(std::fs::read(&seed_file).unwrap(), old_seed, "a new seed");
+    assert_ne!(nkey_of(&before, "host_n1"), nkey_of(&after, "host_n1"));
+    for p in ["controller", "host_n2", "module_n1_git-server", "enrol_n4"] {
+        assert_eq!(nkey_of(&before, p), nkey_of(&after, p), "{p} changed");
+    }
 }
 
 #[test]

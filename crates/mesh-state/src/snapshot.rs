@@ -31,7 +31,7 @@ pub async fn read(store: &Store) -> Result<Snapshot, StoreError> {
     for t in store.live_tokens().await? {
         s.credentials.insert(
             principal::enrolment(&t.node),
-            UserCredential::Password(t.bus_hash),
+            UserCredential::NKey(t.enrolment_key),
         );
         s.records.live_tokens.push(t.node);
     }
@@ -42,9 +42,7 @@ pub async fn read(store: &Store) -> Result<Snapshot, StoreError> {
         });
     }
     for c in store.credentials().await? {
-        // The store records bcrypt hashes until machine keys move to NKeys.
-        s.credentials
-            .insert(c.principal, UserCredential::Password(c.bcrypt_hash));
+        s.credentials.insert(c.principal, c.credential);
     }
     Ok(s)
 }

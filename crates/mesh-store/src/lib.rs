@@ -29,9 +29,10 @@ pub use error::{
 };
 pub use migrations::SCHEMA_VERSION;
 pub use records::*;
-pub use secret::{MACHINE_BCRYPT_COST, PERSON_BCRYPT_COST, Secret, sha256_digest};
+pub use secret::{PERSON_BCRYPT_COST, Secret, new_user_key, sha256_digest};
 pub use store::{
-    FleetApplied, FleetChange, PreparedCredential, PreparedToken, prepare_credential, prepare_token,
+    FleetApplied, FleetChange, PreparedCredential, PreparedToken, prepare_machine_key,
+    prepare_password, prepare_token,
 };
 pub use url::{DEFAULT_URL, redact_url};
 

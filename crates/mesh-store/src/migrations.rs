@@ -53,10 +53,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "identity",
         sql: include_str!("../migrations/0005_identity.sql"),
     },
+    Migration {
+        version: 6,
+        name: "nkeys",
+        sql: include_str!("../migrations/0006_nkeys.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -5,7 +5,9 @@ use mesh_core::names::Name;
 use mesh_core::records::ToolAccess;
 
 use crate::Millis;
-use crate::secret::{MACHINE_BCRYPT_COST, PERSON_BCRYPT_COST, Secret};
+use mesh_core::users_file::UserCredential;
+
+use crate::secret::Secret;
 
 /// A machine in the mesh.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,12 +23,15 @@ pub struct Node {
     pub last_seen_at: Option<Millis>,
 }
 
-/// A freshly issued enrolment token. The secret is shown here once; the
-/// store keeps only its SHA-256.
+/// A freshly issued enrolment token. The enrolment seed is shown here once;
+/// the store keeps only its public key.
 #[derive(Debug)]
 pub struct IssuedToken {
     pub node: Name,
+    /// The enrolment principal's NKey seed (`SU…`), carried by the token.
     pub secret: Secret,
+    /// Its public key: what the spend matches.
+    pub enrolment_key: String,
     pub issued_at: Millis,
     pub expires_at: Millis,
 }
@@ -35,9 +40,9 @@ pub struct IssuedToken {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveToken {
     pub node: Name,
-    /// bcrypt hash of the token's secret: the enrolment user's password hash
-    /// in the users file, for as long as the token is live.
-    pub bus_hash: String,
+    /// The enrolment principal's NKey public key: its entry in the users
+    /// file for as long as the token is live.
+    pub enrolment_key: String,
     pub issued_at: Millis,
     pub expires_at: Millis,
 }
@@ -52,9 +57,9 @@ pub struct Enrolled {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CredentialKind {
-    /// A host, a module or the controller: 256-bit secret, low bcrypt cost.
+    /// A host, a module or the controller: always an NKey.
     Machine,
-    /// An operator: high bcrypt cost.
+    /// An operator: a bcrypt hash of a password (cost ≥ 11).
     Person,
 }
 
@@ -73,22 +78,15 @@ impl CredentialKind {
             _ => None,
         }
     }
-
-    /// The bcrypt cost its secrets are hashed at.
-    pub(crate) fn bcrypt_cost(self) -> u32 {
-        match self {
-            CredentialKind::Machine => MACHINE_BCRYPT_COST,
-            CredentialKind::Person => PERSON_BCRYPT_COST,
-        }
-    }
 }
 
-/// A recorded credential: the principal and the bcrypt hash of its secret.
+/// A recorded credential: the principal and what the users file names it by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Credential {
     pub principal: String,
     pub kind: CredentialKind,
-    pub bcrypt_hash: String,
+    /// A machine's NKey public key, or a person's bcrypt hash.
+    pub credential: UserCredential,
     /// The node whose host or module this credential belongs to.
     pub node: Option<Name>,
     /// The module, for a module's credential on `node`.

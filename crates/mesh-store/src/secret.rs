@@ -1,18 +1,10 @@
-//! Secrets: generated here, shown once, only their hashes recorded.
+//! Secrets: generated here, shown once; only public keys and person hashes
+//! are recorded.
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::error::{HashError, MalformedValue, StoreError};
-
-/// bcrypt cost for machine credentials (hosts, modules, the controller).
-///
-/// Their secrets are 256-bit random, so no cost makes guessing one feasible or
-/// infeasible; the cost only decides how fast the broker admits connections.
-/// DESIGN §8, measured on a 2-core broker: cost 4 ≈ 1,000 connects/s, cost 6 ≈
-/// 400/s, cost 10 ≈ 2/s — at 10 a reconnect storm of a thousand hosts would
-/// take minutes of broker CPU. 4 is bcrypt's minimum.
-pub const MACHINE_BCRYPT_COST: u32 = 4;
 
 /// bcrypt cost for a person's credential: a person may reuse or type it, so
 /// it gets the cost that makes an offline guess expensive.
@@ -36,12 +28,32 @@ pub(crate) fn generate_id() -> String {
     hex::encode(bytes)
 }
 
-/// SHA-256 of a token secret, hex. A token secret is 256 random bits, so a
-/// fast hash is as strong as a slow one (there is nothing to guess), and being
-/// unsalted and deterministic it can sit in the spend statement's WHERE clause
-/// — a salted bcrypt hash could not be looked up in one statement.
-pub(crate) fn token_hash(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
+/// A fresh NKey user key pair: its seed (`SU…`, for whoever connects with it)
+/// and its public key (`U…`, the one thing the store records).
+pub fn new_user_key() -> (Secret, String) {
+    let kp = nkeys::KeyPair::new_user();
+    // `seed()` fails only for a pair built from a public key alone.
+    let seed = kp.seed().expect("a generated pair has its seed");
+    (Secret::new(seed), kp.public_key())
+}
+
+/// Refuses anything but an NKey *user* public key: a seed handed over by
+/// mistake would be a secret at rest, and an account or server key would
+/// admit nobody.
+pub(crate) fn check_user_key(what: &'static str, key: &str) -> Result<(), StoreError> {
+    if mesh_core::users_file::UserCredential::is_user_nkey(key) {
+        return Ok(());
+    }
+    Err(StoreError::Invalid {
+        what,
+        detail: "not an nkey user public key (U…)".to_string(),
+    })
+}
+
+/// The public key of an NKey seed, if it is a user seed.
+pub(crate) fn user_public_key(seed: &str) -> Option<String> {
+    let kp = nkeys::KeyPair::from_seed(seed).ok()?;
+    matches!(kp.key_pair_type(), nkeys::KeyPairType::User).then(|| kp.public_key())
 }
 
 /// `sha256:<hex>` of a text, the digest form mesh uses everywhere.

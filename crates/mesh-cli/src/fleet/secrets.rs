@@ -1,6 +1,6 @@
 //! The secrets directory of one store: minted secrets staged as temporary
-//! files, placed only once the store has recorded their hashes, and a marker
-//! saying which store the directory belongs to.
+//! files, placed only once the store has recorded their public keys or
+//! hashes, and a marker saying which store the directory belongs to.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -52,8 +52,8 @@ pub fn target(dir: &Path, principal: &str) -> PathBuf {
 }
 
 /// Refuses, before anything is minted, a secret path that cannot take a
-/// file: once the store records a hash, a secret that cannot be placed is
-/// lost.
+/// file: once the store records a key or hash, a secret that cannot be
+/// placed is lost.
 pub fn check_target(path: &Path, principal: &str) -> anyhow::Result<()> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -109,7 +109,7 @@ impl Staged {
     }
 
     /// Renames every file into place. Returns the names whose file could not
-    /// be placed (the store holds their hashes: they must be re-minted).
+    /// be placed (the store holds only their public keys or hashes: they must be re-minted).
     pub fn place(mut self) -> Vec<(String, anyhow::Error)> {
         let mut failed = Vec::new();
         for (tmp, target, name) in std::mem::take(&mut self.files) {

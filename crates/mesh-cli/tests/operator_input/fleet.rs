@@ -25,6 +25,15 @@ const FULL: &str = include_str!("../../../../examples/fleet.toml");
 const SMALL: &str = "[[node]]\nname = \"n1\"\nmodules = [\"nats-broker\", \"git-server\", \"audit-log\", \"nftables\"]\n\
                      [[person]]\nname = \"alice\"\ntools = [\"*\"]\n";
 
+/// Whether `text` holds something shaped like an NKey seed: `SU` and 56 more
+/// base32 characters (a public key is 56 in all, so never matches).
+fn seed_in(text: &str) -> bool {
+    let b = text.as_bytes();
+    let base32 = |c: &u8| c.is_ascii_uppercase() || (b'2'..=b'7').contains(c);
+    (0..b.len().saturating_sub(57))
+        .any(|i| b[i..].starts_with(b"SU") && b[i..i + 58].iter().all(base32))
+}
+
 /// A temp dir holding the store (`mesh.db`), the secrets (`.mesh/secrets`)
 /// and the fleet files.
 struct Env {
@@ -583,8 +592,8 @@ pub fn run(tally: &mut super::support::Tally) {
                 failures.push(fail(format!("says {text:?} {n} times")));
             }
         }
-        // Nothing secret in what was printed: no password, no hash, no secret
-        // of any file in the secrets dir.
+        // Nothing secret in what was printed: no password, no hash, no nkey
+        // seed, no secret of any file in the secrets dir.
         let after = env.state();
         let mut secrets: Vec<String> = ["hunter2", "kv secret", "$2a$", "$2b$"]
             .iter()
@@ -595,6 +604,10 @@ pub fn run(tally: &mut super::support::Tally) {
             if s.len() >= 32 {
                 secrets.push(s);
             }
+        }
+        if seed_in(&shown) {
+            leaks += 1;
+            failures.push(fail("printed an nkey seed".to_string()));
         }
         if let Some(leak) = secrets.iter().find(|s| shown.contains(s.as_str())) {
             leaks += 1;

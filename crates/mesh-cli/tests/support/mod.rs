@@ -10,10 +10,10 @@
 //!   content (or link target, or device number); so are the paths outside
 //!   it a case names;
 //! - nothing leaked: no secret of the fixture (the minted secrets, any
-//!   password a case declares) nor a bcrypt hash (`$2a$`) on stdout or
-//!   stderr, unless the case is *meant* to print the users file; no new file
-//!   holding one, other than those the case is meant to create; no `.tmp`
-//!   file left behind;
+//!   password a case declares), no NKey seed (`SU…`) nor a bcrypt hash
+//!   (`$2a$`) on stdout or stderr, unless the case is *meant* to print the
+//!   users file; no new file holding one, other than those the case is
+//!   meant to create; no `.tmp` file left behind;
 //! - the terminal is safe: no control character but newline and tab in
 //!   either stream.
 //!
@@ -220,7 +220,17 @@ fn kind(e: &Entry) -> &'static str {
 /// Markers of a bcrypt hash.
 pub const HASH_MARKERS: [&str; 3] = ["$2a$", "$2b$", "$2y$"];
 
-/// Where any of `secrets` (or, unless `hashes_allowed`, a hash) shows in `text`.
+/// Whether `text` holds something shaped like an NKey seed: `SU` and 56 more
+/// base32 characters (58 in all; a public key is 56, so never matches).
+pub fn seed_in(text: &str) -> bool {
+    let b = text.as_bytes();
+    let base32 = |c: &u8| c.is_ascii_uppercase() || (b'2'..=b'7').contains(c);
+    (0..b.len().saturating_sub(57))
+        .any(|i| b[i..].starts_with(b"SU") && b[i..i + 58].iter().all(base32))
+}
+
+/// Where any of `secrets`, an NKey seed, or (unless `hashes_allowed`) a hash
+/// shows in `text`.
 pub fn leaks_in(what: &str, text: &[u8], secrets: &[String], hashes_allowed: bool) -> Vec<String> {
     let text = String::from_utf8_lossy(text);
     let mut out: Vec<String> = secrets
@@ -228,6 +238,9 @@ pub fn leaks_in(what: &str, text: &[u8], secrets: &[String], hashes_allowed: boo
         .filter(|s| !s.is_empty() && text.contains(s.as_str()))
         .map(|_| format!("a secret of the fixture is on {what}"))
         .collect();
+    if seed_in(&text) {
+        out.push(format!("an nkey seed is on {what}"));
+    }
     if !hashes_allowed && HASH_MARKERS.iter().any(|m| text.contains(m)) {
         out.push(format!("a bcrypt hash is on {what}"));
     }

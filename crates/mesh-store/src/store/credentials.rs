@@ -1,12 +1,17 @@
-//! Credentials: the bcrypt hash of each principal's secret, minted here and
-//! tied to the node, assignment or person it belongs to.
+//! Credentials, tied to the node, assignment or person they belong to: a
+//! machine's NKey public key (its seed stays where it runs) or a person's
+//! bcrypt hash (cost ≥ 11). A machine never gets a password.
 
+use mesh_core::authority::PrincipalKind;
 use mesh_core::names::Name;
+use mesh_core::users_file::UserCredential;
 
 use super::{not_found, opt_name};
 use crate::error::{MalformedValue, RefusalKind, StoreError};
 use crate::records::{Credential, CredentialKind};
-use crate::secret::{self, Secret, bcrypt_hash, bcrypt_verify};
+use crate::secret::{
+    self, PERSON_BCRYPT_COST, Secret, bcrypt_hash, bcrypt_verify, check_user_key, user_public_key,
+};
 use crate::{BeginWrite, Store, now_ms, principal, with_pool};
 
 /// How a missing assignment is named in `NotFound`.
@@ -14,10 +19,27 @@ fn assignment_key(node: &Name, module: &Name) -> String {
     format!("{module} on {node}")
 }
 
+/// What a credential row holds: exactly one of the two, by kind.
+#[derive(Clone, Copy)]
+enum Stored<'a> {
+    Key(&'a str),
+    Hash(&'a str),
+}
+
+/// Shared with the fleet change, which records credentials the same way.
+pub(super) const UPSERT_CREDENTIAL: &str = "INSERT INTO credentials \
+     (principal, kind, nkey, bcrypt_hash, node, module, person, created_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+     ON CONFLICT (principal) DO UPDATE SET kind = excluded.kind, \
+     nkey = excluded.nkey, bcrypt_hash = excluded.bcrypt_hash, node = excluded.node, \
+     module = excluded.module, person = excluded.person, \
+     created_at = excluded.created_at";
+
 type CredentialRow = (
     String,
     String,
-    String,
+    Option<String>,
+    Option<String>,
     Option<String>,
     Option<String>,
     Option<String>,
@@ -35,93 +57,124 @@ fn credential_from(row: CredentialRow) -> Result<Credential, StoreError> {
             },
         )
     })?;
+    // The schema's checks pair a machine with a key and a person with a hash.
+    let credential = match (kind, row.2, row.3) {
+        (CredentialKind::Machine, Some(key), None) => UserCredential::NKey(key),
+        (CredentialKind::Person, None, Some(hash)) => UserCredential::Password(hash),
+        _ => {
+            return Err(StoreError::malformed(
+                "credential",
+                MalformedValue::UnknownText {
+                    field: "credential",
+                    found: row.0,
+                    either: ["nkey", "bcrypt_hash"],
+                },
+            ));
+        }
+    };
     Ok(Credential {
         principal: row.0,
         kind,
-        bcrypt_hash: row.2,
-        node: opt_name("credential", row.3)?,
-        module: opt_name("credential", row.4)?,
-        person: opt_name("credential", row.5)?,
-        created_at: row.6,
+        credential,
+        node: opt_name("credential", row.4)?,
+        module: opt_name("credential", row.5)?,
+        person: opt_name("credential", row.6)?,
+        created_at: row.7,
     })
 }
 
-const CREDENTIAL_COLUMNS: &str = "principal, kind, bcrypt_hash, node, module, person, created_at";
+const CREDENTIAL_COLUMNS: &str =
+    "principal, kind, nkey, bcrypt_hash, node, module, person, created_at";
+
+/// A machine principal's owners, or why it has no NKey of its own to record.
+fn machine_owner(principal: &PrincipalKind) -> Result<(Option<&Name>, Option<&Name>), StoreError> {
+    match principal {
+        PrincipalKind::Controller => Ok((None, None)),
+        PrincipalKind::Host { node } => Ok((Some(node), None)),
+        PrincipalKind::Module { node, module } => Ok((Some(node), Some(module))),
+        PrincipalKind::Person { person } => Err(StoreError::Invalid {
+            what: "a machine key",
+            detail: format!("{} is a person, not a machine", principal::person(person)),
+        }),
+        PrincipalKind::Enrolment { node } => Err(StoreError::Invalid {
+            what: "a machine key",
+            detail: format!("the enrolment of {node} is its token; issue a token instead"),
+        }),
+    }
+}
 
 impl Store {
-    /// Mints (or rotates) the credential of the host on `node`.
-    pub async fn mint_host_credential(&self, node: &Name) -> Result<Secret, StoreError> {
-        self.mint(
-            principal::host(node),
-            CredentialKind::Machine,
-            Some(node),
-            None,
-            None,
-        )
-        .await
-    }
-
-    /// Mints (or rotates) the credential of `module` on `node`; the module
-    /// must be assigned there.
-    pub async fn mint_module_credential(
+    /// Records (or rotates to) `public_key` as the NKey of a machine
+    /// principal — the controller, a host, or a module (which must be
+    /// assigned to its node). Only a user public key is accepted.
+    pub async fn record_machine_key(
         &self,
-        node: &Name,
-        module: &Name,
-    ) -> Result<Secret, StoreError> {
-        self.mint(
-            principal::module(node, module),
-            CredentialKind::Machine,
-            Some(node),
-            Some(module),
+        principal: &PrincipalKind,
+        public_key: &str,
+    ) -> Result<(), StoreError> {
+        let (node, module) = machine_owner(principal)?;
+        check_user_key("a machine key", public_key)?;
+        self.record(
+            principal.principal_name(),
+            Stored::Key(public_key),
+            node,
+            module,
             None,
         )
         .await
     }
 
-    /// Mints (or rotates) a person's credential; the person must be recorded.
-    pub async fn mint_person_credential(&self, person: &Name) -> Result<Secret, StoreError> {
-        self.mint(
+    /// Mints (or rotates) a password for `principal` and records its bcrypt
+    /// hash. Persons only: a machine's password would cost the broker a
+    /// bcrypt check per client on every reload (DESIGN §8).
+    pub async fn mint_password(&self, principal: &PrincipalKind) -> Result<Secret, StoreError> {
+        let PrincipalKind::Person { person } = principal else {
+            return Err(StoreError::Invalid {
+                what: "a password",
+                detail: format!(
+                    "{} is a machine; machines authenticate by nkey",
+                    principal.principal_name()
+                ),
+            });
+        };
+        let secret = secret::generate();
+        let hash = bcrypt_hash(&secret, PERSON_BCRYPT_COST).await?;
+        self.record(
             principal::person(person),
-            CredentialKind::Person,
+            Stored::Hash(&hash),
             None,
             None,
             Some(person),
         )
+        .await?;
+        Ok(secret)
+    }
+
+    /// Mints (or rotates) a person's password; the person must be recorded.
+    pub async fn mint_person_credential(&self, person: &Name) -> Result<Secret, StoreError> {
+        self.mint_password(&PrincipalKind::Person {
+            person: person.clone(),
+        })
         .await
     }
 
-    /// Mints (or rotates) the controller's credential.
-    pub async fn mint_controller_credential(&self) -> Result<Secret, StoreError> {
-        self.mint(
-            principal::CONTROLLER.to_string(),
-            CredentialKind::Machine,
-            None,
-            None,
-            None,
-        )
-        .await
-    }
-
-    /// Records the hash of a machine credential minted elsewhere (the
-    /// bootstrap credential the controller runs with at genesis) — only if
-    /// none is recorded for `principal`, so a restart never puts the bootstrap
-    /// secret back over a rotated one. Returns whether it was recorded.
-    pub async fn adopt_credential_if_absent(
+    /// Records the controller's public key made elsewhere (at genesis) — only
+    /// if none is recorded, so a restart never puts the genesis key back over
+    /// a rotated one. Returns whether it was recorded.
+    pub async fn adopt_controller_key_if_absent(
         &self,
-        principal: &str,
-        secret: &str,
+        public_key: &str,
     ) -> Result<bool, StoreError> {
-        let kind = CredentialKind::Machine;
-        let hash = bcrypt_hash(&Secret::new(secret), kind.bcrypt_cost()).await?;
+        check_user_key("a machine key", public_key)?;
         let now = now_ms();
         let done = with_pool!(self, |pool| {
             Ok(sqlx::query(
-                "INSERT INTO credentials (principal, kind, bcrypt_hash, created_at) \
+                "INSERT INTO credentials (principal, kind, nkey, created_at) \
                  VALUES ($1, $2, $3, $4) ON CONFLICT (principal) DO NOTHING",
             )
-            .bind(principal)
-            .bind(kind.as_str())
-            .bind(&hash)
+            .bind(principal::CONTROLLER)
+            .bind(CredentialKind::Machine.as_str())
+            .bind(public_key)
             .bind(now)
             .execute(pool)
             .await?
@@ -137,16 +190,18 @@ impl Store {
     /// and the insert, which the keys then refuse (reported as the same
     /// `NotFound` the check gives), and a removal after the insert takes the
     /// credential with it (ON DELETE CASCADE).
-    async fn mint(
+    async fn record(
         &self,
         principal: String,
-        kind: CredentialKind,
+        stored: Stored<'_>,
         node: Option<&Name>,
         module: Option<&Name>,
         person: Option<&Name>,
-    ) -> Result<Secret, StoreError> {
-        let secret = secret::generate();
-        let hash = bcrypt_hash(&secret, kind.bcrypt_cost()).await?;
+    ) -> Result<(), StoreError> {
+        let (kind, key, hash) = match stored {
+            Stored::Key(k) => (CredentialKind::Machine, Some(k), None),
+            Stored::Hash(h) => (CredentialKind::Person, None, Some(h)),
+        };
         let now = now_ms();
         let result = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
@@ -166,26 +221,19 @@ impl Store {
             if let Some(person) = person {
                 must_exist!(tx, "person" in "persons", person);
             }
-            // Minting again rotates: the old hash is replaced, never joined by
-            // a second row the broker would also accept.
-            sqlx::query(
-                "INSERT INTO credentials \
-                 (principal, kind, bcrypt_hash, node, module, person, created_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                 ON CONFLICT (principal) DO UPDATE SET kind = excluded.kind, \
-                 bcrypt_hash = excluded.bcrypt_hash, node = excluded.node, \
-                 module = excluded.module, person = excluded.person, \
-                 created_at = excluded.created_at",
-            )
-            .bind(&principal)
-            .bind(kind.as_str())
-            .bind(&hash)
-            .bind(node.map(Name::as_str))
-            .bind(module.map(Name::as_str))
-            .bind(person.map(Name::as_str))
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            // Recording again rotates: the old key or hash is replaced, never
+            // joined by a second row the broker would also accept.
+            sqlx::query(UPSERT_CREDENTIAL)
+                .bind(&principal)
+                .bind(kind.as_str())
+                .bind(key)
+                .bind(hash)
+                .bind(node.map(Name::as_str))
+                .bind(module.map(Name::as_str))
+                .bind(person.map(Name::as_str))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(())
         });
@@ -205,7 +253,7 @@ impl Store {
                 }),
                 Some((what, key)),
             ) => Err(not_found(what, key)),
-            (other, _) => other.map(|()| secret),
+            (other, _) => other,
         }
     }
 
@@ -235,15 +283,16 @@ impl Store {
         rows.into_iter().map(credential_from).collect()
     }
 
-    /// Does `secret` verify against `principal`'s recorded hash? `false` when
-    /// no credential is recorded.
+    /// Does `secret` — a machine's NKey seed, a person's password — match
+    /// `principal`'s recorded credential? `false` when none is recorded.
     pub async fn verify_credential(
         &self,
         principal: &str,
         secret: &str,
     ) -> Result<bool, StoreError> {
-        match self.credential(principal).await? {
-            Some(c) => bcrypt_verify(secret, &c.bcrypt_hash).await,
+        match self.credential(principal).await?.map(|c| c.credential) {
+            Some(UserCredential::NKey(key)) => Ok(user_public_key(secret) == Some(key)),
+            Some(UserCredential::Password(hash)) => bcrypt_verify(secret, &hash).await,
             None => Ok(false),
         }
     }

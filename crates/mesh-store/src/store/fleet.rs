@@ -1,8 +1,8 @@
 //! A fleet change: everything one fleet file records — modules registered,
 //! nodes, assignments, persons, enrolment tokens, credentials — applied in
 //! one transaction, so a failure anywhere leaves the store as it was. The
-//! slow part (bcrypt) is done before, by [`prepare_credential`] and
-//! [`prepare_token`], so the write lock is held only for the statements.
+//! slow part (a person's bcrypt) is done before, by [`prepare_password`], so
+//! the write lock is held only for the statements.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -11,13 +11,17 @@ use mesh_core::authority::PrincipalKind;
 use mesh_core::names::Name;
 use mesh_core::records::ToolAccess;
 
+use super::credentials::UPSERT_CREDENTIAL;
 use super::nodes::forget_node_in;
 use crate::error::StoreError;
 use crate::records::{CredentialKind, Forgotten};
-use crate::secret::{self, MACHINE_BCRYPT_COST, Secret, bcrypt_hash, sha256_digest, token_hash};
+use crate::secret::{
+    self, PERSON_BCRYPT_COST, Secret, bcrypt_hash, check_user_key, new_user_key, sha256_digest,
+};
 use crate::{BeginWrite, Store, duration_ms, now_ms, with_pool};
 
-/// A credential hashed and ready to record; its secret went to the caller.
+/// A credential ready to record: a machine's public key or a person's hash
+/// (whose password went to the caller).
 #[derive(Debug, Clone)]
 pub struct PreparedCredential {
     pub principal: String,
@@ -25,70 +29,91 @@ pub struct PreparedCredential {
     node: Option<Name>,
     module: Option<Name>,
     person: Option<Name>,
-    hash: String,
+    nkey: Option<String>,
+    hash: Option<String>,
 }
 
-/// An enrolment token hashed and ready to record.
+/// An enrolment token ready to record: its enrolment public key.
 #[derive(Debug, Clone)]
 pub struct PreparedToken {
     pub node: Name,
-    secret_hash: String,
-    bus_hash: String,
+    enrolment_key: String,
     ttl: Duration,
 }
 
-/// Generates a secret for `principal` and hashes it; nothing is recorded
-/// until the change holding it is applied.
-pub async fn prepare_credential(
+/// Prepares `public_key` as the NKey of machine principal `principal`; the
+/// seed stays with the caller. A person or an enrolment, or anything but a
+/// user public key, is refused.
+pub fn prepare_machine_key(
     principal: &PrincipalKind,
-) -> Result<(Secret, PreparedCredential), StoreError> {
-    let (kind, node, module, person) = match principal {
-        PrincipalKind::Controller => (CredentialKind::Machine, None, None, None),
-        PrincipalKind::Host { node } => (CredentialKind::Machine, Some(node), None, None),
-        PrincipalKind::Module { node, module } => {
-            (CredentialKind::Machine, Some(node), Some(module), None)
-        }
-        PrincipalKind::Person { person } => (CredentialKind::Person, None, None, Some(person)),
-        PrincipalKind::Enrolment { node } => {
+    public_key: &str,
+) -> Result<PreparedCredential, StoreError> {
+    let (node, module) = match principal {
+        PrincipalKind::Controller => (None, None),
+        PrincipalKind::Host { node } => (Some(node), None),
+        PrincipalKind::Module { node, module } => (Some(node), Some(module)),
+        PrincipalKind::Person { .. } | PrincipalKind::Enrolment { .. } => {
             return Err(StoreError::Invalid {
-                what: "an enrolment credential",
-                detail: format!("the enrolment of {node} is its token; issue a token instead"),
+                what: "a machine key",
+                detail: format!("{} is not a machine", principal.principal_name()),
             });
         }
     };
+    check_user_key("a machine key", public_key)?;
+    Ok(PreparedCredential {
+        principal: principal.principal_name(),
+        kind: CredentialKind::Machine,
+        node: node.cloned(),
+        module: module.cloned(),
+        person: None,
+        nkey: Some(public_key.to_string()),
+        hash: None,
+    })
+}
+
+/// Generates a person's password and hashes it (cost ≥ 11); nothing is
+/// recorded until the change holding it is applied. A machine is refused:
+/// machines authenticate by NKey.
+pub async fn prepare_password(
+    principal: &PrincipalKind,
+) -> Result<(Secret, PreparedCredential), StoreError> {
+    let PrincipalKind::Person { person } = principal else {
+        return Err(StoreError::Invalid {
+            what: "a password",
+            detail: format!(
+                "{} is a machine; machines authenticate by nkey",
+                principal.principal_name()
+            ),
+        });
+    };
     let secret = secret::generate();
-    let hash = bcrypt_hash(&secret, kind.bcrypt_cost()).await?;
+    let hash = bcrypt_hash(&secret, PERSON_BCRYPT_COST).await?;
     Ok((
         secret,
         PreparedCredential {
             principal: principal.principal_name(),
-            kind,
-            node: node.cloned(),
-            module: module.cloned(),
-            person: person.cloned(),
-            hash,
+            kind: CredentialKind::Person,
+            node: None,
+            module: None,
+            person: Some(person.clone()),
+            nkey: None,
+            hash: Some(hash),
         },
     ))
 }
 
-/// Generates and hashes an enrolment token for `node`, live for `ttl` from
-/// when the change is applied.
-pub async fn prepare_token(
-    node: &Name,
-    ttl: Duration,
-) -> Result<(Secret, PreparedToken), StoreError> {
-    let secret = secret::generate();
-    let secret_hash = token_hash(secret.expose());
-    let bus_hash = bcrypt_hash(&secret, MACHINE_BCRYPT_COST).await?;
-    Ok((
-        secret,
+/// Generates an enrolment key pair for `node`'s token, live for `ttl` from
+/// when the change is applied; the seed is the token's secret.
+pub fn prepare_token(node: &Name, ttl: Duration) -> (Secret, PreparedToken) {
+    let (seed, enrolment_key) = new_user_key();
+    (
+        seed,
         PreparedToken {
             node: node.clone(),
-            secret_hash,
-            bus_hash,
+            enrolment_key,
             ttl,
         },
-    ))
+    )
 }
 
 /// What a fleet file records.
@@ -279,11 +304,10 @@ impl Store {
                     .execute(&mut *tx)
                     .await?;
                 sqlx::query(
-                    "INSERT INTO enrolment_tokens (secret_hash, bus_hash, node, issued_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO enrolment_tokens (enrolment_key, node, issued_at, expires_at) \
+                     VALUES ($1, $2, $3, $4)",
                 )
-                .bind(&t.secret_hash)
-                .bind(&t.bus_hash)
+                .bind(&t.enrolment_key)
                 .bind(t.node.as_str())
                 .bind(now)
                 .bind(now.saturating_add(duration_ms(t.ttl)))
@@ -294,24 +318,17 @@ impl Store {
             for c in &change.credentials {
                 // The foreign keys refuse a credential whose node, assignment
                 // or person the change did not leave in the store.
-                sqlx::query(
-                    "INSERT INTO credentials \
-                     (principal, kind, bcrypt_hash, node, module, person, created_at) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) \
-                     ON CONFLICT (principal) DO UPDATE SET kind = excluded.kind, \
-                     bcrypt_hash = excluded.bcrypt_hash, node = excluded.node, \
-                     module = excluded.module, person = excluded.person, \
-                     created_at = excluded.created_at",
-                )
-                .bind(&c.principal)
-                .bind(c.kind.as_str())
-                .bind(&c.hash)
-                .bind(c.node.as_ref().map(Name::as_str))
-                .bind(c.module.as_ref().map(Name::as_str))
-                .bind(c.person.as_ref().map(Name::as_str))
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
+                sqlx::query(UPSERT_CREDENTIAL)
+                    .bind(&c.principal)
+                    .bind(c.kind.as_str())
+                    .bind(&c.nkey)
+                    .bind(&c.hash)
+                    .bind(c.node.as_ref().map(Name::as_str))
+                    .bind(c.module.as_ref().map(Name::as_str))
+                    .bind(c.person.as_ref().map(Name::as_str))
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
                 out.credentials_recorded += 1;
             }
             tx.commit().await?;

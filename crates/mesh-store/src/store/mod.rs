@@ -64,5 +64,6 @@ mod seats;
 mod tokens;
 
 pub use fleet::{
-    FleetApplied, FleetChange, PreparedCredential, PreparedToken, prepare_credential, prepare_token,
+    FleetApplied, FleetChange, PreparedCredential, PreparedToken, prepare_machine_key,
+    prepare_password, prepare_token,
 };

@@ -1,5 +1,6 @@
 //! Enrolment tokens: issued once per node, spent once by the node's first
-//! connection, refused alike for every reason.
+//! connection, refused alike for every reason. A token carries an NKey seed;
+//! the store keeps its public key, which the spend matches.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use mesh_core::names::Name;
 use super::name;
 use crate::error::{RefusalReason, StoreError, TokenRefused};
 use crate::records::{Enrolled, IssuedToken, LiveToken};
-use crate::secret::{self, MACHINE_BCRYPT_COST, bcrypt_hash, token_hash};
+use crate::secret::new_user_key;
 use crate::{BeginWrite, Millis, Store, duration_ms, now_ms, with_pool};
 
 impl Store {
@@ -16,11 +17,9 @@ impl Store {
     /// earlier unspent token of the node is revoked: a node has one live
     /// claim, and its enrolment user is named after the node.
     pub async fn issue_token(&self, node: &Name, ttl: Duration) -> Result<IssuedToken, StoreError> {
-        let secret = secret::generate();
-        let hash = token_hash(secret.expose());
-        // The one-time secret is also the enrolment user's bus password: the
-        // node's first connection is already authenticated by it.
-        let bus_hash = bcrypt_hash(&secret, MACHINE_BCRYPT_COST).await?;
+        // The seed is the enrolment principal's key: the node's first
+        // connection is already authenticated by it.
+        let (secret, enrolment_key) = new_user_key();
         let issued_at = now_ms();
         let expires_at = issued_at.saturating_add(duration_ms(ttl));
         with_pool!(self, |pool| {
@@ -31,11 +30,10 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             sqlx::query(
-                "INSERT INTO enrolment_tokens (secret_hash, bus_hash, node, issued_at, expires_at) \
-                 VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO enrolment_tokens (enrolment_key, node, issued_at, expires_at) \
+                 VALUES ($1, $2, $3, $4)",
             )
-            .bind(&hash)
-            .bind(&bus_hash)
+            .bind(&enrolment_key)
             .bind(node.as_str())
             .bind(issued_at)
             .bind(expires_at)
@@ -47,14 +45,17 @@ impl Store {
         Ok(IssuedToken {
             node: node.clone(),
             secret,
+            enrolment_key,
             issued_at,
             expires_at,
         })
     }
 
-    /// Spends `node`'s token and records its public key.
+    /// Spends `node`'s token — the one whose enrolment public key the
+    /// request names — and records the host's public key.
     ///
-    /// One statement finds the unspent, unexpired token and marks it spent;
+    /// One statement finds the unspent, unexpired token of (node, key) and
+    /// marks it spent;
     /// only if it did is the key recorded, in the same transaction. Two
     /// concurrent enrolments with one token: exactly one wins. A spent,
     /// unknown or expired token is [`StoreError::TokenRefused`], whose message
@@ -62,21 +63,20 @@ impl Store {
     pub async fn spend_token(
         &self,
         node: &Name,
-        secret: &str,
+        enrolment_key: &str,
         public_key: &str,
     ) -> Result<Enrolled, StoreError> {
-        let hash = token_hash(secret);
         let now = now_ms();
         let spent = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             let won: Option<(String,)> = sqlx::query_as(
                 "UPDATE enrolment_tokens SET spent_at = $1 \
-                 WHERE node = $2 AND secret_hash = $3 AND spent_at IS NULL AND expires_at > $1 \
+                 WHERE node = $2 AND enrolment_key = $3 AND spent_at IS NULL AND expires_at > $1 \
                  RETURNING node",
             )
             .bind(now)
             .bind(node.as_str())
-            .bind(&hash)
+            .bind(enrolment_key)
             .fetch_optional(&mut *tx)
             .await?;
             if won.is_none() {
@@ -96,7 +96,7 @@ impl Store {
             Ok(true)
         })?;
         if !spent {
-            let reason = self.refusal_reason(node, &hash, now).await?;
+            let reason = self.refusal_reason(node, enrolment_key, now).await?;
             return Err(TokenRefused {
                 node: node.to_string(),
                 reason,
@@ -115,15 +115,15 @@ impl Store {
     async fn refusal_reason(
         &self,
         node: &Name,
-        hash: &str,
+        enrolment_key: &str,
         now: Millis,
     ) -> Result<RefusalReason, StoreError> {
         let row = with_pool!(self, |pool| {
             let row: Option<(Option<i64>, i64)> = sqlx::query_as(
-                "SELECT spent_at, expires_at FROM enrolment_tokens WHERE node = $1 AND secret_hash = $2",
+                "SELECT spent_at, expires_at FROM enrolment_tokens WHERE node = $1 AND enrolment_key = $2",
             )
             .bind(node.as_str())
-            .bind(hash)
+            .bind(enrolment_key)
             .fetch_optional(pool)
             .await?;
             Ok(row)
@@ -143,7 +143,7 @@ impl Store {
         let now = now_ms();
         let rows = with_pool!(self, |pool| {
             let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(
-                "SELECT node, bus_hash, issued_at, expires_at FROM enrolment_tokens \
+                "SELECT node, enrolment_key, issued_at, expires_at FROM enrolment_tokens \
                  WHERE spent_at IS NULL AND expires_at > $1 ORDER BY node",
             )
             .bind(now)
@@ -152,10 +152,10 @@ impl Store {
             Ok(rows)
         })?;
         rows.into_iter()
-            .map(|(n, bus_hash, issued_at, expires_at)| {
+            .map(|(n, enrolment_key, issued_at, expires_at)| {
                 Ok(LiveToken {
                     node: name("enrolment token", n)?,
-                    bus_hash,
+                    enrolment_key,
                     issued_at,
                     expires_at,
                 })

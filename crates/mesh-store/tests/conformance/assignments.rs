@@ -10,7 +10,11 @@ async fn unassigning_deletes_the_modules_credential(fx: &Fixture) {
     s.assign(&n("n1"), &n("git")).await.unwrap();
     s.assign(&n("n1"), &n("git")).await.unwrap(); // twice changes nothing
     assert_eq!(s.assignments().await.unwrap().len(), 1);
-    s.mint_module_credential(&n("n1"), &n("git")).await.unwrap();
+    let git = mesh_core::authority::PrincipalKind::Module {
+        node: n("n1"),
+        module: n("git"),
+    };
+    record_key(s, &git).await.unwrap();
     assert!(s.unassign(&n("n1"), &n("git")).await.unwrap());
     assert_eq!(s.credential("module_n1_git").await.unwrap(), None);
     assert!(!s.unassign(&n("n1"), &n("git")).await.unwrap());

@@ -1,25 +1,39 @@
-//! Credentials: minting, rotation, verification, and no secret kept or shown
-//! in plaintext; a credential never outlives its owner.
+//! Credentials: machine keys recorded (public keys only), person passwords
+//! minted, rotation, verification, refusals, no seed or plaintext kept or
+//! shown; a credential never outlives its owner.
 
 use std::time::Duration;
 
+use mesh_core::authority::PrincipalKind;
 use mesh_core::records::ToolAccess;
+use mesh_core::users_file::UserCredential;
 
 use crate::fixture::*;
 use mesh_store::*;
 
-async fn minting_rotates_and_verifies(fx: &Fixture) {
+fn host(node: &str) -> PrincipalKind {
+    PrincipalKind::Host { node: n(node) }
+}
+
+fn module(node: &str, module: &str) -> PrincipalKind {
+    PrincipalKind::Module {
+        node: n(node),
+        module: n(module),
+    }
+}
+
+async fn recording_a_machine_key_rotates_and_verifies(fx: &Fixture) {
     let s = &fx.store;
     s.add_node(&n("n1"), &[]).await.unwrap();
-    let first = s.mint_host_credential(&n("n1")).await.unwrap();
-    assert_eq!(first.expose().len(), 64, "256 bits, hex");
+    let first = record_key(s, &host("n1")).await.unwrap();
+    assert!(first.expose().starts_with("SU"), "an nkey user seed");
     assert!(
         s.verify_credential("host_n1", first.expose())
             .await
             .unwrap()
     );
 
-    let second = s.mint_host_credential(&n("n1")).await.unwrap();
+    let second = record_key(s, &host("n1")).await.unwrap();
     assert_ne!(first, second);
     assert!(
         !s.verify_credential("host_n1", first.expose())
@@ -38,24 +52,30 @@ async fn minting_rotates_and_verifies(fx: &Fixture) {
         .into_iter()
         .filter(|c| c.principal == "host_n1")
         .collect();
-    assert_eq!(rows.len(), 1, "minting again rotates, never adds");
+    assert_eq!(rows.len(), 1, "recording again rotates, never adds");
     let c = &rows[0];
     assert_eq!(c.kind, CredentialKind::Machine);
     assert_eq!(c.node.as_ref(), Some(&n("n1")));
-    assert!(c.bcrypt_hash.starts_with("$2a$04$"), "{}", c.bcrypt_hash);
+    match &c.credential {
+        UserCredential::NKey(key) => assert!(UserCredential::is_user_nkey(key), "{key}"),
+        other => panic!("a machine recorded by {other:?}"),
+    }
 
     s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
     let p = s.mint_person_credential(&n("ada")).await.unwrap();
     let c = s.credential("person_ada").await.unwrap().unwrap();
     assert_eq!(c.kind, CredentialKind::Person);
-    assert!(c.bcrypt_hash.starts_with("$2a$11$"), "{}", c.bcrypt_hash);
+    match &c.credential {
+        UserCredential::Password(hash) => assert!(hash.starts_with("$2a$11$"), "{hash}"),
+        other => panic!("a person recorded by {other:?}"),
+    }
     assert!(s.verify_credential("person_ada", p.expose()).await.unwrap());
 
     match s.mint_person_credential(&n("nobody")).await {
         Err(StoreError::NotFound { what: "person", .. }) => {}
         other => panic!("credential for an unknown person: {other:?}"),
     }
-    match s.mint_module_credential(&n("n1"), &n("audit-log")).await {
+    match record_key(s, &module("n1", "audit-log")).await {
         Err(StoreError::NotFound {
             what: "assignment", ..
         }) => {}
@@ -64,19 +84,95 @@ async fn minting_rotates_and_verifies(fx: &Fixture) {
     assert!(!s.verify_credential("host_ghost", "x").await.unwrap());
 }
 
-async fn bootstrap_credential_never_overwrites_a_rotated_one(fx: &Fixture) {
+/// A machine never gets a password, neither through the API nor by a row
+/// written past it; only an NKey *user* public key is a machine's key.
+async fn a_machine_password_and_a_non_user_key_are_refused(fx: &Fixture) {
     let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    for machine in [PrincipalKind::Controller, host("n1")] {
+        match s.mint_password(&machine).await {
+            Err(StoreError::Invalid {
+                what: "a password", ..
+            }) => {}
+            other => panic!("a password for {machine:?}: {other:?}"),
+        }
+        match prepare_password(&machine).await {
+            Err(StoreError::Invalid {
+                what: "a password", ..
+            }) => {}
+            other => panic!("a prepared password for {machine:?}: {other:?}"),
+        }
+    }
+    let (seed, _) = new_user_key();
+    let account = nkeys::KeyPair::new_account().public_key();
+    let server = nkeys::KeyPair::new_server().public_key();
+    for bad in [
+        seed.expose(),
+        account.as_str(),
+        server.as_str(),
+        "Unot-a-key",
+        "",
+    ] {
+        match s.record_machine_key(&host("n1"), bad).await {
+            Err(StoreError::Invalid {
+                what: "a machine key",
+                detail,
+            }) => assert!(!detail.contains(bad) || bad.is_empty(), "{detail}"),
+            other => panic!("recording a non-user key: {other:?}"),
+        }
+        assert!(prepare_machine_key(&host("n1"), bad).is_err());
+        assert!(!s.adopt_controller_key_if_absent(bad).await.is_ok_and(|b| b));
+    }
+    let person = PrincipalKind::Person { person: n("ada") };
+    let (_, public) = new_user_key();
+    assert!(s.record_machine_key(&person, &public).await.is_err());
     assert!(
-        s.adopt_credential_if_absent("controller", "bootstrap")
-            .await
-            .unwrap()
+        s.credentials().await.unwrap().is_empty(),
+        "nothing recorded"
     );
-    let rotated = s.mint_controller_credential().await.unwrap();
+
+    // Past the API, the schema refuses a machine row holding a hash (beside
+    // a key or instead of one) and a person row holding a key.
+    let (_, key) = new_user_key();
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    for (row, what) in [
+        (
+            format!("'host_n1', 'machine', '{key}', '$2a$04$x', 'n1', NULL"),
+            "a machine row with a key and a password",
+        ),
+        (
+            "'host_n1', 'machine', NULL, '$2a$04$x', 'n1', NULL".to_string(),
+            "a machine row with a password",
+        ),
+        (
+            format!("'person_ada', 'person', '{key}', NULL, NULL, 'ada'"),
+            "a person row with a key",
+        ),
+    ] {
+        let sql = format!(
+            "INSERT INTO credentials (principal, kind, nkey, bcrypt_hash, node, person, created_at) \
+             VALUES ({row}, 1)"
+        );
+        assert!(fx.raw_try_execute(&sql).await.is_err(), "{what}");
+    }
+    // The same statement with a machine's key alone is accepted: the refusals
+    // above are the checks', not a malformed statement's.
+    fx.raw_execute(&format!(
+        "INSERT INTO credentials (principal, kind, nkey, bcrypt_hash, node, person, created_at) \
+         VALUES ('host_n1', 'machine', '{key}', NULL, 'n1', NULL, 1)"
+    ))
+    .await;
+    assert_eq!(principals(s).await, ["host_n1"]);
+}
+
+async fn the_genesis_key_never_overwrites_a_rotated_one(fx: &Fixture) {
+    let s = &fx.store;
+    let (genesis_seed, genesis) = new_user_key();
+    assert!(s.adopt_controller_key_if_absent(&genesis).await.unwrap());
+    let rotated = record_key(s, &PrincipalKind::Controller).await.unwrap();
     assert!(
-        !s.adopt_credential_if_absent("controller", "bootstrap")
-            .await
-            .unwrap(),
-        "a restart must not put the bootstrap secret back"
+        !s.adopt_controller_key_if_absent(&genesis).await.unwrap(),
+        "a restart must not put the genesis key back"
     );
     assert!(
         s.verify_credential("controller", rotated.expose())
@@ -84,13 +180,13 @@ async fn bootstrap_credential_never_overwrites_a_rotated_one(fx: &Fixture) {
             .unwrap()
     );
     assert!(
-        !s.verify_credential("controller", "bootstrap")
+        !s.verify_credential("controller", genesis_seed.expose())
             .await
             .unwrap()
     );
 }
 
-async fn no_table_holds_a_plaintext_secret(fx: &Fixture) {
+async fn no_table_holds_a_seed_or_a_plaintext_secret(fx: &Fixture) {
     let s = &fx.store;
     s.add_node(&n("n1"), &[]).await.unwrap();
     s.register_module(&n("audit-log"), "[module]\nname = \"audit-log\"\n")
@@ -98,31 +194,38 @@ async fn no_table_holds_a_plaintext_secret(fx: &Fixture) {
         .unwrap();
     s.assign(&n("n1"), &n("audit-log")).await.unwrap();
     s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
-    let mut secrets = vec![
-        s.mint_host_credential(&n("n1")).await.unwrap(),
-        s.mint_module_credential(&n("n1"), &n("audit-log"))
-            .await
-            .unwrap(),
-        s.mint_person_credential(&n("ada")).await.unwrap(),
-        s.mint_controller_credential().await.unwrap(),
+    let mut seeds = vec![
+        record_key(s, &host("n1")).await.unwrap(),
+        record_key(s, &module("n1", "audit-log")).await.unwrap(),
+        record_key(s, &PrincipalKind::Controller).await.unwrap(),
     ];
+    let password = s.mint_person_credential(&n("ada")).await.unwrap();
     let live = s
         .issue_token(&n("n1"), Duration::from_secs(60))
         .await
         .unwrap();
-    secrets.push(live.secret);
+    assert!(live.secret.expose().starts_with("SU"));
+    seeds.push(live.secret);
 
     let values = fx.every_value().await;
+    assert!(values.iter().any(|(c, _)| c == "credentials.nkey"));
     assert!(values.iter().any(|(c, _)| c == "credentials.bcrypt_hash"));
-    for secret in &secrets {
-        let text = secret.expose().as_bytes();
-        let raw = hex::decode(secret.expose()).expect("hex secret");
-        for (column, value) in &values {
-            assert!(
-                !contains(value, text) && !contains(value, &raw),
-                "{column} holds a plaintext secret"
-            );
+    assert!(
+        values
+            .iter()
+            .any(|(c, _)| c == "enrolment_tokens.enrolment_key")
+    );
+    for (column, value) in &values {
+        // No seed of any kind rests here, not only the ones minted above.
+        assert!(!holds_seed(value), "{column} holds an nkey seed");
+        for seed in &seeds {
+            assert!(!contains(value, seed.expose().as_bytes()), "{column}");
         }
+        let raw = hex::decode(password.expose()).expect("hex password");
+        assert!(
+            !contains(value, password.expose().as_bytes()) && !contains(value, &raw),
+            "{column} holds a person's plaintext password"
+        );
     }
 }
 
@@ -160,8 +263,8 @@ async fn credentials_go_with_their_person_and_assignment(fx: &Fixture) {
     s.register_module(&n("git"), "x").await.unwrap();
     s.assign(&n("n1"), &n("git")).await.unwrap();
     s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
-    s.mint_host_credential(&n("n1")).await.unwrap();
-    s.mint_module_credential(&n("n1"), &n("git")).await.unwrap();
+    record_key(s, &host("n1")).await.unwrap();
+    record_key(s, &module("n1", "git")).await.unwrap();
     s.mint_person_credential(&n("ada")).await.unwrap();
     let ada = s.credential("person_ada").await.unwrap().unwrap();
     assert_eq!(ada.person, Some(n("ada")));
@@ -225,14 +328,14 @@ async fn an_owner_removed_before_the_insert_is_not_found(fx: &Fixture) {
         }) => assert_eq!(key, "ada"),
         other => panic!("minting for a person removed before the insert: {other:?}"),
     }
-    match s.mint_module_credential(&n("n1"), &n("git")).await {
+    match record_key(s, &module("n1", "git")).await {
         Err(StoreError::NotFound {
             what: "assignment",
             key,
         }) => assert_eq!(key, "git on n1"),
         other => panic!("minting for an assignment removed before the insert: {other:?}"),
     }
-    match s.mint_host_credential(&n("n2")).await {
+    match record_key(s, &host("n2")).await {
         Err(StoreError::NotFound { what: "node", key }) => assert_eq!(key, "n2"),
         other => panic!("minting for a node removed before the insert: {other:?}"),
     }
@@ -248,14 +351,17 @@ async fn secrets_stay_out_of_debug_output(fx: &Fixture) {
         .unwrap();
     let shown = format!("{token:?}");
     assert!(!shown.contains(token.secret.expose()), "{shown}");
-    let minted = s.mint_host_credential(&n("n1")).await.unwrap();
+    let minted = record_key(s, &host("n1")).await.unwrap();
     assert!(!format!("{minted:?}").contains(minted.expose()));
+    let (_, prepared) = prepare_token(&n("n1"), Duration::from_secs(60));
+    assert!(!format!("{prepared:?}").contains("SU"));
 }
 
 conformance!(
-    minting_rotates_and_verifies,
-    bootstrap_credential_never_overwrites_a_rotated_one,
-    no_table_holds_a_plaintext_secret,
+    recording_a_machine_key_rotates_and_verifies,
+    a_machine_password_and_a_non_user_key_are_refused,
+    the_genesis_key_never_overwrites_a_rotated_one,
+    no_table_holds_a_seed_or_a_plaintext_secret,
     a_person_removed_while_minting_keeps_no_credential,
     credentials_go_with_their_person_and_assignment,
     an_owner_removed_before_the_insert_is_not_found,

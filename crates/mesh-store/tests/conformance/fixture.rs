@@ -69,6 +69,25 @@ impl Fixture {
     }
 
     /// Runs one statement straight against the database, bypassing the store.
+    /// Runs one statement straight against the fixture's database, saying
+    /// whether the database accepted it.
+    pub(crate) async fn raw_try_execute(&self, sql: &str) -> Result<(), sqlx::Error> {
+        match self.store.kind() {
+            BackendKind::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url).await?;
+                let r = sqlx::query(sql).execute(&pool).await.map(drop);
+                pool.close().await;
+                r
+            }
+            BackendKind::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url).await?;
+                let r = sqlx::query(sql).execute(&pool).await.map(drop);
+                pool.close().await;
+                r
+            }
+        }
+    }
+
     pub(crate) async fn raw_execute(&self, sql: &str) {
         self.raw_execute_at(&self.url, sql).await
     }
@@ -179,6 +198,28 @@ impl Fixture {
         }
         out
     }
+}
+
+/// A machine's key pair made where it runs: the store is handed the public
+/// key; the seed is returned for the test to verify and scan with.
+pub(crate) async fn record_key(
+    s: &Store,
+    principal: &mesh_core::authority::PrincipalKind,
+) -> Result<Secret, StoreError> {
+    let (seed, public) = new_user_key();
+    s.record_machine_key(principal, &public)
+        .await
+        .map(|()| seed)
+}
+
+/// Whether any 58-byte window starting `SU` decodes as an NKey user seed (a
+/// bare "SU" also turns up inside base32 keys and bcrypt hashes).
+pub(crate) fn holds_seed(value: &[u8]) -> bool {
+    (0..value.len().saturating_sub(57)).any(|i| {
+        value[i..].starts_with(b"SU")
+            && std::str::from_utf8(&value[i..i + 58])
+                .is_ok_and(|w| nkeys::KeyPair::from_seed(w).is_ok())
+    })
 }
 
 pub(crate) fn contains(haystack: &[u8], needle: &[u8]) -> bool {

@@ -20,7 +20,7 @@ async fn change(with_credentials: bool) -> (FleetChange, Vec<Secret>) {
     };
     let mut secrets = Vec::new();
     if with_credentials {
-        let (s, t) = prepare_token(&n("n2"), DAY).await.unwrap();
+        let (s, t) = prepare_token(&n("n2"), DAY);
         secrets.push(s);
         c.tokens.push(t);
         for kind in [
@@ -32,7 +32,13 @@ async fn change(with_credentials: bool) -> (FleetChange, Vec<Secret>) {
             },
             PrincipalKind::Person { person: n("ada") },
         ] {
-            let (s, p) = prepare_credential(&kind).await.unwrap();
+            let (s, p) = match kind {
+                PrincipalKind::Person { .. } => prepare_password(&kind).await.unwrap(),
+                _ => {
+                    let (seed, public) = new_user_key();
+                    (seed, prepare_machine_key(&kind, &public).unwrap())
+                }
+            };
             secrets.push(s);
             c.credentials.push(p);
         }
@@ -72,11 +78,14 @@ async fn a_failing_fleet_change_changes_nothing(fx: &Fixture) {
     c.persons.push((n("bob"), ToolAccess::All));
     // A credential for an assignment the change does not make: refused by
     // the foreign key after everything else was written in the transaction.
-    let (_, orphan) = prepare_credential(&PrincipalKind::Module {
-        node: n("n3"),
-        module: n("git"),
-    })
-    .await
+    let (_, public) = new_user_key();
+    let orphan = prepare_machine_key(
+        &PrincipalKind::Module {
+            node: n("n3"),
+            module: n("git"),
+        },
+        &public,
+    )
     .unwrap();
     c.credentials.push(orphan);
     let err = fx.store.apply_fleet(&c).await.expect_err("refused");

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use mesh_core::authority::PrincipalKind;
+
 use crate::fixture::*;
 use mesh_store::*;
 
@@ -55,13 +57,17 @@ async fn forgetting_a_node_leaves_none_of_its_credentials(fx: &Fixture) {
         s.register_module(&n(module), "x").await.unwrap();
         for node in ["n1", "n2"] {
             s.assign(&n(node), &n(module)).await.unwrap();
-            s.mint_module_credential(&n(node), &n(module))
-                .await
-                .unwrap();
+            let m = PrincipalKind::Module {
+                node: n(node),
+                module: n(module),
+            };
+            record_key(s, &m).await.unwrap();
         }
     }
     for node in ["n1", "n2"] {
-        s.mint_host_credential(&n(node)).await.unwrap();
+        record_key(s, &PrincipalKind::Host { node: n(node) })
+            .await
+            .unwrap();
     }
     s.issue_token(&n("n1"), Duration::from_secs(60))
         .await

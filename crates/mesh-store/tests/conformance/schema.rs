@@ -1,7 +1,9 @@
 //! The schema: reopening, bringing an older store forward, refusing a newer one.
 
+use mesh_core::authority::PrincipalKind;
 use mesh_core::names::Name;
 use mesh_core::records::ToolAccess;
+use mesh_core::users_file::UserCredential;
 
 use crate::fixture::*;
 use mesh_store::*;
@@ -92,17 +94,14 @@ async fn bringing_credentials_forward_drops_the_orphans(fx: &Fixture) {
             (c.principal.as_str(), node, module, person)
         })
         .collect();
-    assert_eq!(
-        owners,
-        [
-            ("controller", None, None, None),
-            ("host_n1", Some("n1"), None, None),
-            ("module_n1_git", Some("n1"), Some("git"), None),
-            ("person_ada", None, None, Some("ada")),
-        ]
-    );
+    // Version 6 then drops every machine's bcrypt hash (no public key can be
+    // derived from one): only the person with an owner is left.
+    assert_eq!(owners, [("person_ada", None, None, Some("ada"))]);
     let ada = current.credential("person_ada").await.unwrap().unwrap();
-    assert_eq!((ada.bcrypt_hash.as_str(), ada.created_at), ("h4", 5));
+    assert_eq!(
+        (ada.credential, ada.created_at),
+        (UserCredential::Password("h4".into()), 5)
+    );
 
     // The names coming back bring no secret back with them.
     current
@@ -116,6 +115,63 @@ async fn bringing_credentials_forward_drops_the_orphans(fx: &Fixture) {
     // And the kept person credential now goes with its person.
     assert!(current.remove_person(&n("ada")).await.unwrap());
     assert_eq!(current.credential("person_ada").await.unwrap(), None);
+    current.close().await;
+}
+
+/// Version 6 makes machine credentials NKeys. A version 5 store brought
+/// forward keeps its persons' hashes, drops its machines' hashes (nothing to
+/// derive a public key from: re-mint them) and its tokens (their hex secrets
+/// are no seeds: reissue them), and then records keys only.
+async fn bringing_credentials_forward_to_nkeys(fx: &Fixture) {
+    let old_url = schemaless_url(fx).await;
+    let old = Store::open_at(&old_url, options(), 5).await.unwrap();
+    old.add_node(&n("n1"), &[]).await.unwrap();
+    old.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    old.close().await;
+    fx.raw_execute_at(
+        &old_url,
+        "INSERT INTO credentials (principal, kind, bcrypt_hash, node, module, person, created_at) \
+         VALUES ('controller', 'machine', '$2a$04$c', NULL, NULL, NULL, 1), \
+         ('host_n1', 'machine', '$2a$04$h', 'n1', NULL, NULL, 2), \
+         ('person_ada', 'person', '$2a$11$a', NULL, NULL, 'ada', 3)",
+    )
+    .await;
+    fx.raw_execute_at(
+        &old_url,
+        "INSERT INTO enrolment_tokens (secret_hash, bus_hash, node, issued_at, expires_at) \
+         VALUES ('ab', '$2a$04$t', 'n1', 1, 9999999999999)",
+    )
+    .await;
+
+    let current = Store::open_with(&old_url, options()).await.unwrap();
+    assert_eq!(current.schema_version().await.unwrap(), SCHEMA_VERSION);
+    let kept: Vec<_> = current
+        .credentials()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.principal, c.credential))
+        .collect();
+    assert_eq!(
+        kept,
+        [(
+            "person_ada".to_string(),
+            UserCredential::Password("$2a$11$a".into())
+        )]
+    );
+    assert!(current.live_tokens().await.unwrap().is_empty());
+    // The remedy works on the carried-forward store.
+    let (_, key) = new_user_key();
+    let host = PrincipalKind::Host { node: n("n1") };
+    current.record_machine_key(&host, &key).await.unwrap();
+    let token = current
+        .issue_token(&n("n1"), std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    current
+        .spend_token(&n("n1"), &token.enrolment_key, "k")
+        .await
+        .unwrap();
     current.close().await;
 }
 
@@ -148,5 +204,6 @@ conformance!(
     reopening_is_idempotent,
     an_older_store_is_brought_forward,
     bringing_credentials_forward_drops_the_orphans,
+    bringing_credentials_forward_to_nkeys,
     a_newer_store_is_refused_naming_both_versions,
 );

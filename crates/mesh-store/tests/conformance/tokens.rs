@@ -16,17 +16,18 @@ async fn token_spend_records_the_key(fx: &Fixture) {
         .unwrap();
     let live = s.live_tokens().await.unwrap();
     assert_eq!(live.len(), 1);
-    // The enrolment user's password is the token's secret, hashed for the
-    // users file (quotable bcrypt, never the plaintext).
-    assert!(
-        live[0].bus_hash.starts_with("$2a$04$"),
-        "{}",
-        live[0].bus_hash
-    );
-    assert!(bcrypt::verify(token.secret.expose(), &live[0].bus_hash).unwrap());
+    // The token carries the enrolment seed; the store keeps its public key,
+    // the enrolment user's key in the users file.
+    assert!(token.secret.expose().starts_with("SU"), "an nkey user seed");
+    let from_seed = nkeys::KeyPair::from_seed(token.secret.expose()).unwrap();
+    assert_eq!(from_seed.public_key(), token.enrolment_key);
+    assert_eq!(live[0].enrolment_key, token.enrolment_key);
+    assert!(mesh_core::users_file::UserCredential::is_user_nkey(
+        &live[0].enrolment_key
+    ));
 
     let enrolled = s
-        .spend_token(&n("n1"), token.secret.expose(), "ed25519:key-one")
+        .spend_token(&n("n1"), &token.enrolment_key, "ed25519:key-one")
         .await
         .unwrap();
     assert_eq!(enrolled.public_key, "ed25519:key-one");
@@ -40,7 +41,7 @@ async fn token_spend_records_the_key(fx: &Fixture) {
 
     // Spending again is refused and leaves the recorded key alone.
     assert_refused(
-        s.spend_token(&n("n1"), token.secret.expose(), "ed25519:intruder")
+        s.spend_token(&n("n1"), &token.enrolment_key, "ed25519:intruder")
             .await,
         |r| matches!(r, RefusalReason::Spent { .. }),
     );
@@ -56,20 +57,21 @@ async fn token_refusals_say_the_same_and_log_the_reason(fx: &Fixture) {
     // Expired: a token valid for no time at all.
     let expired = s.issue_token(&n("n1"), Duration::ZERO).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let r_expired = s.spend_token(&n("n1"), expired.secret.expose(), "k").await;
-    // Unknown: a secret nobody issued.
-    let r_unknown = s.spend_token(&n("n1"), &"0".repeat(64), "k").await;
+    let r_expired = s.spend_token(&n("n1"), &expired.enrolment_key, "k").await;
+    // Unknown: a key nobody issued a token for.
+    let (_, stranger) = new_user_key();
+    let r_unknown = s.spend_token(&n("n1"), &stranger, "k").await;
     // Unknown too: n2's token presented for n1.
     let t2 = s
         .issue_token(&n("n2"), Duration::from_secs(60))
         .await
         .unwrap();
-    let r_wrong_node = s.spend_token(&n("n1"), t2.secret.expose(), "k").await;
+    let r_wrong_node = s.spend_token(&n("n1"), &t2.enrolment_key, "k").await;
     // Spent.
-    s.spend_token(&n("n2"), t2.secret.expose(), "k2")
+    s.spend_token(&n("n2"), &t2.enrolment_key, "k2")
         .await
         .unwrap();
-    let r_spent = s.spend_token(&n("n2"), t2.secret.expose(), "k3").await;
+    let r_spent = s.spend_token(&n("n2"), &t2.enrolment_key, "k3").await;
 
     let shown: BTreeSet<String> = [&r_expired, &r_unknown, &r_wrong_node, &r_spent]
         .iter()
@@ -83,6 +85,7 @@ async fn token_refusals_say_the_same_and_log_the_reason(fx: &Fixture) {
     let shown = shown.into_iter().next().unwrap();
     assert!(!shown.contains(expired.secret.expose()));
     assert!(!shown.contains(t2.secret.expose()));
+    assert!(!shown.contains("SU"), "{shown}");
 
     assert_refused(r_expired, |r| matches!(r, RefusalReason::Expired { .. }));
     assert_refused(r_unknown, |r| *r == RefusalReason::Unknown);
@@ -119,11 +122,16 @@ async fn issuing_again_revokes_the_earlier_token(fx: &Fixture) {
         .await
         .unwrap();
     assert_eq!(s.live_tokens().await.unwrap().len(), 1, "one live claim");
+    assert_ne!(first.enrolment_key, second.enrolment_key, "a new key");
+    assert_eq!(
+        s.live_tokens().await.unwrap()[0].enrolment_key,
+        second.enrolment_key
+    );
     assert_refused(
-        s.spend_token(&n("n1"), first.secret.expose(), "k").await,
+        s.spend_token(&n("n1"), &first.enrolment_key, "k").await,
         |r| *r == RefusalReason::Unknown,
     );
-    s.spend_token(&n("n1"), second.secret.expose(), "k")
+    s.spend_token(&n("n1"), &second.enrolment_key, "k")
         .await
         .unwrap();
 }
@@ -135,7 +143,7 @@ async fn fifty_concurrent_spends_one_wins(fx: &Fixture) {
         .issue_token(&n("n1"), Duration::from_secs(3600))
         .await
         .unwrap();
-    let secret: Arc<str> = token.secret.expose().into();
+    let secret: Arc<str> = token.enrolment_key.as_str().into();
     let barrier = Arc::new(tokio::sync::Barrier::new(50));
     let mut tasks = Vec::new();
     for i in 0..50 {
