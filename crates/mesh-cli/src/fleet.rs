@@ -34,7 +34,7 @@ use mesh_store::{FleetApplied, FleetChange, Secret, Store, principal};
 
 use crate::authority;
 use crate::check::plural;
-use crate::files;
+use crate::{files, output};
 
 /// How long an enrolment token issued by a fleet file stays live.
 const TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -84,7 +84,7 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     let loaded = record(args, &fleet, &report, &store).await;
     store.close().await;
     let outcome = loaded?;
-    outcome.print(args, &fleet);
+    outcome.print(args, &fleet)?;
     Ok(if outcome.missing.is_empty() {
         ExitCode::SUCCESS
     } else {
@@ -112,7 +112,8 @@ async fn existing_id(url: &str) -> Option<Option<String>> {
 /// Prints every diagnostic of a refused file and says nothing was recorded.
 fn refused(path: &str, text: &str, diags: &[Diagnostic]) -> anyhow::Error {
     for d in diags {
-        eprint!("{}", render_text(d, Some(text)));
+        // Through note(): a failed write to stderr must not panic either.
+        output::note(render_text(d, Some(text)).trim_end_matches('\n'));
     }
     let errors = diags.iter().filter(|d| d.is_error()).count();
     anyhow::anyhow!(
@@ -245,8 +246,10 @@ async fn record(
     let failed = staged.place();
     let secrets_placed = minted.len() - failed.iter().filter(|(n, _)| n != secrets::MARKER).count();
     for (name, e) in &failed {
-        eprintln!("error: {e:#}");
-        eprintln!("  = help: {}", remint_command(args, name));
+        output::note(format_args!(
+            "error: {e:#}\n  = help: {}",
+            remint_command(args, name)
+        ));
     }
 
     forget_secrets(&args.secrets_dir, &applied);
@@ -405,7 +408,8 @@ async fn missing_secrets(
 }
 
 impl Outcome {
-    fn print(&self, args: &FleetArgs, fleet: &Fleet) {
+    fn print(&self, args: &FleetArgs, fleet: &Fleet) -> Result<(), output::StdoutError> {
+        let mut out = output::Stdout::lock();
         let a = &self.applied;
         let count = |added: usize, total: usize, what: &str| {
             format!(
@@ -421,7 +425,7 @@ impl Outcome {
             .chain(fleet.tokens.iter().map(|t| &t.value))
             .collect();
         let assignments: usize = fleet.nodes.iter().map(|n| n.modules.len()).sum();
-        println!(
+        out.line(format_args!(
             "fleet loaded: {}; {}; {}; {} token{} issued; {} credential{} minted; {} secret{} written to {}",
             count(a.nodes_added.len(), nodes.len(), "node"),
             count(a.assignments_added, assignments, "assignment"),
@@ -433,7 +437,7 @@ impl Outcome {
             self.secrets_placed,
             plural(self.secrets_placed),
             args.secrets_dir.display()
-        );
+        ))?;
         if args.prune {
             for (node, f) in &a.nodes_pruned {
                 let creds = if f.credentials.is_empty() {
@@ -441,27 +445,29 @@ impl Outcome {
                 } else {
                     format!(" with the credentials of {}", f.credentials.join(", "))
                 };
-                println!("pruned: node {node}{creds}");
+                out.line(format_args!("pruned: node {node}{creds}"))?;
             }
             for (n, m) in &a.assignments_pruned {
-                println!("pruned: assignment {m} on {n}");
+                out.line(format_args!("pruned: assignment {m} on {n}"))?;
             }
             for p in &a.persons_pruned {
-                println!("pruned: person {p}");
+                out.line(format_args!("pruned: person {p}"))?;
             }
         } else if !self.unnamed.is_empty() {
-            println!(
+            out.line(format_args!(
                 "kept, though {} does not name them: {} (--prune forgets them)",
                 args.file.display(),
                 self.unnamed.join(", ")
-            );
+            ))?;
         }
+        out.flush()?;
         for m in &self.missing {
-            eprintln!(
-                "warning: {m} has a credential recorded but no secret in {}; nobody can connect as {m}",
-                args.secrets_dir.display()
-            );
-            eprintln!("  = help: {}", remint_command(args, m));
+            output::note(format_args!(
+                "warning: {m} has a credential recorded but no secret in {}; nobody can connect as {m}\n  = help: {}",
+                args.secrets_dir.display(),
+                remint_command(args, m)
+            ));
         }
+        Ok(())
     }
 }

@@ -32,6 +32,7 @@ fn loud_catalogue(dir: &Path) -> PathBuf {
 /// read whole.
 fn commands(dir: &Path) -> Vec<(Vec<String>, i32)> {
     let catalogue = examples().join("catalogue").display().to_string();
+    let fleet = examples().join("fleet.toml").display().to_string();
     let loud = loud_catalogue(dir).display().to_string();
     let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
     vec![
@@ -60,6 +61,8 @@ fn commands(dir: &Path) -> Vec<(Vec<String>, i32)> {
             ]),
             0,
         ),
+        // Loading the same fleet again records nothing and prints its summary.
+        (s(&["fleet", "load", &fleet, "--catalogue", &catalogue]), 0),
         (s(&["--help"]), 0),
         (s(&["version"]), 0),
     ]
