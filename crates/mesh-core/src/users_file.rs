@@ -279,6 +279,18 @@ mod tests {
     }
 
     #[test]
+    fn a_list_names_ten_then_counts_the_rest() {
+        let names = |n: usize| (0..n).map(|i| format!("p{i}")).collect::<Vec<_>>();
+        assert_eq!(listed(&names(2)), "p0, p1");
+        assert_eq!(listed(&names(10)), names(10).join(", "));
+        assert_eq!(
+            listed(&names(11)),
+            format!("{} and 1 more", names(10).join(", "))
+        );
+        assert!(listed(&names(2_010)).ends_with("p9 and 2,000 more"));
+    }
+
+    #[test]
     fn an_unchanged_composition_publishes_nothing() {
         let f = file();
         assert_eq!(plan_publication(&f, Some(&f.text), "UCANARY"), vec![]);

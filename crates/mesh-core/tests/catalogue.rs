@@ -414,3 +414,22 @@ emits = ["mirrored"]
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn an_unknown_seat_suggests_the_close_one_or_lists_the_declared() {
+    let help = |claim: &str| {
+        let text = format!("[module]\nname = \"x\"\n[holds]\nseats = [\"{claim}\"]\n");
+        let cat = Catalogue::build(vec![parse("x/mesh.toml", &text)], Aliases::new());
+        let diags = catalogue::check(&cat);
+        let d = diags
+            .iter()
+            .find(|d| d.kind == Kind::UnknownSeat)
+            .unwrap_or_else(|| panic!("{diags:#?}"));
+        d.help.clone().unwrap_or_default()
+    };
+    assert_eq!(help("mesh-brokr"), "did you mean `mesh-broker`?");
+    assert_eq!(
+        help("zzzzzz"),
+        "declare it in a module's [[seat]]; declared seats are: mesh-broker, mesh-build-machine, mesh-store"
+    );
+}

@@ -409,6 +409,13 @@ mod tests {
         );
         assert_eq!(entries[MAX_PER_FILE + 1], Entry::Shown(&diags[5_001]));
         assert_eq!(cap_per_file(&diags[..3], MAX_PER_FILE).len(), 3);
+        // Errors alone past the cap: still counted, and no "0 more warnings".
+        let only = cap_per_file(&diags[..MAX_PER_FILE + 10], MAX_PER_FILE);
+        assert_eq!(only.len(), MAX_PER_FILE + 1);
+        let Entry::More(more) = &only[MAX_PER_FILE] else {
+            panic!("{:?}", only[MAX_PER_FILE]);
+        };
+        assert_eq!(more.to_string(), "... and 10 more errors in m/mesh.toml");
     }
 
     #[test]
