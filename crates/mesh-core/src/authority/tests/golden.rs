@@ -75,7 +75,7 @@ fn golden_objects() {
 #[test]
 fn golden_users_file() {
     let ps = principals();
-    let hashes = super::hashes(&ps);
+    let hashes = super::users::hashes(&ps);
     golden(
         "users.conf",
         &users_file::compose(&ps, &hashes).unwrap().text,
