@@ -258,43 +258,8 @@ impl Store {
                 out.assignments_added += added.rows_affected() as usize;
             }
             for (person, tools) in &change.persons {
-                let (all, list) = match tools {
-                    ToolAccess::All => (1i64, Vec::new()),
-                    ToolAccess::Only(_) => {
-                        let mut t = tools.written();
-                        t.sort();
-                        t.dedup();
-                        (0i64, t)
-                    }
-                };
-                let added = sqlx::query(
-                    "INSERT INTO persons (name, all_tools, created_at) VALUES ($1, $2, $3) \
-                     ON CONFLICT (name) DO NOTHING",
-                )
-                .bind(person.as_str())
-                .bind(all)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-                if added.rows_affected() == 1 {
+                if put_person_in!(tx, person, tools, now) {
                     out.persons_added.push(person.clone());
-                } else {
-                    sqlx::query("UPDATE persons SET all_tools = $1 WHERE name = $2")
-                        .bind(all)
-                        .bind(person.as_str())
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                sqlx::query("DELETE FROM person_tools WHERE person = $1")
-                    .bind(person.as_str())
-                    .execute(&mut *tx)
-                    .await?;
-                for tool in &list {
-                    sqlx::query("INSERT INTO person_tools (person, tool) VALUES ($1, $2)")
-                        .bind(person.as_str())
-                        .bind(tool)
-                        .execute(&mut *tx)
-                        .await?;
                 }
             }
             for t in &change.tokens {

@@ -49,6 +49,61 @@ macro_rules! must_exist {
     }};
 }
 
+/// The `all_tools` flag and the tool rows a person's access is stored as.
+/// The flag, not a "*" row: a "*" among tool rows would read as every tool
+/// to one reader and as a tool named "*" to another.
+pub(crate) fn tool_rows(tools: &::mesh_core::records::ToolAccess) -> (i64, Vec<String>) {
+    match tools {
+        ::mesh_core::records::ToolAccess::All => (1, Vec::new()),
+        ::mesh_core::records::ToolAccess::Only(_) => {
+            let mut t = tools.written();
+            t.sort();
+            t.dedup();
+            (0, t)
+        }
+    }
+}
+
+/// Records person `$person` with `$tools` in `$tx`, replacing an earlier
+/// grant; evaluates to whether the person is new. One statement set for
+/// `put_person` and a fleet change, so the two cannot store a grant apart.
+macro_rules! put_person_in {
+    ($tx:ident, $person:expr, $tools:expr, $now:expr) => {{
+        let person: &::mesh_core::names::Name = $person;
+        let (all, list) = $crate::store::tool_rows($tools);
+        let added = sqlx::query(
+            "INSERT INTO persons (name, all_tools, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(person.as_str())
+        .bind(all)
+        .bind($now)
+        .execute(&mut *$tx)
+        .await?
+        .rows_affected()
+            == 1;
+        if !added {
+            sqlx::query("UPDATE persons SET all_tools = $1 WHERE name = $2")
+                .bind(all)
+                .bind(person.as_str())
+                .execute(&mut *$tx)
+                .await?;
+        }
+        sqlx::query("DELETE FROM person_tools WHERE person = $1")
+            .bind(person.as_str())
+            .execute(&mut *$tx)
+            .await?;
+        for tool in &list {
+            sqlx::query("INSERT INTO person_tools (person, tool) VALUES ($1, $2)")
+                .bind(person.as_str())
+                .bind(tool)
+                .execute(&mut *$tx)
+                .await?;
+        }
+        added
+    }};
+}
+
 // After the macro: a `macro_rules!` is in scope only below its definition.
 mod assignments;
 mod builds;

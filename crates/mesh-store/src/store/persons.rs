@@ -50,40 +50,10 @@ impl Store {
     /// Records `person` with the tools they may call (replacing any earlier
     /// grant).
     pub async fn put_person(&self, person: &Name, tools: &ToolAccess) -> Result<(), StoreError> {
-        let (all, list) = match tools {
-            // The flag, not a "*" row: a "*" among tool rows would read as
-            // every tool to one reader and as a tool named "*" to another.
-            ToolAccess::All => (1i64, Vec::new()),
-            ToolAccess::Only(_) => {
-                let mut t = tools.written();
-                t.sort();
-                t.dedup();
-                (0i64, t)
-            }
-        };
         let now = now_ms();
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            sqlx::query(
-                "INSERT INTO persons (name, all_tools, created_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (name) DO UPDATE SET all_tools = excluded.all_tools",
-            )
-            .bind(person.as_str())
-            .bind(all)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-            sqlx::query("DELETE FROM person_tools WHERE person = $1")
-                .bind(person.as_str())
-                .execute(&mut *tx)
-                .await?;
-            for tool in &list {
-                sqlx::query("INSERT INTO person_tools (person, tool) VALUES ($1, $2)")
-                    .bind(person.as_str())
-                    .bind(tool)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            put_person_in!(tx, person, tools, now);
             tx.commit().await?;
             Ok(())
         })
