@@ -152,7 +152,8 @@ fn excerpt(line: &str, col: usize, len: usize) -> (String, String) {
         let to = (start.saturating_sub(CONTEXT_BEFORE) + SOURCE_WINDOW).min(n);
         (to.saturating_sub(SOURCE_WINDOW), to)
     };
-    let caret_end = (start + len.max(1)).min(to.max(start + 1));
+    // The loop stops at the window's end, so the carets never run past it.
+    let caret_end = start + len.max(1);
     let mut text = String::new();
     let mut caret = String::new();
     if from > 0 {
