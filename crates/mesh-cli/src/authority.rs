@@ -95,7 +95,7 @@ pub struct Loaded {
     pub catalogue: Catalogue,
     pub records: Records,
     /// principal → the credential the users file names it by
-    pub hashes: BTreeMap<String, UserCredential>,
+    pub credentials: BTreeMap<String, UserCredential>,
     /// What the controller follows and submits; principals and objects are
     /// derived from this one value so they cannot disagree.
     pub controller: ControllerSpec,
@@ -154,7 +154,7 @@ pub async fn read_records(
 }
 
 /// Reads the catalogue (refusing one that does not check clean) and the
-/// store's records and credential hashes.
+/// store's records and credentials.
 pub async fn load(sources: &Sources) -> anyhow::Result<Loaded> {
     let report = checked_catalogue(
         &sources.catalogue,
@@ -163,11 +163,11 @@ pub async fn load(sources: &Sources) -> anyhow::Result<Loaded> {
     let store = open_existing_store(&sources.store).await?;
     let read = read_records(&store).await;
     store.close().await;
-    let (records, hashes) = read?;
+    let (records, credentials) = read?;
     Ok(Loaded {
         catalogue: report.catalogue,
         records,
-        hashes,
+        credentials,
         controller: ControllerSpec::default(),
     })
 }
@@ -193,7 +193,7 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let Some(p) = principals.iter().find(|p| p.name == args.principal) else {
         bail!("{}", unknown_principal(&args.principal, &principals));
     };
-    let has_credential = loaded.hashes.contains_key(&p.name);
+    let has_credential = loaded.credentials.contains_key(&p.name);
     let objects =
         mesh_core::jetstream::derive(&loaded.catalogue, &loaded.records, &loaded.controller)?;
     let consumers = p.consumers(&objects);
@@ -323,7 +323,7 @@ async fn compose(args: &ComposeArgs) -> anyhow::Result<ExitCode> {
     }
     let loaded = load(&args.sources).await?;
     let principals = derive(&loaded)?;
-    let file = users_file::compose(&principals, &loaded.hashes)?;
+    let file = users_file::compose(&principals, &loaded.credentials)?;
     match &out {
         OutPath::File(path) => {
             // Owner-only: it holds every user's hash.

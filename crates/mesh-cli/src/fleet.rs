@@ -183,7 +183,7 @@ async fn record(
     let loaded = authority::Loaded {
         catalogue: report.catalogue.clone(),
         records: after,
-        hashes: BTreeMap::new(),
+        credentials: BTreeMap::new(),
         controller: ControllerSpec::default(),
     };
     let principals = authority::derive(&loaded)?;
