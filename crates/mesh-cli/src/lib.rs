@@ -10,6 +10,7 @@ pub mod authority;
 pub mod check;
 pub mod files;
 pub mod fleet;
+pub mod init;
 pub mod output;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
@@ -40,6 +41,12 @@ pub enum Command {
   mesh authority explain person_bob --catalogue examples/catalogue
   mesh authority compose --catalogue examples/catalogue --out broker/users.conf")]
     Authority(authority::AuthorityArgs),
+    /// Genesis: the controller's keys, the broker's certificate and
+    /// configuration, the store, and the first users file.
+    #[command(after_help = "Examples:
+  mesh init
+  mesh init --dir /var/lib/mesh --address 10.0.0.5 --address ctl.example.net")]
+    Init(init::InitArgs),
     /// Record a fleet (nodes, assignments, persons, tokens) from a file.
     #[command(after_help = "Example:
   mesh fleet load examples/fleet.toml --catalogue examples/catalogue")]
@@ -83,6 +90,7 @@ where
             .map_err(anyhow::Error::from),
         Command::Check(args) => check::run(&args),
         Command::Authority(args) => authority::run(&args),
+        Command::Init(args) => init::run(&args),
         Command::Fleet(FleetCommand {
             command: FleetSubcommand::Load(args),
         }) => fleet::run(&args),

@@ -1,0 +1,118 @@
+//! `mesh init [--dir D]`: genesis. Makes the controller's keys, a CA and the
+//! broker's certificate, the broker's own configuration and the store,
+//! records the controller's public key, and writes the first users file —
+//! the controller alone — beside the broker's configuration, which includes
+//! it. From then on the file is the controller's to compose.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use mesh_controller::genesis::{self, Genesis, GenesisOptions};
+use mesh_core::authority::{self, CONTROLLER};
+use mesh_core::catalogue::{Aliases, Catalogue};
+use mesh_core::records::{ControllerSpec, Records};
+use mesh_core::users_file::{self, UserCredential};
+
+use crate::{authority as cli_authority, files, output};
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The controller's state directory (created 0700; must not hold a genesis).
+    #[arg(long, default_value = ".mesh")]
+    pub dir: PathBuf,
+    /// Another address the broker is reached at (IP or DNS name), besides
+    /// 127.0.0.1 and localhost; put in its certificate. May be repeated.
+    #[arg(long = "address")]
+    pub addresses: Vec<String>,
+    /// The broker's client port on 127.0.0.1.
+    #[arg(long, default_value_t = 4222)]
+    pub port: u16,
+    /// The store (`sqlite://PATH` or `postgres://...`); default: `mesh.db`
+    /// in the state directory.
+    // The URL may carry the database password: `--help` must not print it.
+    #[arg(long, env = "MESH_STORE", hide_env_values = true)]
+    pub store: Option<String>,
+}
+
+pub fn run(args: &InitArgs) -> anyhow::Result<ExitCode> {
+    crate::block_on(init(args))?
+}
+
+async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
+    let default_db = args.dir.join("mesh.db");
+    let url = match &args.store {
+        Some(url) => url.clone(),
+        None => {
+            // A store beside a new genesis would adopt another mesh's records.
+            if default_db.exists() {
+                bail!(
+                    "{} already holds a store; a new genesis beside it would make a second controller for its records: use that mesh, or choose an empty --dir",
+                    default_db.display()
+                );
+            }
+            format!("sqlite://{}", default_db.display())
+        }
+    };
+    mesh_store::check_url(&url)?;
+    let genesis = Genesis::create_with(
+        &args.dir,
+        &args.addresses,
+        &GenesisOptions { port: args.port },
+    )?;
+    let store = cli_authority::open_store(&url).await?;
+    let adopted = store
+        .adopt_controller_key_if_absent(&genesis.controller_nkey)
+        .await;
+    store.close().await;
+    if !adopted? {
+        bail!(
+            "the store {} already records a controller key of another genesis; the new keys in {} are not in use: remove them, and point --store at this mesh's own store",
+            mesh_store::redact_url(&url),
+            args.dir.display()
+        );
+    }
+
+    // The first users file admits the controller alone: no node, module or
+    // person exists yet, and a file without its writer is refused.
+    let catalogue = Catalogue::build(Vec::new(), Aliases::new());
+    let principals =
+        authority::derive(&catalogue, &Records::default(), &ControllerSpec::default())?;
+    let credentials = BTreeMap::from([(
+        CONTROLLER.to_string(),
+        UserCredential::NKey(genesis.controller_nkey.clone()),
+    )]);
+    let file = users_file::compose(&principals, &credentials)?;
+    let users = genesis.path(genesis::USERS_FILE);
+    files::write_private(&users, file.text.as_bytes())
+        .with_context(|| format!("writing the first users file {}", users.display()))?;
+
+    let mut out = output::Stdout::lock();
+    out.line(format_args!("genesis in {}", args.dir.display()))?;
+    out.line(format_args!(
+        "  controller key   {}",
+        genesis.controller_nkey
+    ))?;
+    out.line(format_args!("  signing key      {}", genesis.signing_key))?;
+    out.line(format_args!(
+        "  broker cert      sha256:{}",
+        genesis.cert_sha256
+    ))?;
+    out.line(format_args!(
+        "  store            {}",
+        mesh_store::redact_url(&url)
+    ))?;
+    out.line(format_args!(
+        "  broker config    {} (includes {})",
+        genesis.path(genesis::BROKER_CONF).display(),
+        users.display()
+    ))?;
+    out.line(format_args!(
+        "start the broker with: nats-server -c {}",
+        genesis.path(genesis::BROKER_CONF).display()
+    ))?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

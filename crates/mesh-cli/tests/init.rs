@@ -1,0 +1,110 @@
+//! `mesh init`: genesis from the real binary. The first users file admits the
+//! controller alone by the key genesis made, the broker's configuration that
+//! includes it passes `nats-server -t`, the store records that key, and a
+//! second genesis in the same directory is refused with nothing changed.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::{examples, mesh_bin};
+
+fn mesh(dir: &Path, args: &[&str]) -> Output {
+    Command::new(mesh_bin())
+        .args(args)
+        .current_dir(dir)
+        .env_remove("MESH_STORE")
+        .output()
+        .unwrap()
+}
+
+/// Every file under `dir` with its bytes: what a refused genesis must leave.
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else {
+                out.insert(p.display().to_string(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn genesis_writes_a_users_file_of_the_controller_alone_and_refuses_a_second() {
+    let root = tempfile::tempdir().unwrap();
+    let out = mesh(
+        root.path(),
+        &["init", "--dir", "state", "--address", "10.1.2.3"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("controller key"))
+        .map(str::trim)
+        .expect("the controller key is printed")
+        .to_string();
+    assert!(key.starts_with('U') && key.len() == 56, "{key}");
+    // Its seed stays in the state directory, never on the terminal.
+    let seed = std::fs::read_to_string(root.path().join("state/controller/nkey.seed")).unwrap();
+    assert!(!stdout.contains(seed.trim()));
+
+    let users = std::fs::read_to_string(root.path().join("state/broker/users.conf")).unwrap();
+    assert_eq!(users.matches("nkey:").count(), 1, "{users}");
+    assert!(users.contains(&format!("# controller\n      {{\n        nkey: \"{key}\"")));
+    assert!(!users.contains("password:"), "{users}");
+    mesh_testkit::nats::test_config(&root.path().join("state/broker/nats.conf"))
+        .expect("nats-server -t accepts the broker configuration with the first users file");
+
+    // The store holds the key the file names.
+    let store = format!("sqlite://{}", root.path().join("state/mesh.db").display());
+    let catalogue = examples().join("catalogue").display().to_string();
+    let explain = mesh(
+        root.path(),
+        &[
+            "authority",
+            "explain",
+            "controller",
+            "--catalogue",
+            &catalogue,
+            "--store",
+            &store,
+        ],
+    );
+    let text = String::from_utf8_lossy(&explain.stdout);
+    assert!(explain.status.success(), "{text}");
+    assert!(text.contains("credential: recorded"), "{text}");
+
+    let before = snapshot(root.path());
+    let again = mesh(root.path(), &["init", "--dir", "state"]);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("already holds a store"), "{stderr}");
+    assert_eq!(
+        snapshot(root.path()),
+        before,
+        "a refused genesis changed files"
+    );
+
+    // An existing genesis without a store is refused naming what is there.
+    std::fs::remove_file(root.path().join("state/mesh.db")).unwrap();
+    let before = snapshot(root.path());
+    let third = mesh(root.path(), &["init", "--dir", "state"]);
+    let stderr = String::from_utf8_lossy(&third.stderr);
+    assert_eq!(third.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("already holds a genesis"), "{stderr}");
+    assert!(stderr.contains("controller/nkey.seed"), "{stderr}");
+    assert_eq!(snapshot(root.path()), before);
+}
