@@ -17,6 +17,7 @@ pub mod output;
 /// principal's authority on the bus is derived from declarations.
 #[derive(Debug, Parser)]
 #[command(name = "mesh", version, about, long_about = None, after_help = "Examples:
+  mesh init
   mesh check examples/catalogue
   mesh fleet load examples/fleet.toml --catalogue examples/catalogue
   mesh authority explain person_bob --catalogue examples/catalogue
@@ -169,6 +170,9 @@ mod tests {
         }
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
-        assert_eq!(seen, 8, "mesh, version, check, authority (2), fleet (1)");
+        assert_eq!(
+            seen, 9,
+            "mesh, version, check, init, authority (2), fleet (1)"
+        );
     }
 }
