@@ -87,6 +87,18 @@ fn genesis_writes_a_users_file_of_the_controller_alone_and_refuses_a_second() {
     assert!(explain.status.success(), "{text}");
     assert!(text.contains("credential: recorded"), "{text}");
 
+    // A second genesis pointed at this store: its key is not put over the
+    // recorded one, and the refusal says the new keys are not in use.
+    let other = mesh(root.path(), &["init", "--dir", "other", "--store", &store]);
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert_eq!(other.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("already records a controller key of another genesis"),
+        "{stderr}"
+    );
+    assert!(!root.path().join("other/broker/users.conf").exists());
+    std::fs::remove_dir_all(root.path().join("other")).unwrap();
+
     let before = snapshot(root.path());
     let again = mesh(root.path(), &["init", "--dir", "state"]);
     let stderr = String::from_utf8_lossy(&again.stderr);
