@@ -19,6 +19,7 @@
 pub mod authority;
 pub mod catalogue;
 pub mod diagnostic;
+pub mod enrolment;
 pub mod fleet;
 pub mod jetstream;
 pub mod manifest;

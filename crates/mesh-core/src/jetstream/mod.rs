@@ -84,6 +84,18 @@ impl ConsumerSpec {
     }
 }
 
+/// A node's consumer on NODES: what its host binds, created by the
+/// controller (at enrolment and on every start).
+pub fn node_consumer(node: &Name) -> ConsumerSpec {
+    // Named after the node: the host's ack grant is $JS.ACK.NODES.<node>.>,
+    // and a consumer named otherwise is one it cannot acknowledge.
+    ConsumerSpec {
+        filter_subjects: vec![subjects::node_declaration(node)],
+        ack_wait_secs: NODE_ACK_WAIT_SECS,
+        ..ConsumerSpec::new(STREAM_NODES, &consumer::node(node))
+    }
+}
+
 /// The worker consumer on a seat's work-queue stream; `None` for a seat that
 /// accepts no work, which has neither stream nor worker.
 pub fn seat_worker(entry: &SeatEntry) -> Option<ConsumerSpec> {
@@ -216,13 +228,7 @@ pub fn derive(
     nodes.sort();
     nodes.dedup();
     for node in nodes {
-        // Named after the node: the host's ack grant is $JS.ACK.NODES.<node>.>,
-        // and a consumer named otherwise is one it cannot acknowledge.
-        o.consumers.push(ConsumerSpec {
-            filter_subjects: vec![subjects::node_declaration(node)],
-            ack_wait_secs: NODE_ACK_WAIT_SECS,
-            ..ConsumerSpec::new(STREAM_NODES, &consumer::node(node))
-        });
+        o.consumers.push(node_consumer(node));
     }
 
     let assigned: BTreeSet<&Name> = records.assignments.iter().map(|a| &a.module).collect();

@@ -1,0 +1,534 @@
+//! Enrolment and heartbeats on the wire (DESIGN §6), and the controller's
+//! plan for one enrolment request.
+//!
+//! Request on `mesh.control.enrol.<node>` (stored in CONTROL):
+//! `{"node", "enrolment_key": "U…", "host_key": "U…", "xkey": "X…",
+//! "reply": "_INBOX.enrol.<node>.…"}`. The reply address travels in the
+//! payload: a JetStream delivery's reply field is its ack address. No secret
+//! is in it: the server authenticated the sender by the token's key.
+//!
+//! Answer on the request's `reply`: `{"enrolled": true, "node", "principal",
+//! "inbox_prefix", "consumer"}` or `{"enrolled": false, "message"}`, where the
+//! message is [`REFUSED`] whatever the reason (the log says which).
+//!
+//! Heartbeat on `mesh.control.heartbeat.<node>` (core NATS): `{"node",
+//! "sent_at"}` with unix milliseconds.
+
+use serde::{Deserialize, Serialize};
+
+use crate::authority::PrincipalKind;
+use crate::jetstream::{self, ConsumerSpec};
+use crate::names::Name;
+use crate::subjects;
+use crate::users_file::UserCredential;
+
+/// Larger payloads are refused unread: a request is four short fields.
+pub const MAX_REQUEST_BYTES: usize = 4096;
+/// A heartbeat is two fields.
+pub const MAX_HEARTBEAT_BYTES: usize = 512;
+
+/// What a node is told for every refusal, whatever the reason: a caller
+/// probing tokens learns nothing from the wording.
+pub const REFUSED: &str = "enrolment refused: the token is spent, expired, or not this node's; issue a new one with `mesh node add <node>` on the controller";
+
+/// A checked enrolment request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnrolRequest {
+    pub node: Name,
+    /// The token's enrolment public key (`U…`): the spend matches it.
+    pub enrolment_key: String,
+    /// The host's own NKey public key (`U…`), generated on the node.
+    pub host_key: String,
+    /// The host's X25519 sealing public key (`X…`).
+    pub xkey: String,
+    /// Where the answer goes: under `_INBOX.enrol.<node>.`.
+    pub reply: String,
+}
+
+/// The controller's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum EnrolAnswer {
+    Enrolled {
+        enrolled: True,
+        node: Name,
+        /// The host's principal (`host_<node>`).
+        principal: String,
+        /// The inbox prefix the host must connect with.
+        inbox_prefix: String,
+        /// The host's consumer on NODES.
+        consumer: String,
+    },
+    Refused {
+        enrolled: False,
+        message: String,
+    },
+}
+
+/// `true` on the wire; a type so that `{"enrolled": true}` and
+/// `{"enrolled": false}` select the variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "bool", into = "bool")]
+pub struct True;
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "bool", into = "bool")]
+pub struct False;
+
+impl TryFrom<bool> for True {
+    type Error = &'static str;
+    fn try_from(b: bool) -> Result<Self, Self::Error> {
+        b.then_some(True).ok_or("expected true")
+    }
+}
+impl From<True> for bool {
+    fn from(_: True) -> bool {
+        true
+    }
+}
+impl TryFrom<bool> for False {
+    type Error = &'static str;
+    fn try_from(b: bool) -> Result<Self, Self::Error> {
+        (!b).then_some(False).ok_or("expected false")
+    }
+}
+impl From<False> for bool {
+    fn from(_: False) -> bool {
+        false
+    }
+}
+
+impl EnrolAnswer {
+    pub fn enrolled(node: &Name) -> EnrolAnswer {
+        let principal = PrincipalKind::Host { node: node.clone() }.principal_name();
+        EnrolAnswer::Enrolled {
+            enrolled: True,
+            node: node.clone(),
+            inbox_prefix: subjects::inbox_prefix(&principal),
+            principal,
+            consumer: subjects::consumer::node(node),
+        }
+    }
+
+    pub fn refused() -> EnrolAnswer {
+        EnrolAnswer::Refused {
+            enrolled: False,
+            message: REFUSED.into(),
+        }
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        // Strings and booleans only: serialising cannot fail.
+        serde_json::to_vec(self).expect("answer JSON")
+    }
+
+    /// Reads an answer; anything else is `None` (the host treats it as no
+    /// answer and keeps waiting for evidence).
+    pub fn parse(payload: &[u8]) -> Option<EnrolAnswer> {
+        if payload.len() > MAX_REQUEST_BYTES {
+            return None;
+        }
+        serde_json::from_slice(payload).ok()
+    }
+}
+
+/// Why a message on an enrolment or heartbeat subject is not one: it is
+/// terminated (never redelivered) and logged with this reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadMessage {
+    #[error("{subject} is not a per-node subject of this kind")]
+    Subject { subject: String },
+    #[error("the payload is {size} bytes, more than the {max} allowed")]
+    TooLarge { size: usize, max: usize },
+    #[error("the payload is not the expected JSON ({reason})")]
+    Json { reason: String },
+    #[error("the payload names node {payload}, the subject node {subject}")]
+    OtherNode { subject: String, payload: String },
+    #[error("{field} is not an NKey {kind} public key")]
+    Key {
+        field: &'static str,
+        kind: &'static str,
+    },
+    #[error("the reply address is not under {prefix}. (or holds a wildcard or space)")]
+    Reply { prefix: String },
+}
+
+/// The node a per-node subject names: `mesh.control.<kind>.<node>`.
+fn subject_node(subject: &str, of: fn(&Name) -> String) -> Result<Name, BadMessage> {
+    let bad = || BadMessage::Subject {
+        subject: subject.to_string(),
+    };
+    let node = subject.rsplit('.').next().ok_or_else(bad)?;
+    let name = Name::new(node).map_err(|_| bad())?;
+    // Round-trip through the generator: the subject must be exactly the one
+    // a publisher for this node would use.
+    if of(&name) != subject {
+        return Err(bad());
+    }
+    Ok(name)
+}
+
+fn json_reason(e: &serde_json::Error) -> BadMessage {
+    // serde's message may quote the payload; keep the category and place.
+    let kind = match e.classify() {
+        serde_json::error::Category::Data => "a field is missing, unknown or of the wrong type",
+        serde_json::error::Category::Io => "unreadable",
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => "malformed",
+    };
+    BadMessage::Json {
+        reason: format!("{kind} at line {} column {}", e.line(), e.column()),
+    }
+}
+
+fn is_plain_subject(s: &str) -> bool {
+    !s.is_empty()
+        && !s.split('.').any(|t| t.is_empty() || t == "*" || t == ">")
+        && !s.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+impl EnrolRequest {
+    /// Reads and checks a request delivered on `subject`.
+    pub fn parse(subject: &str, payload: &[u8]) -> Result<EnrolRequest, BadMessage> {
+        let node = subject_node(subject, subjects::enrol)?;
+        if payload.len() > MAX_REQUEST_BYTES {
+            return Err(BadMessage::TooLarge {
+                size: payload.len(),
+                max: MAX_REQUEST_BYTES,
+            });
+        }
+        let req: EnrolRequest = serde_json::from_slice(payload).map_err(|e| json_reason(&e))?;
+        if req.node != node {
+            return Err(BadMessage::OtherNode {
+                subject: node.to_string(),
+                payload: req.node.to_string(),
+            });
+        }
+        for (field, key) in [
+            ("enrolment_key", &req.enrolment_key),
+            ("host_key", &req.host_key),
+        ] {
+            if !UserCredential::is_user_nkey(key) {
+                return Err(BadMessage::Key {
+                    field,
+                    kind: "user",
+                });
+            }
+        }
+        if nkeys::XKey::from_public_key(&req.xkey).is_err() {
+            return Err(BadMessage::Key {
+                field: "xkey",
+                kind: "curve (X…)",
+            });
+        }
+        let prefix = subjects::enrol_inbox_prefix(&node);
+        let under = req
+            .reply
+            .strip_prefix(prefix.as_str())
+            .and_then(|rest| rest.strip_prefix('.'))
+            .is_some_and(|rest| !rest.is_empty());
+        if !under || !is_plain_subject(&req.reply) {
+            return Err(BadMessage::Reply { prefix });
+        }
+        Ok(req)
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("request JSON")
+    }
+}
+
+/// One step of handling an enrolment. The executor runs them in order; the
+/// first that refuses ends the plan with [`EnrolPlan::refusal`] sent to the
+/// reply address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "step", rename_all = "kebab-case")]
+pub enum EnrolStep {
+    /// One statement spends the node's unspent, unexpired token whose key
+    /// the request names; only then are the host's keys recorded.
+    SpendToken {
+        node: Name,
+        enrolment_key: String,
+        host_key: String,
+        xkey: String,
+    },
+    /// The node's consumer: a host has no right to create it.
+    AssertConsumer {
+        consumer: ConsumerSpec,
+    },
+    /// Recompose the users file: the enrolment principal gone, the host in.
+    Compose,
+    /// Wait until that composition is live (its canary admitted).
+    AwaitLive,
+    Answer {
+        reply: String,
+        answer: EnrolAnswer,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnrolPlan {
+    pub steps: Vec<EnrolStep>,
+    pub reply: String,
+    /// Sent instead of the answer when a step refuses.
+    pub refusal: EnrolAnswer,
+}
+
+/// The controller's plan for a checked request: spend first, record after,
+/// the consumer before the host may bind it, live before the answer.
+pub fn plan(req: &EnrolRequest) -> EnrolPlan {
+    EnrolPlan {
+        steps: vec![
+            EnrolStep::SpendToken {
+                node: req.node.clone(),
+                enrolment_key: req.enrolment_key.clone(),
+                host_key: req.host_key.clone(),
+                xkey: req.xkey.clone(),
+            },
+            EnrolStep::AssertConsumer {
+                consumer: jetstream::node_consumer(&req.node),
+            },
+            EnrolStep::Compose,
+            EnrolStep::AwaitLive,
+            EnrolStep::Answer {
+                reply: req.reply.clone(),
+                answer: EnrolAnswer::enrolled(&req.node),
+            },
+        ],
+        reply: req.reply.clone(),
+        refusal: EnrolAnswer::refused(),
+    }
+}
+
+/// A heartbeat as sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    pub node: Name,
+    /// Unix milliseconds on the host's clock (for display; last seen is the
+    /// controller's clock).
+    pub sent_at: u64,
+}
+
+impl Heartbeat {
+    pub fn parse(subject: &str, payload: &[u8]) -> Result<Heartbeat, BadMessage> {
+        let node = subject_node(subject, subjects::heartbeat)?;
+        if payload.len() > MAX_HEARTBEAT_BYTES {
+            return Err(BadMessage::TooLarge {
+                size: payload.len(),
+                max: MAX_HEARTBEAT_BYTES,
+            });
+        }
+        let hb: Heartbeat = serde_json::from_slice(payload).map_err(|e| json_reason(&e))?;
+        if hb.node != node {
+            return Err(BadMessage::OtherNode {
+                subject: node.to_string(),
+                payload: hb.node.to_string(),
+            });
+        }
+        Ok(hb)
+    }
+
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("heartbeat JSON")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    fn request(node: &str) -> EnrolRequest {
+        EnrolRequest {
+            node: n(node),
+            enrolment_key: nkeys::KeyPair::new_user().public_key(),
+            host_key: nkeys::KeyPair::new_user().public_key(),
+            xkey: nkeys::XKey::new().public_key(),
+            reply: format!("_INBOX.enrol.{node}.abc123"),
+        }
+    }
+
+    #[test]
+    fn a_request_round_trips_and_is_checked_against_its_subject() {
+        let r = request("n1");
+        assert_eq!(
+            EnrolRequest::parse("mesh.control.enrol.n1", &r.to_json()).unwrap(),
+            r
+        );
+        let e = EnrolRequest::parse("mesh.control.enrol.n2", &r.to_json()).unwrap_err();
+        assert_eq!(
+            e,
+            BadMessage::OtherNode {
+                subject: "n2".into(),
+                payload: "n1".into()
+            }
+        );
+        for s in [
+            "mesh.control.report.n1",
+            "mesh.control.enrol.N1",
+            "x.enrol.n1",
+        ] {
+            assert!(
+                matches!(
+                    EnrolRequest::parse(s, &r.to_json()),
+                    Err(BadMessage::Subject { .. })
+                ),
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bad_request_says_what_is_wrong_and_never_quotes_it() {
+        let sub = "mesh.control.enrol.n1";
+        let big = vec![b' '; MAX_REQUEST_BYTES + 1];
+        assert!(matches!(
+            EnrolRequest::parse(sub, &big),
+            Err(BadMessage::TooLarge { .. })
+        ));
+        let e = EnrolRequest::parse(sub, b"{\"node\": \"SUSECRET").unwrap_err();
+        assert!(matches!(e, BadMessage::Json { .. }), "{e}");
+        assert!(!e.to_string().contains("SUSECRET"), "{e}");
+        let mut extra = serde_json::to_value(request("n1")).unwrap();
+        extra["seed"] = "SUAAA".into();
+        let e = EnrolRequest::parse(sub, &serde_json::to_vec(&extra).unwrap()).unwrap_err();
+        assert!(matches!(e, BadMessage::Json { .. }) && !e.to_string().contains("SUAAA"));
+
+        let mut r = request("n1");
+        r.host_key = nkeys::KeyPair::new_account().public_key();
+        assert_eq!(
+            EnrolRequest::parse(sub, &r.to_json()).unwrap_err(),
+            BadMessage::Key {
+                field: "host_key",
+                kind: "user"
+            }
+        );
+        let mut r = request("n1");
+        r.enrolment_key = "Unot".into();
+        assert!(matches!(
+            EnrolRequest::parse(sub, &r.to_json()),
+            Err(BadMessage::Key {
+                field: "enrolment_key",
+                ..
+            })
+        ));
+        let mut r = request("n1");
+        r.xkey = nkeys::KeyPair::new_user().public_key();
+        assert!(matches!(
+            EnrolRequest::parse(sub, &r.to_json()),
+            Err(BadMessage::Key { field: "xkey", .. })
+        ));
+        // An answer sent anywhere but the node's own enrolment inbox would
+        // let a token holder make the controller publish for it.
+        for reply in [
+            "_INBOX.enrol.n2.x",
+            "_INBOX.enrol.n1",
+            "_INBOX.enrol.n1.",
+            "_INBOX.enrol.n1.*",
+            "_INBOX.enrol.n1.>",
+            "_INBOX.enrol.n1.a b",
+            "_INBOX.enrol.n10.x",
+            "mesh.node.n1.declaration",
+        ] {
+            let mut r = request("n1");
+            r.reply = reply.into();
+            assert!(
+                matches!(
+                    EnrolRequest::parse(sub, &r.to_json()),
+                    Err(BadMessage::Reply { .. })
+                ),
+                "{reply}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_plan_spends_before_anything_and_answers_only_after_live() {
+        let r = request("n1");
+        let p = plan(&r);
+        let kinds: Vec<&str> = p
+            .steps
+            .iter()
+            .map(|s| match s {
+                EnrolStep::SpendToken { .. } => "spend",
+                EnrolStep::AssertConsumer { .. } => "consumer",
+                EnrolStep::Compose => "compose",
+                EnrolStep::AwaitLive => "live",
+                EnrolStep::Answer { .. } => "answer",
+            })
+            .collect();
+        assert_eq!(kinds, ["spend", "consumer", "compose", "live", "answer"]);
+        let EnrolStep::SpendToken {
+            node,
+            enrolment_key,
+            host_key,
+            xkey,
+        } = &p.steps[0]
+        else {
+            unreachable!()
+        };
+        assert_eq!(
+            (node, enrolment_key, host_key, xkey),
+            (&r.node, &r.enrolment_key, &r.host_key, &r.xkey)
+        );
+        let EnrolStep::AssertConsumer { consumer } = &p.steps[1] else {
+            unreachable!()
+        };
+        assert_eq!(consumer.name, "n1");
+        assert_eq!(consumer.stream, "NODES");
+        assert_eq!(consumer.filter_subjects, ["mesh.node.n1.declaration"]);
+        assert_eq!(p.reply, r.reply);
+        assert_eq!(p.refusal, EnrolAnswer::refused());
+        let json = serde_json::to_string(&p.steps[4]).unwrap();
+        assert!(json.contains("\"step\":\"answer\""), "{json}");
+    }
+
+    #[test]
+    fn answers_round_trip_and_a_refusal_is_one_message() {
+        let ok = EnrolAnswer::enrolled(&n("n1"));
+        assert_eq!(EnrolAnswer::parse(&ok.to_json()), Some(ok.clone()));
+        let EnrolAnswer::Enrolled {
+            principal,
+            inbox_prefix,
+            consumer,
+            ..
+        } = ok
+        else {
+            unreachable!()
+        };
+        assert_eq!(
+            (principal.as_str(), inbox_prefix.as_str(), consumer.as_str()),
+            ("host_n1", "_INBOX.host_n1", "n1")
+        );
+        let no = EnrolAnswer::refused();
+        assert_eq!(EnrolAnswer::parse(&no.to_json()), Some(no));
+        assert_eq!(EnrolAnswer::parse(b"{\"enrolled\": true}"), None);
+        assert_eq!(
+            EnrolAnswer::parse(b"{\"enrolled\": true, \"message\": \"x\"}"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_heartbeat_names_its_own_node() {
+        let hb = Heartbeat {
+            node: n("n1"),
+            sent_at: 5,
+        };
+        assert_eq!(
+            Heartbeat::parse("mesh.control.heartbeat.n1", &hb.to_json()).unwrap(),
+            hb
+        );
+        assert!(matches!(
+            Heartbeat::parse("mesh.control.heartbeat.n2", &hb.to_json()),
+            Err(BadMessage::OtherNode { .. })
+        ));
+        assert!(matches!(
+            Heartbeat::parse("mesh.control.heartbeat.n1", b"nope"),
+            Err(BadMessage::Json { .. })
+        ));
+    }
+}
