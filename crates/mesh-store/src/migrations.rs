@@ -24,7 +24,69 @@ impl Migration {
         self.sql
             .replace("{{id}}", id)
             .replace("{{store_id}}", store_id)
+            .replace("{{revision_triggers}}", &revision_triggers(backend))
     }
+}
+
+/// What moves `records_revision`: every insert and delete of these tables,
+/// and updates of the columns named (`None`: any column).
+const REVISION_SOURCES: &[(&str, Option<&str>)] = &[
+    // Not last_seen_at: heartbeats would move it every few seconds.
+    ("nodes", Some("public_key, xkey, enrolled_at")),
+    ("node_ports", None),
+    ("enrolment_tokens", None),
+    ("credentials", None),
+    ("persons", None),
+    ("person_tools", None),
+    ("modules", None),
+    ("seats", None),
+    ("seat_aliases", None),
+    ("assignments", None),
+];
+
+const BUMP: &str = "UPDATE records_revision SET revision = revision + 1 WHERE id = 1";
+
+/// The triggers, in each backend's dialect: SQLite's are per row and per
+/// event, PostgreSQL's per statement through one function.
+fn revision_triggers(backend: BackendKind) -> String {
+    let mut out = String::new();
+    match backend {
+        BackendKind::Sqlite => {
+            for (table, columns) in REVISION_SOURCES {
+                let update = match columns {
+                    Some(c) => format!("UPDATE OF {c}"),
+                    None => "UPDATE".to_string(),
+                };
+                for (tag, event) in [
+                    ("ins", "INSERT".to_string()),
+                    ("del", "DELETE".into()),
+                    ("upd", update),
+                ] {
+                    out.push_str(&format!(
+                        "CREATE TRIGGER {table}_revision_{tag} AFTER {event} ON {table} \
+                         BEGIN {BUMP}; END;\n"
+                    ));
+                }
+            }
+        }
+        BackendKind::Postgres => {
+            out.push_str(&format!(
+                "CREATE OR REPLACE FUNCTION mesh_bump_revision() RETURNS trigger AS $$ \
+                 BEGIN {BUMP}; RETURN NULL; END; $$ LANGUAGE plpgsql;\n"
+            ));
+            for (table, columns) in REVISION_SOURCES {
+                let update = match columns {
+                    Some(c) => format!("UPDATE OF {c}"),
+                    None => "UPDATE".to_string(),
+                };
+                out.push_str(&format!(
+                    "CREATE TRIGGER {table}_revision AFTER INSERT OR DELETE OR {update} ON {table} \
+                     FOR EACH STATEMENT EXECUTE FUNCTION mesh_bump_revision();\n"
+                ));
+            }
+        }
+    }
+    out
 }
 
 pub(crate) const MIGRATIONS: &[Migration] = &[
@@ -58,10 +120,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "nkeys",
         sql: include_str!("../migrations/0006_nkeys.sql"),
     },
+    Migration {
+        version: 7,
+        name: "records_revision",
+        sql: include_str!("../migrations/0007_records_revision.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -15,6 +15,8 @@ pub struct Node {
     pub name: Name,
     /// Set at enrolment; `None` until the node has spent its token.
     pub public_key: Option<String>,
+    /// The host's XKey, set with `public_key`.
+    pub xkey: Option<String>,
     /// Ports the operator gave this node, ascending.
     pub ports: Vec<u16>,
     pub created_at: Millis,
@@ -48,6 +50,15 @@ pub struct LiveToken {
 }
 
 /// A successful enrolment: the token is spent and the node's key recorded.
+/// The keys a host made for itself and sends in its enrolment request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostKeys {
+    /// NKey user public key (`U…`).
+    pub host_key: String,
+    /// XKey public key (`X…`).
+    pub xkey: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Enrolled {
     pub node: Name,

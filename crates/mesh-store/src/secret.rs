@@ -50,6 +50,17 @@ pub(crate) fn check_user_key(what: &'static str, key: &str) -> Result<(), StoreE
     })
 }
 
+/// An XKey (X25519) public key (`X…`), what a host's secrets are sealed to.
+pub(crate) fn check_xkey(key: &str) -> Result<(), StoreError> {
+    if nkeys::XKey::from_public_key(key).is_ok() {
+        return Ok(());
+    }
+    Err(StoreError::Invalid {
+        what: "a host sealing key",
+        detail: "not an xkey public key (X…)".to_string(),
+    })
+}
+
 /// The public key of an NKey seed, if it is a user seed.
 pub(crate) fn user_public_key(seed: &str) -> Option<String> {
     let kp = nkeys::KeyPair::from_seed(seed).ok()?;

@@ -70,16 +70,24 @@ fn port(p: i64) -> Result<u16, StoreError> {
     u16::try_from(p).map_err(|_| StoreError::malformed("node", MalformedValue::Port(p)))
 }
 
-type NodeRow = (String, Option<String>, i64, Option<i64>, Option<i64>);
+type NodeRow = (
+    String,
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
 
 fn node_from(row: NodeRow, ports: Vec<u16>) -> Result<Node, StoreError> {
     Ok(Node {
         name: name("node", row.0)?,
         public_key: row.1,
+        xkey: row.2,
         ports,
-        created_at: row.2,
-        enrolled_at: row.3,
-        last_seen_at: row.4,
+        created_at: row.3,
+        enrolled_at: row.4,
+        last_seen_at: row.5,
     })
 }
 
@@ -96,7 +104,7 @@ fn check_ports(ports: &[u16]) -> Result<Vec<u16>, StoreError> {
     Ok(p)
 }
 
-const NODE_COLUMNS: &str = "name, public_key, created_at, enrolled_at, last_seen_at";
+const NODE_COLUMNS: &str = "name, public_key, xkey, created_at, enrolled_at, last_seen_at";
 
 impl Store {
     /// Records a new node (not yet enrolled). Refused if the name is taken.
@@ -126,6 +134,7 @@ impl Store {
         Ok(Node {
             name: node.clone(),
             public_key: None,
+            xkey: None,
             ports,
             created_at: now,
             enrolled_at: None,
@@ -212,6 +221,44 @@ impl Store {
             return Err(not_found("node", node));
         }
         Ok(())
+    }
+
+    /// Records a batch of last-seen times in one transaction (the
+    /// controller keeps them in memory and writes them every few seconds).
+    /// Nodes no longer recorded are skipped: a node forgotten meanwhile.
+    pub async fn nodes_seen(&self, seen: &[(Name, Millis)]) -> Result<u64, StoreError> {
+        if seen.is_empty() {
+            return Ok(0);
+        }
+        with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let mut done = 0;
+            for (node, at) in seen {
+                // Never backwards: a batch delayed behind a newer one.
+                done += sqlx::query(
+                    "UPDATE nodes SET last_seen_at = $1 WHERE name = $2 \
+                     AND (last_seen_at IS NULL OR last_seen_at < $1)",
+                )
+                .bind(*at)
+                .bind(node.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            }
+            tx.commit().await?;
+            Ok(done)
+        })
+    }
+
+    /// The records revision: it moves whenever a record principals or bus
+    /// objects are derived from changes (triggers move it, whoever writes).
+    pub async fn records_revision(&self) -> Result<i64, StoreError> {
+        with_pool!(self, |pool| {
+            let (r,): (i64,) = sqlx::query_as("SELECT revision FROM records_revision WHERE id = 1")
+                .fetch_one(pool)
+                .await?;
+            Ok(r)
+        })
     }
 
     /// Forgets `node`: deletes the credentials of its host and of every module

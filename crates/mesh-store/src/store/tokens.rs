@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use mesh_core::names::Name;
 
+use super::credentials::UPSERT_CREDENTIAL;
 use super::name;
 use crate::error::{RefusalReason, StoreError, TokenRefused};
-use crate::records::{Enrolled, IssuedToken, LiveToken};
-use crate::secret::new_user_key;
-use crate::{BeginWrite, Millis, Store, duration_ms, now_ms, with_pool};
+use crate::records::{CredentialKind, Enrolled, HostKeys, IssuedToken, LiveToken};
+use crate::secret::{check_user_key, check_xkey, new_user_key};
+use crate::{BeginWrite, Millis, Store, duration_ms, now_ms, principal, with_pool};
 
 impl Store {
     /// Issues a one-time enrolment token for `node`, valid for `ttl`. Any
@@ -52,21 +53,25 @@ impl Store {
     }
 
     /// Spends `node`'s token — the one whose enrolment public key the
-    /// request names — and records the host's public key.
+    /// request names — and records the host's keys: its NKey (the host
+    /// principal's credential) and its XKey (what its secrets are sealed to).
     ///
     /// One statement finds the unspent, unexpired token of (node, key) and
-    /// marks it spent;
-    /// only if it did is the key recorded, in the same transaction. Two
-    /// concurrent enrolments with one token: exactly one wins. A spent,
-    /// unknown or expired token is [`StoreError::TokenRefused`], whose message
-    /// is the same for every reason.
+    /// marks it spent; only if it did are the keys recorded, in the same
+    /// transaction. Two concurrent enrolments with one token: exactly one
+    /// wins. A spent, unknown or expired token is [`StoreError::TokenRefused`],
+    /// whose message is the same for every reason.
     pub async fn spend_token(
         &self,
         node: &Name,
         enrolment_key: &str,
-        public_key: &str,
+        keys: &HostKeys,
     ) -> Result<Enrolled, StoreError> {
+        // Checked before the spend: a malformed key must not use up a token.
+        check_user_key("a host key", &keys.host_key)?;
+        check_xkey(&keys.xkey)?;
         let now = now_ms();
+        let host = principal::host(node);
         let spent = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             let won: Option<(String,)> = sqlx::query_as(
@@ -86,10 +91,26 @@ impl Store {
             // Only now that the token is ours: a key recorded for a token that
             // turned out to be spent would admit a machine that never had the
             // right to join.
-            sqlx::query("UPDATE nodes SET public_key = $1, enrolled_at = $2 WHERE name = $3")
-                .bind(public_key)
-                .bind(now)
+            sqlx::query(
+                "UPDATE nodes SET public_key = $1, xkey = $2, enrolled_at = $3 WHERE name = $4",
+            )
+            .bind(&keys.host_key)
+            .bind(&keys.xkey)
+            .bind(now)
+            .bind(node.as_str())
+            .execute(&mut *tx)
+            .await?;
+            // The credential the users file names the host by; a re-enrolment
+            // replaces the old key rather than adding a second.
+            sqlx::query(UPSERT_CREDENTIAL)
+                .bind(&host)
+                .bind(CredentialKind::Machine.as_str())
+                .bind(&keys.host_key)
+                .bind(None::<&str>)
                 .bind(node.as_str())
+                .bind(None::<&str>)
+                .bind(None::<&str>)
+                .bind(now)
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
@@ -105,7 +126,7 @@ impl Store {
         }
         Ok(Enrolled {
             node: node.clone(),
-            public_key: public_key.to_string(),
+            public_key: keys.host_key.clone(),
             enrolled_at: now,
         })
     }

@@ -111,7 +111,55 @@ async fn forgetting_a_node_leaves_none_of_its_credentials(fx: &Fixture) {
     s.add_node(&n("n1"), &[]).await.unwrap();
 }
 
+/// The revision moves with every record authority is derived from, and
+/// not with what heartbeats, reports and declarations write.
+async fn the_records_revision_moves_with_records_only(fx: &Fixture) {
+    let s = &fx.store;
+    let mut last = s.records_revision().await.unwrap();
+    let mut moved = |now: i64, what: &str| {
+        assert!(
+            now > last,
+            "{what} must move the revision ({last} -> {now})"
+        );
+        last = now;
+    };
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    moved(s.records_revision().await.unwrap(), "adding a node");
+    s.set_node_ports(&n("n1"), &[8080]).await.unwrap();
+    moved(s.records_revision().await.unwrap(), "ports");
+    s.issue_token(&n("n1"), std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    moved(s.records_revision().await.unwrap(), "a token");
+    s.put_person(&n("ann"), &mesh_core::records::ToolAccess::All)
+        .await
+        .unwrap();
+    moved(s.records_revision().await.unwrap(), "a person");
+
+    let still = s.records_revision().await.unwrap();
+    s.node_seen(&n("n1"), 5).await.unwrap();
+    assert_eq!(
+        s.nodes_seen(&[(n("n1"), 9), (n("gone"), 9)]).await.unwrap(),
+        1
+    );
+    // Never backwards.
+    assert_eq!(s.nodes_seen(&[(n("n1"), 7)]).await.unwrap(), 0);
+    assert_eq!(
+        s.node(&n("n1")).await.unwrap().unwrap().last_seen_at,
+        Some(9)
+    );
+    assert_eq!(
+        s.records_revision().await.unwrap(),
+        still,
+        "last seen changes no principal"
+    );
+
+    s.forget_node(&n("n1")).await.unwrap();
+    moved(s.records_revision().await.unwrap(), "forgetting a node");
+}
+
 conformance!(
     nodes_round_trip,
     forgetting_a_node_leaves_none_of_its_credentials,
+    the_records_revision_moves_with_records_only,
 );

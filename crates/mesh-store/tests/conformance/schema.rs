@@ -169,7 +169,14 @@ async fn bringing_credentials_forward_to_nkeys(fx: &Fixture) {
         .await
         .unwrap();
     current
-        .spend_token(&n("n1"), &token.enrolment_key, "k")
+        .spend_token(
+            &n("n1"),
+            &token.enrolment_key,
+            &HostKeys {
+                host_key: new_user_key().1,
+                xkey: nkeys::XKey::new().public_key(),
+            },
+        )
         .await
         .unwrap();
     current.close().await;

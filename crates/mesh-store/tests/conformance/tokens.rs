@@ -7,6 +7,14 @@ use std::time::Duration;
 use crate::fixture::*;
 use mesh_store::*;
 
+/// Keys a host would make for itself.
+fn host_keys() -> HostKeys {
+    HostKeys {
+        host_key: nkeys::KeyPair::new_user().public_key(),
+        xkey: nkeys::XKey::new().public_key(),
+    }
+}
+
 async fn token_spend_records_the_key(fx: &Fixture) {
     let s = &fx.store;
     s.add_node(&n("n1"), &[]).await.unwrap();
@@ -26,14 +34,27 @@ async fn token_spend_records_the_key(fx: &Fixture) {
         &live[0].enrolment_key
     ));
 
+    let keys = host_keys();
+    let before = s.records_revision().await.unwrap();
     let enrolled = s
-        .spend_token(&n("n1"), &token.enrolment_key, "ed25519:key-one")
+        .spend_token(&n("n1"), &token.enrolment_key, &keys)
         .await
         .unwrap();
-    assert_eq!(enrolled.public_key, "ed25519:key-one");
+    assert_eq!(enrolled.public_key, keys.host_key);
     let node = s.node(&n("n1")).await.unwrap().unwrap();
-    assert_eq!(node.public_key.as_deref(), Some("ed25519:key-one"));
+    assert_eq!(node.public_key.as_deref(), Some(keys.host_key.as_str()));
+    assert_eq!(node.xkey.as_deref(), Some(keys.xkey.as_str()));
     assert_eq!(node.enrolled_at, Some(enrolled.enrolled_at));
+    // The host principal's credential is what the users file names it by.
+    let cred = s.credential("host_n1").await.unwrap().expect("recorded");
+    assert_eq!(
+        cred.credential,
+        mesh_core::users_file::UserCredential::NKey(keys.host_key.clone())
+    );
+    assert!(
+        s.records_revision().await.unwrap() > before,
+        "an enrolment changes what authority is derived from"
+    );
     assert!(
         s.live_tokens().await.unwrap().is_empty(),
         "spent is not live"
@@ -41,12 +62,40 @@ async fn token_spend_records_the_key(fx: &Fixture) {
 
     // Spending again is refused and leaves the recorded key alone.
     assert_refused(
-        s.spend_token(&n("n1"), &token.enrolment_key, "ed25519:intruder")
+        s.spend_token(&n("n1"), &token.enrolment_key, &host_keys())
             .await,
         |r| matches!(r, RefusalReason::Spent { .. }),
     );
     let node = s.node(&n("n1")).await.unwrap().unwrap();
-    assert_eq!(node.public_key.as_deref(), Some("ed25519:key-one"));
+    assert_eq!(node.public_key.as_deref(), Some(keys.host_key.as_str()));
+    let cred = s.credential("host_n1").await.unwrap().expect("recorded");
+    assert_eq!(
+        cred.credential,
+        mesh_core::users_file::UserCredential::NKey(keys.host_key)
+    );
+
+    // A malformed key is refused before the spend: the token stays live.
+    s.add_node(&n("n2"), &[]).await.unwrap();
+    let t2 = s
+        .issue_token(&n("n2"), Duration::from_secs(60))
+        .await
+        .unwrap();
+    for bad in [
+        HostKeys {
+            host_key: "ed25519:nope".into(),
+            ..host_keys()
+        },
+        HostKeys {
+            xkey: nkeys::KeyPair::new_user().public_key(),
+            ..host_keys()
+        },
+    ] {
+        match s.spend_token(&n("n2"), &t2.enrolment_key, &bad).await {
+            Err(StoreError::Invalid { .. }) => {}
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    assert_eq!(s.live_tokens().await.unwrap().len(), 1, "not spent");
 }
 
 async fn token_refusals_say_the_same_and_log_the_reason(fx: &Fixture) {
@@ -57,21 +106,28 @@ async fn token_refusals_say_the_same_and_log_the_reason(fx: &Fixture) {
     // Expired: a token valid for no time at all.
     let expired = s.issue_token(&n("n1"), Duration::ZERO).await.unwrap();
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let r_expired = s.spend_token(&n("n1"), &expired.enrolment_key, "k").await;
+    let r_expired = s
+        .spend_token(&n("n1"), &expired.enrolment_key, &host_keys())
+        .await;
     // Unknown: a key nobody issued a token for.
     let (_, stranger) = new_user_key();
-    let r_unknown = s.spend_token(&n("n1"), &stranger, "k").await;
+    let r_unknown = s.spend_token(&n("n1"), &stranger, &host_keys()).await;
     // Unknown too: n2's token presented for n1.
     let t2 = s
         .issue_token(&n("n2"), Duration::from_secs(60))
         .await
         .unwrap();
-    let r_wrong_node = s.spend_token(&n("n1"), &t2.enrolment_key, "k").await;
+    let r_wrong_node = s
+        .spend_token(&n("n1"), &t2.enrolment_key, &host_keys())
+        .await;
     // Spent.
-    s.spend_token(&n("n2"), &t2.enrolment_key, "k2")
+    let k2 = host_keys();
+    s.spend_token(&n("n2"), &t2.enrolment_key, &k2)
         .await
         .unwrap();
-    let r_spent = s.spend_token(&n("n2"), &t2.enrolment_key, "k3").await;
+    let r_spent = s
+        .spend_token(&n("n2"), &t2.enrolment_key, &host_keys())
+        .await;
 
     let shown: BTreeSet<String> = [&r_expired, &r_unknown, &r_wrong_node, &r_spent]
         .iter()
@@ -95,13 +151,8 @@ async fn token_refusals_say_the_same_and_log_the_reason(fx: &Fixture) {
     // No refused spend recorded a key.
     assert_eq!(s.node(&n("n1")).await.unwrap().unwrap().public_key, None);
     assert_eq!(
-        s.node(&n("n2"))
-            .await
-            .unwrap()
-            .unwrap()
-            .public_key
-            .as_deref(),
-        Some("k2")
+        s.node(&n("n2")).await.unwrap().unwrap().public_key,
+        Some(k2.host_key)
     );
 
     match s.issue_token(&n("ghost"), Duration::from_secs(60)).await {
@@ -128,10 +179,11 @@ async fn issuing_again_revokes_the_earlier_token(fx: &Fixture) {
         second.enrolment_key
     );
     assert_refused(
-        s.spend_token(&n("n1"), &first.enrolment_key, "k").await,
+        s.spend_token(&n("n1"), &first.enrolment_key, &host_keys())
+            .await,
         |r| *r == RefusalReason::Unknown,
     );
-    s.spend_token(&n("n1"), &second.enrolment_key, "k")
+    s.spend_token(&n("n1"), &second.enrolment_key, &host_keys())
         .await
         .unwrap();
 }
@@ -145,15 +197,13 @@ async fn fifty_concurrent_spends_one_wins(fx: &Fixture) {
         .unwrap();
     let secret: Arc<str> = token.enrolment_key.as_str().into();
     let barrier = Arc::new(tokio::sync::Barrier::new(50));
+    let keys: Vec<HostKeys> = (0..50).map(|_| host_keys()).collect();
     let mut tasks = Vec::new();
-    for i in 0..50 {
+    for (i, k) in keys.iter().cloned().enumerate() {
         let (s, secret, barrier) = (s.clone(), secret.clone(), barrier.clone());
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
-            (
-                i,
-                s.spend_token(&n("n1"), &secret, &format!("key-{i}")).await,
-            )
+            (i, s.spend_token(&n("n1"), &secret, &k).await)
         }));
     }
     let mut winners = Vec::new();
@@ -170,7 +220,11 @@ async fn fifty_concurrent_spends_one_wins(fx: &Fixture) {
     }
     assert_eq!(winners.len(), 1, "exactly one spend wins: {winners:?}");
     let key = s.node(&n("n1")).await.unwrap().unwrap().public_key;
-    assert_eq!(key, Some(format!("key-{}", winners[0])), "the winner's key");
+    assert_eq!(
+        key,
+        Some(keys[winners[0]].host_key.clone()),
+        "the winner's key"
+    );
 }
 
 conformance!(
