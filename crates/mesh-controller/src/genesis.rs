@@ -15,6 +15,8 @@
 //! | [`CA_CERT`], [`CA_KEY`] | the mesh CA (key 0600) |
 //! | [`BROKER_CERT`], [`BROKER_KEY`] | the broker's TLS certificate and key (key 0600) |
 //! | [`BROKER_CONF`] | the broker's configuration; it includes [`USERS_FILE`] |
+//! | [`BUS_FILE`] | the broker's port and the addresses it is reached at |
+//! | [`BROKER_PID`] | the broker's pid, written by the broker |
 //! | [`JETSTREAM_DIR`] | the broker's JetStream store |
 //!
 //! The users file is not written here: its first composition (which puts the
@@ -46,6 +48,12 @@ pub const BROKER_CONF: &str = "broker/nats.conf";
 /// include against the including file's directory.
 pub const USERS_FILE: &str = "broker/users.conf";
 pub const JETSTREAM_DIR: &str = "jetstream";
+/// Where the broker is reached: its port and the addresses given at genesis
+/// (public; what every token's bus URLs are made from).
+pub const BUS_FILE: &str = "broker/bus.json";
+/// Written by the broker itself (`pid_file`): the controller reads it each
+/// time it signals a reload, so a restarted broker is still the one signalled.
+pub const BROKER_PID: &str = "broker/nats.pid";
 
 /// Everything a genesis lays out. Any of them already present means a mesh
 /// was made here before: the users file and the store included, since a new
@@ -60,6 +68,7 @@ const LAYOUT: &[&str] = &[
     BROKER_CERT,
     BROKER_KEY,
     BROKER_CONF,
+    BUS_FILE,
     USERS_FILE,
     JETSTREAM_DIR,
 ];
@@ -95,6 +104,43 @@ pub struct Genesis {
     pub xkey: String,
     /// Lowercase hex SHA-256 of the broker certificate's DER: what a token pins.
     pub cert_sha256: String,
+    /// The broker's client port.
+    pub port: u16,
+    /// The addresses given at genesis besides 127.0.0.1 (IPs or DNS names).
+    pub addresses: Vec<String>,
+}
+
+/// [`BUS_FILE`] on disk.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BusFile {
+    port: u16,
+    addresses: Vec<String>,
+}
+
+impl Genesis {
+    /// Where the controller itself connects: the broker listens on the
+    /// loopback address in every genesis.
+    pub fn local_url(&self) -> String {
+        format!("tls://127.0.0.1:{}", self.port)
+    }
+
+    /// The addresses a token gives a node: those named at genesis, or the
+    /// loopback one when none was (a mesh on one machine). Never loopback
+    /// beside others: on another machine it names that machine's own port,
+    /// where the pin would refuse whatever answers.
+    pub fn bus_urls(&self) -> Vec<String> {
+        if self.addresses.is_empty() {
+            return vec![self.local_url()];
+        }
+        self.addresses
+            .iter()
+            .map(|a| match a.parse::<IpAddr>() {
+                Ok(IpAddr::V6(ip)) => format!("tls://[{ip}]:{}", self.port),
+                _ => format!("tls://{a}:{}", self.port),
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -187,7 +233,7 @@ impl Genesis {
         // Absolute paths in nats.conf: the broker resolves tls and store
         // paths against its working directory, not the config's.
         let abs = dir.canonicalize().map_err(io("resolve", dir))?;
-        let planned = plan(&abs, &sans, opts)?;
+        let planned = plan(&abs, &sans, &unique_addresses(addresses), opts)?;
         for sub in SUBDIRS {
             make_private_dir(&abs.join(sub))?;
         }
@@ -221,12 +267,21 @@ impl Genesis {
             .map_err(|_| bad(XKEY_SEED, "an XKey seed (SX…)"))?;
         let cert_sha256 = mesh_bus::fingerprint_of_pem_file(&dir.join(BROKER_CERT))
             .map_err(GenesisError::Fingerprint)?;
+        let bus_path = dir.join(BUS_FILE);
+        let bus_text = std::fs::read_to_string(&bus_path).map_err(io("read", &bus_path))?;
+        let bus: BusFile =
+            serde_json::from_str(&bus_text).map_err(|_| GenesisError::BadKeyFile {
+                path: bus_path.clone(),
+                what: "the broker's port and addresses as genesis wrote them",
+            })?;
         Ok(Genesis {
             dir: dir.to_path_buf(),
             controller_nkey: nkey.public_key(),
             signing_key,
             xkey: xkey.public_key(),
             cert_sha256,
+            port: bus.port,
+            addresses: bus.addresses,
         })
     }
 
@@ -307,7 +362,23 @@ fn check_dns_name(s: &str) -> Result<(), &'static str> {
 }
 
 /// Generates every key and file in memory.
-fn plan(dir: &Path, sans: &[SanType], opts: &GenesisOptions) -> Result<Vec<Planned>, GenesisError> {
+/// The addresses as given, each once (case-folded), without the loopback
+/// ones every genesis has.
+fn unique_addresses(addresses: &[String]) -> Vec<String> {
+    let mut seen = BTreeSet::from(["127.0.0.1".to_string(), "localhost".to_string()]);
+    addresses
+        .iter()
+        .filter(|a| seen.insert(a.to_ascii_lowercase()))
+        .map(|a| a.to_ascii_lowercase())
+        .collect()
+}
+
+fn plan(
+    dir: &Path,
+    sans: &[SanType],
+    addresses: &[String],
+    opts: &GenesisOptions,
+) -> Result<Vec<Planned>, GenesisError> {
     let mut seed = [0u8; 32];
     rand::rngs::OsRng
         .try_fill_bytes(&mut seed)
@@ -345,8 +416,18 @@ fn plan(dir: &Path, sans: &[SanType], opts: &GenesisOptions) -> Result<Vec<Plann
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let broker_cert = params.signed_by(&broker_key, &issuer).map_err(cert)?;
 
-    let conf = broker_config(dir, opts)?;
+    let conf = broker_config(dir, opts, !addresses.is_empty())?;
+    let bus = serde_json::to_string_pretty(&BusFile {
+        port: opts.port,
+        addresses: addresses.to_vec(),
+    })
+    .expect("bus file JSON");
     Ok(vec![
+        Planned {
+            rel: BUS_FILE,
+            contents: format!("{bus}\n").into_bytes(),
+            mode: 0o644,
+        },
         Planned {
             rel: SIGNING_SEED,
             contents: format!("{}\n", hex::encode(seed)).into_bytes(),
@@ -390,14 +471,26 @@ fn plan(dir: &Path, sans: &[SanType], opts: &GenesisOptions) -> Result<Vec<Plann
     ])
 }
 
-/// The broker's own configuration: listen, TLS, JetStream, and the users
-/// file by bare name.
-fn broker_config(dir: &Path, opts: &GenesisOptions) -> Result<String, GenesisError> {
+/// The broker's own configuration: listen, TLS, JetStream, its pid file, and
+/// the users file by bare name. Loopback only, unless other addresses were
+/// named: then every interface, or the nodes given those addresses would
+/// find nothing listening there.
+fn broker_config(
+    dir: &Path,
+    opts: &GenesisOptions,
+    reached_elsewhere: bool,
+) -> Result<String, GenesisError> {
     let quoted = |rel: &str| quote(&dir.join(rel));
     let mut c = String::new();
     c.push_str("# The broker's own configuration, written once by genesis.\n");
     c.push_str("# Who may connect is in users.conf, composed by the controller.\n");
-    let _ = writeln!(c, "listen: \"127.0.0.1:{}\"", opts.port);
+    let host = if reached_elsewhere {
+        "0.0.0.0"
+    } else {
+        "127.0.0.1"
+    };
+    let _ = writeln!(c, "listen: \"{host}:{}\"", opts.port);
+    let _ = writeln!(c, "pid_file: {}", quoted(BROKER_PID)?);
     // No `verify: true`: it demands a client certificate, and mesh clients
     // authenticate by NKey over server-authenticated TLS.
     let _ = writeln!(
@@ -495,6 +588,38 @@ mod tests {
     }
 
     #[test]
+    fn a_token_names_the_given_addresses_or_loopback_alone() {
+        let g = |addresses: &[&str]| Genesis {
+            dir: "/s".into(),
+            controller_nkey: String::new(),
+            signing_key: String::new(),
+            xkey: String::new(),
+            cert_sha256: String::new(),
+            port: 4222,
+            addresses: addresses.iter().map(|a| a.to_string()).collect(),
+        };
+        assert_eq!(g(&[]).bus_urls(), ["tls://127.0.0.1:4222"]);
+        assert_eq!(g(&["10.0.0.5"]).local_url(), "tls://127.0.0.1:4222");
+        assert_eq!(
+            g(&["10.0.0.5", "ctl.example", "::1"]).bus_urls(),
+            [
+                "tls://10.0.0.5:4222",
+                "tls://ctl.example:4222",
+                "tls://[::1]:4222"
+            ]
+        );
+        assert_eq!(
+            unique_addresses(&[
+                "Ctl.Example".into(),
+                "ctl.example".into(),
+                "localhost".into(),
+                "127.0.0.1".into()
+            ]),
+            ["ctl.example"]
+        );
+    }
+
+    #[test]
     fn an_address_that_is_no_host_is_refused_naming_it() {
         for (a, why) in [
             ("tls://10.0.0.1", "scheme"),
@@ -532,8 +657,11 @@ mod tests {
 
     #[test]
     fn the_broker_config_has_no_client_verification_and_includes_by_bare_name() {
-        let c = broker_config(Path::new("/s"), &GenesisOptions { port: 4999 }).unwrap();
+        let c = broker_config(Path::new("/s"), &GenesisOptions { port: 4999 }, false).unwrap();
         assert!(c.contains("listen: \"127.0.0.1:4999\""), "{c}");
+        assert!(c.contains("pid_file: \"/s/broker/nats.pid\""), "{c}");
+        let c = broker_config(Path::new("/s"), &GenesisOptions { port: 4999 }, true).unwrap();
+        assert!(c.contains("listen: \"0.0.0.0:4999\""), "{c}");
         assert!(c.contains("cert_file: \"/s/broker/cert.pem\""), "{c}");
         assert!(c.contains("key_file: \"/s/broker/key.pem\""), "{c}");
         assert!(c.contains("store_dir: \"/s/jetstream\""), "{c}");

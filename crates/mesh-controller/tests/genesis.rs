@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use mesh_bus::CertPin;
 use mesh_controller::genesis::{
-    BROKER_CERT, BROKER_CONF, BROKER_KEY, CA_CERT, CA_KEY, JETSTREAM_DIR, NKEY_SEED, SIGNING_SEED,
-    USERS_FILE, XKEY_SEED,
+    BROKER_CERT, BROKER_CONF, BROKER_KEY, BUS_FILE, CA_CERT, CA_KEY, JETSTREAM_DIR, NKEY_SEED,
+    SIGNING_SEED, USERS_FILE, XKEY_SEED,
 };
 use mesh_controller::{Genesis, GenesisError, GenesisOptions};
 use rustls_pki_types::pem::PemObject as _;
@@ -30,6 +30,7 @@ const WRITTEN: &[&str] = &[
     BROKER_CERT,
     BROKER_KEY,
     BROKER_CONF,
+    BUS_FILE,
     JETSTREAM_DIR,
 ];
 

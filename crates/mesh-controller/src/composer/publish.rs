@@ -16,6 +16,9 @@ use crate::safe_write::{WriteError, write_private};
 pub enum Reloader {
     /// SIGHUP to the broker's pid.
     Pid(u32),
+    /// SIGHUP to the pid the broker wrote to this file (its `pid_file`),
+    /// read at every signal: a restarted broker has a new pid.
+    PidFile(PathBuf),
     /// A command that signals it, e.g. `nats-server --signal reload=<pid>`;
     /// it must exit 0.
     Command {
@@ -35,6 +38,14 @@ pub enum PublishError {
     #[error("could not signal the broker (pid {pid}) to reload")]
     Signal {
         pid: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "could not read the broker's pid from {path} (is the broker running with this configuration?)"
+    )]
+    PidFile {
+        path: PathBuf,
         #[source]
         source: std::io::Error,
     },
@@ -121,6 +132,20 @@ pub(crate) async fn execute(
 /// to notice the file by itself.
 async fn signal(reloader: &Reloader) -> Result<bool, PublishError> {
     match reloader {
+        Reloader::PidFile(path) => {
+            let bad = |source| PublishError::PidFile {
+                path: path.clone(),
+                source,
+            };
+            let text = tokio::fs::read_to_string(path).await.map_err(bad)?;
+            let pid = text.trim().parse::<u32>().map_err(|_| {
+                bad(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "not a process id",
+                ))
+            })?;
+            Box::pin(signal(&Reloader::Pid(pid))).await
+        }
         Reloader::Pid(pid) => {
             // Only a positive pid names one process: 0 would signal our own
             // process group, and one past i32::MAX would wrap to -1, everyone.
@@ -251,6 +276,25 @@ mod tests {
         assert!(matches!(e, PublishError::Command { .. }), "{e}");
         assert!(signal(&command("true")).await.unwrap());
         assert!(!signal(&Reloader::None).await.unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let e = signal(&Reloader::PidFile(dir.path().join("nats.pid")))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, PublishError::PidFile { .. }), "{e}");
+        std::fs::write(dir.path().join("bad.pid"), "12ab\n").unwrap();
+        let e = signal(&Reloader::PidFile(dir.path().join("bad.pid")))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, PublishError::PidFile { source, .. } if source.kind() == std::io::ErrorKind::InvalidData),
+            "{e}"
+        );
+        // A pid file naming pid 0 is refused like the pid itself.
+        std::fs::write(dir.path().join("zero.pid"), "0\n").unwrap();
+        let e = signal(&Reloader::PidFile(dir.path().join("zero.pid")))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, PublishError::Signal { pid: 0, .. }), "{e}");
     }
 }
 
