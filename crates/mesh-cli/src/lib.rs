@@ -8,16 +8,23 @@ use clap::{Parser, Subcommand};
 
 pub mod authority;
 pub mod check;
+pub mod controller;
 pub mod files;
 pub mod fleet;
 pub mod init;
+pub mod logging;
+pub mod node;
 pub mod output;
+pub mod state;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
 /// principal's authority on the bus is derived from declarations.
 #[derive(Debug, Parser)]
 #[command(name = "mesh", version, about, long_about = None, after_help = "Examples:
   mesh init
+  mesh controller
+  mesh node add n1
+  mesh nodes
   mesh check examples/catalogue
   mesh fleet load examples/fleet.toml --catalogue examples/catalogue
   mesh authority explain person_bob --catalogue examples/catalogue
@@ -48,6 +55,23 @@ pub enum Command {
   mesh init
   mesh init --dir /var/lib/mesh --address 10.0.0.5 --address ctl.example.net")]
     Init(init::InitArgs),
+    /// Run the controller: the users file, the bus objects, enrolments and
+    /// heartbeats (until SIGTERM or SIGINT).
+    #[command(after_help = "Examples:
+  mesh controller
+  mesh controller --dir /var/lib/mesh --store postgres://mesh@db/mesh")]
+    Controller(controller::ControllerArgs),
+    /// Add a node and print its one-time enrolment token; forget a node.
+    #[command(after_help = "Examples:
+  mesh node add n1
+  mesh node add n2 --ttl 10m > n2.token
+  mesh node forget n1")]
+    Node(node::NodeArgs),
+    /// List the nodes: enrolled or not, last seen, host key.
+    #[command(after_help = "Examples:
+  mesh nodes
+  mesh nodes --output json")]
+    Nodes(node::NodesArgs),
     /// Record a fleet (nodes, assignments, persons, tokens) from a file.
     #[command(after_help = "Example:
   mesh fleet load examples/fleet.toml --catalogue examples/catalogue")]
@@ -92,6 +116,9 @@ where
         Command::Check(args) => check::run(&args),
         Command::Authority(args) => authority::run(&args),
         Command::Init(args) => init::run(&args),
+        Command::Controller(args) => controller::run(&args),
+        Command::Node(args) => node::run(&args),
+        Command::Nodes(args) => node::run_list(&args),
         Command::Fleet(FleetCommand {
             command: FleetSubcommand::Load(args),
         }) => fleet::run(&args),

@@ -2,11 +2,14 @@
 //! JetStream definitions). Grows with the controller issue.
 
 pub mod composer;
+pub mod daemon;
 pub mod genesis;
 pub mod safe_write;
 
+pub use composer::Snapshot;
 pub use composer::{
     ComposeError, Composer, ComposerConfig, ComposerStatus, Outcome, RecordSource, Reloader,
     Trigger,
 };
+pub use daemon::{ControllerOptions, DaemonError};
 pub use genesis::{Genesis, GenesisError, GenesisOptions};

@@ -41,7 +41,7 @@ use migrations::{CREATE_SCHEMA_TABLE, MIGRATIONS};
 /// Unix time in milliseconds.
 pub type Millis = i64;
 
-pub(crate) fn now_ms() -> Millis {
+pub fn now_ms() -> Millis {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(duration_ms)

@@ -8,6 +8,7 @@
 //! The binaries come from the README's commands (`scripts/test` installs them);
 //! a missing binary fails naming that command.
 
+pub mod broker;
 pub mod bus;
 mod error;
 mod locate;
@@ -16,6 +17,7 @@ pub mod postgres;
 mod process;
 pub mod tls;
 
+pub use broker::Broker;
 pub use bus::PermissionedBus;
 pub use error::TestkitError;
 pub use locate::{INSTALL_HINT, nats_server_binary, postgres_bin_dir};

@@ -1,0 +1,25 @@
+//! `mesh controller`: runs the controller daemon until SIGTERM or SIGINT.
+
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Args;
+use mesh_controller::ControllerOptions;
+
+use crate::logging;
+use crate::state::MeshArgs;
+
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+pub fn run(args: &ControllerArgs) -> anyhow::Result<ExitCode> {
+    logging::init();
+    let opts = ControllerOptions::new(args.mesh.dir.clone(), args.mesh.store_url());
+    let rt = logging::daemon_runtime()?;
+    rt.block_on(mesh_controller::daemon::run(opts, logging::stop_signal()))
+        .with_context(|| format!("starting the controller of {}", args.mesh.dir.display()))?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,43 @@
+//! Logs of the daemons: one line per event on stderr, filtered by
+//! `MESH_LOG` (e.g. `info`, `mesh_controller=debug`), info by default.
+
+pub fn init() {
+    use std::io::IsTerminal as _;
+    // The client's own connect and close lines would drown ours: every
+    // composition's canary connects once.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MESH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,async_nats=warn"));
+    // A second init (tests run commands in one process) keeps the first.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .try_init();
+}
+
+/// Resolves on SIGTERM or SIGINT: a daemon's orderly stop.
+pub async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        // No handler could be installed: the default disposition still
+        // ends the process, only without the orderly part.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
+/// A multi-threaded runtime for a daemon.
+pub fn daemon_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context as _;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")
+}

@@ -1,0 +1,297 @@
+//! `mesh node add|forget` and `mesh nodes`: the nodes of the mesh, and the
+//! one-time token a new node enrols with.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand, ValueEnum};
+use mesh_controller::Genesis;
+use mesh_core::names::Name;
+use mesh_core::token::Token;
+use serde::Serialize;
+
+use crate::authority::{open_existing_store, open_store};
+use crate::output;
+use crate::state::MeshArgs;
+
+#[derive(Debug, Args)]
+pub struct NodeArgs {
+    #[command(subcommand)]
+    pub command: NodeCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodeCommand {
+    /// Record a node (if new) and print a one-time enrolment token for it.
+    #[command(after_help = "Examples:
+  mesh node add n1
+  mesh node add n2 --ttl 10m > n2.token")]
+    Add(AddArgs),
+    /// Forget a node: its host's and modules' credentials, assignments,
+    /// tokens, declarations and reports.
+    #[command(after_help = "Example:\n  mesh node forget n1")]
+    Forget(ForgetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The node's name (lowercase letters, digits and '-').
+    pub name: String,
+    /// How long the token stays usable: a number with s, m, h or d.
+    #[arg(long, default_value = "1h", value_parser = parse_ttl)]
+    pub ttl: Duration,
+    /// The broker's certificate, if not the one genesis made (the token pins
+    /// its DER SHA-256).
+    #[arg(long, value_name = "PEM")]
+    pub broker_cert: Option<PathBuf>,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    pub name: String,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+/// `30s`, `10m`, `1h`, `7d`: a positive whole number and a unit.
+pub fn parse_ttl(s: &str) -> Result<Duration, String> {
+    const HELP: &str = "write a whole number and a unit: 30s, 10m, 1h or 7d";
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits.parse().map_err(|_| format!("{s:?}: {HELP}"))?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("{s:?}: {HELP}")),
+    };
+    if n == 0 {
+        return Err(format!(
+            "{s:?}: a token valid for no time cannot be used; {HELP}"
+        ));
+    }
+    n.checked_mul(secs)
+        .filter(|t| *t <= 365 * 86_400)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{s:?}: at most a year (365d)"))
+}
+
+fn node_name(s: &str) -> anyhow::Result<Name> {
+    Name::new(s).with_context(|| format!("{s:?} is not a node name"))
+}
+
+pub fn run(args: &NodeArgs) -> anyhow::Result<ExitCode> {
+    crate::block_on(async {
+        match &args.command {
+            NodeCommand::Add(a) => add(a).await,
+            NodeCommand::Forget(a) => forget(a).await,
+        }
+    })?
+}
+
+async fn add(args: &AddArgs) -> anyhow::Result<ExitCode> {
+    let node = node_name(&args.name)?;
+    let genesis = Genesis::open(&args.mesh.dir)
+        .with_context(|| format!("reading the genesis in {}", args.mesh.dir.display()))?;
+    // Read from the certificate on disk, never configured: a fingerprint
+    // typed in would be a second truth that drifts.
+    let cert_sha256 = match &args.broker_cert {
+        Some(p) => mesh_bus::fingerprint_of_pem_file(p)?,
+        None => genesis.cert_sha256.clone(),
+    };
+    let url = args.mesh.store_url();
+    let store = open_store(&url).await?;
+    let result = issue(&store, &node, args.ttl).await;
+    store.close().await;
+    let issued = result?;
+    let token = Token {
+        bus_urls: genesis.bus_urls(),
+        cert_sha256,
+        controller_key: genesis.signing_key.clone(),
+        node: node.clone(),
+        enrolment_seed: issued.secret,
+        expires_at: u64::try_from(issued.expires_at).unwrap_or(0),
+    };
+    // The token alone on stdout, so `> file` or a pipe carries nothing else.
+    output::print(&format!("{}\n", token.encode().expose()))?;
+    output::note(format_args!(
+        "token for node {node}, usable once within {}: on the node run `mesh host --token <token>` (a controller must be running)",
+        humane(args.ttl)
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn issue(
+    store: &mesh_store::Store,
+    node: &Name,
+    ttl: Duration,
+) -> anyhow::Result<mesh_store::IssuedToken> {
+    match store.node(node).await? {
+        Some(n) if n.enrolled_at.is_some() => bail!(
+            "node {node} is enrolled already; to enrol another machine as {node}, forget it first with `mesh node forget {node}`"
+        ),
+        Some(_) => {}
+        None => {
+            store.add_node(node, &[]).await?;
+        }
+    }
+    Ok(store.issue_token(node, ttl).await?)
+}
+
+async fn forget(args: &ForgetArgs) -> anyhow::Result<ExitCode> {
+    let node = node_name(&args.name)?;
+    let store = open_existing_store(&args.mesh.store_url()).await?;
+    let result = store.forget_node(&node).await;
+    store.close().await;
+    let forgotten = result?;
+    output::print(&format!(
+        "forgot node {node}: {} credential(s), {} assignment(s)\n",
+        forgotten.credentials.len(),
+        forgotten.assignments
+    ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One node as `mesh nodes --output json` prints it.
+#[derive(Debug, Serialize)]
+pub struct NodeRow {
+    pub node: String,
+    /// `enrolled`, `token issued` or `no token`.
+    pub state: &'static str,
+    pub host_key: Option<String>,
+    pub enrolled_at: Option<i64>,
+    pub last_seen_at: Option<i64>,
+}
+
+pub fn run_list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
+    crate::block_on(list(args))?
+}
+
+async fn list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
+    let store = open_existing_store(&args.mesh.store_url()).await?;
+    let read = async {
+        let nodes = store.nodes().await?;
+        let tokens = store.live_tokens().await?;
+        Ok::<_, mesh_store::StoreError>((nodes, tokens))
+    }
+    .await;
+    store.close().await;
+    let (nodes, tokens) = read?;
+    let rows: Vec<NodeRow> = nodes
+        .into_iter()
+        .map(|n| NodeRow {
+            state: if n.enrolled_at.is_some() {
+                "enrolled"
+            } else if tokens.iter().any(|t| t.node == n.name) {
+                "token issued"
+            } else {
+                "no token"
+            },
+            node: n.name.to_string(),
+            host_key: n.public_key,
+            enrolled_at: n.enrolled_at,
+            last_seen_at: n.last_seen_at,
+        })
+        .collect();
+    match args.output {
+        ListFormat::Json => {
+            let text = serde_json::to_string_pretty(&rows).context("writing JSON")?;
+            output::print(&format!("{text}\n"))?;
+        }
+        ListFormat::Text => print_table(&rows)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_table(rows: &[NodeRow]) -> anyhow::Result<()> {
+    let mut out = output::Stdout::lock();
+    if rows.is_empty() {
+        out.line("no nodes; add one with `mesh node add <name>`")?;
+        out.flush()?;
+        return Ok(());
+    }
+    let now = mesh_store::now_ms();
+    let width = rows.iter().map(|r| r.node.len()).max().unwrap_or(4).max(4);
+    out.line(format_args!(
+        "{:<width$}  {:<12}  {:<10}  HOST KEY",
+        "NODE", "STATE", "LAST SEEN"
+    ))?;
+    for r in rows {
+        let seen = match r.last_seen_at {
+            Some(at) => format!(
+                "{} ago",
+                humane(Duration::from_millis((now - at).max(0) as u64))
+            ),
+            None => "never".into(),
+        };
+        out.line(format_args!(
+            "{:<width$}  {:<12}  {:<10}  {}",
+            r.node,
+            r.state,
+            seen,
+            r.host_key.as_deref().unwrap_or("-")
+        ))?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `45s`, `12m`, `3h`, `2d`: the largest whole unit.
+fn humane(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ttl_is_a_number_and_a_unit() {
+        assert_eq!(parse_ttl("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_ttl("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_ttl("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_ttl("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        for bad in ["", "h", "10", "1.5h", "-1h", "1 h", "1w", "0s"] {
+            let e = parse_ttl(bad).unwrap_err();
+            assert!(e.contains("30s, 10m, 1h or 7d"), "{bad}: {e}");
+        }
+        assert!(parse_ttl("366d").unwrap_err().contains("at most a year"));
+        assert!(
+            parse_ttl("99999999999999999999d")
+                .unwrap_err()
+                .contains("30s")
+        );
+    }
+
+    #[test]
+    fn durations_read_in_their_largest_unit() {
+        assert_eq!(humane(Duration::from_secs(59)), "59s");
+        assert_eq!(humane(Duration::from_secs(61)), "1m");
+        assert_eq!(humane(Duration::from_secs(7200)), "2h");
+        assert_eq!(humane(Duration::from_secs(86_400 * 3)), "3d");
+    }
+}

@@ -1,0 +1,383 @@
+//! The controller daemon (`mesh controller`): the single writer of the users
+//! file and of every JetStream definition.
+//!
+//! On start it opens the genesis and the store, connects with its own NKey
+//! pinning the broker certificate, derives principals and objects from the
+//! records and asserts the objects (streams, then consumers, every node's
+//! included), and starts the composer. Then it takes enrolments from CONTROL
+//! ([`enrol`]), hears heartbeats ([`seen`]), and follows the records
+//! revision ([`watch`]): any change recomposes the users file and
+//! re-asserts the objects, whoever made it.
+
+mod enrol;
+mod seen;
+mod watch;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::push};
+use futures::StreamExt as _;
+use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
+use mesh_core::authority::CONTROLLER;
+use mesh_core::records::ControllerSpec;
+use mesh_core::subjects::{self, STREAM_CONTROL, consumer};
+use mesh_store::{Store, StoreError, principal};
+use tokio::sync::Semaphore;
+use tracing::{info, warn};
+
+use crate::composer::{Composer, ComposerConfig, SourceError};
+use crate::genesis::{self, Genesis, GenesisError};
+use crate::{Reloader, Snapshot};
+
+/// How the controller runs; [`ControllerOptions::new`] has the defaults.
+#[derive(Debug, Clone)]
+pub struct ControllerOptions {
+    /// The state directory genesis made.
+    pub dir: PathBuf,
+    pub store_url: String,
+    /// How often the records revision is read.
+    pub poll_every: Duration,
+    /// How often last-seen times are written to the store.
+    pub seen_flush_every: Duration,
+    /// How long an enrolment waits for its composition to go live before it
+    /// answers anyway (the host retries its own connect meanwhile).
+    pub live_within: Duration,
+    /// Enrolments handled at once.
+    pub enrolments_at_once: usize,
+    pub controller: ControllerSpec,
+}
+
+impl ControllerOptions {
+    pub fn new(dir: PathBuf, store_url: String) -> ControllerOptions {
+        ControllerOptions {
+            dir,
+            store_url,
+            poll_every: Duration::from_millis(250),
+            seen_flush_every: Duration::from_secs(5),
+            live_within: Duration::from_secs(30),
+            enrolments_at_once: 32,
+            controller: ControllerSpec::default(),
+        }
+    }
+}
+
+/// Why the controller could not start (once running, failures are logged
+/// and retried, never fatal).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("could not open the controller's state directory")]
+    Genesis(#[from] GenesisError),
+    #[error("could not open the store")]
+    Store(#[from] StoreError),
+    #[error(
+        "the store records controller key {recorded}, but {dir} holds {genesis}: this store belongs to another genesis; point --store at this mesh's own store"
+    )]
+    ForeignStore {
+        recorded: String,
+        genesis: String,
+        dir: PathBuf,
+    },
+    #[error("the records do not derive to a mesh")]
+    Derive(#[from] mesh_state::DeriveError),
+    #[error("could not assert the bus objects")]
+    Assert(#[from] mesh_bus::AssertError),
+    #[error("could not bind the controller's consumer on CONTROL")]
+    Bind(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("the broker certificate's fingerprint in the genesis is not one")]
+    Pin(#[from] mesh_bus::PinError),
+}
+
+/// What the controller has done since it started; logged at shutdown and
+/// read by tests through the log.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub enrolled: AtomicU64,
+    pub refused: AtomicU64,
+    /// Messages terminated as malformed (never redelivered).
+    pub terminated: AtomicU64,
+    pub heartbeats: AtomicU64,
+}
+
+impl Counters {
+    fn bump(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What every task shares.
+pub(crate) struct Ctx {
+    pub store: Store,
+    pub client: async_nats::Client,
+    pub js: jetstream::Context,
+    pub composer: Composer,
+    pub counters: Counters,
+    pub opts: ControllerOptions,
+}
+
+/// The controller's bus configuration: its own key, its own inbox, the
+/// broker certificate pinned (it is in the state directory; nothing else is
+/// trusted, not even the mesh CA's other certificates).
+fn bus_config(genesis: &Genesis) -> Result<BusConfig, DaemonError> {
+    let seed_path = genesis.path(genesis::NKEY_SEED);
+    let seed = std::fs::read_to_string(&seed_path).map_err(|source| GenesisError::Io {
+        action: "read",
+        path: seed_path,
+        source,
+    })?;
+    Ok(BusConfig {
+        url: genesis.local_url(),
+        principal: CONTROLLER.into(),
+        credential: ClientCredential::NKey(Secret::new(seed.trim())),
+        ca_file: None,
+        inbox_prefix: Some(subjects::inbox_prefix(CONTROLLER)),
+        pin: Some(CertPin::from_hex(&genesis.cert_sha256)?),
+    })
+}
+
+/// Refuses a store another genesis made: its records would be composed into
+/// a users file whose controller key this process cannot use.
+async fn check_controller_key(store: &Store, genesis: &Genesis) -> Result<(), DaemonError> {
+    store
+        .adopt_controller_key_if_absent(&genesis.controller_nkey)
+        .await?;
+    let recorded = store
+        .credential(principal::CONTROLLER)
+        .await?
+        .map(|c| c.credential);
+    match recorded {
+        Some(mesh_core::users_file::UserCredential::NKey(k)) if k == genesis.controller_nkey => {
+            Ok(())
+        }
+        other => Err(DaemonError::ForeignStore {
+            recorded: match other {
+                Some(mesh_core::users_file::UserCredential::NKey(k)) => k,
+                _ => "none usable".into(),
+            },
+            genesis: genesis.controller_nkey.clone(),
+            dir: genesis.dir.clone(),
+        }),
+    }
+}
+
+/// Runs until `shutdown` resolves.
+pub async fn run(
+    opts: ControllerOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<CountersView, DaemonError> {
+    let genesis = Genesis::open(&opts.dir)?;
+    let store = Store::open(&opts.store_url).await?;
+    check_controller_key(&store, &genesis).await?;
+    let bus = bus_config(&genesis)?;
+
+    // Derived before anything is written: records that derive to nothing
+    // are refused at start, naming why, not discovered by a host.
+    let derived = mesh_state::derive(&store, &opts.controller).await?;
+    info!(
+        principals = derived.principals.len(),
+        streams = derived.objects.streams.len(),
+        consumers = derived.objects.consumers.len(),
+        "records read"
+    );
+
+    let source_store = store.clone();
+    let spec = opts.controller.clone();
+    let source = move || {
+        let store = source_store.clone();
+        let spec = spec.clone();
+        async move {
+            let d = mesh_state::derive(&store, &spec)
+                .await
+                .map_err(|e| Box::new(e) as SourceError)?;
+            Ok::<Snapshot, SourceError>((d.principals, d.snapshot.credentials))
+        }
+    };
+    let composer_config = ComposerConfig::new(
+        genesis.path(genesis::USERS_FILE),
+        Reloader::PidFile(genesis.path(genesis::BROKER_PID)),
+        bus.clone(),
+    );
+    let (composer, composer_task) = Composer::spawn(composer_config, source);
+
+    tokio::pin!(shutdown);
+    let client = tokio::select! {
+        c = connect(&bus) => c,
+        () = &mut shutdown => {
+            composer_task.abort();
+            return Ok(CountersView::default());
+        }
+    };
+    let js = jetstream::new(client.clone());
+    let steps = mesh_bus::assert_objects(&js, &derived.objects).await?;
+    info!(steps = steps.len(), "bus objects asserted");
+
+    let ctx = Arc::new(Ctx {
+        store,
+        client,
+        js,
+        composer,
+        counters: Counters::default(),
+        opts,
+    });
+
+    let control = bind_control(&ctx).await?;
+    let heartbeats = ctx
+        .client
+        .subscribe(subjects::ALL_HEARTBEATS)
+        .await
+        .map_err(|e| DaemonError::Bind(Box::new(e)))?;
+    let seen = seen::LastSeen::default();
+
+    let tasks = vec![
+        tokio::spawn(watch::log_compositions(ctx.composer.watch())),
+        tokio::spawn(watch::follow(ctx.clone())),
+        tokio::spawn(take_control(ctx.clone(), control)),
+        tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
+        tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),
+    ];
+    info!(url = %genesis.local_url(), "controller running");
+    shutdown.await;
+
+    info!("controller stopping");
+    for t in &tasks {
+        t.abort();
+    }
+    seen.flush(&ctx.store).await;
+    let view = CountersView::of(&ctx.counters);
+    info!(
+        enrolled = view.enrolled,
+        refused = view.refused,
+        terminated = view.terminated,
+        heartbeats = view.heartbeats,
+        "controller stopped"
+    );
+    composer_task.abort();
+    let _ = ctx.client.flush().await;
+    ctx.store.close().await;
+    Ok(view)
+}
+
+/// A copy of the counters at one moment.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CountersView {
+    pub enrolled: u64,
+    pub refused: u64,
+    pub terminated: u64,
+    pub heartbeats: u64,
+}
+
+impl CountersView {
+    fn of(c: &Counters) -> CountersView {
+        CountersView {
+            enrolled: c.enrolled.load(Ordering::Relaxed),
+            refused: c.refused.load(Ordering::Relaxed),
+            terminated: c.terminated.load(Ordering::Relaxed),
+            heartbeats: c.heartbeats.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Connects, retrying with backoff: the broker may start after the
+/// controller (or be restarting). Each refusal is logged with its reason.
+async fn connect(bus: &BusConfig) -> async_nats::Client {
+    let mut waits = retry_waits();
+    loop {
+        match mesh_bus::connect(bus).await {
+            Ok(c) => return c,
+            Err(e) => {
+                let wait = waits.next().unwrap_or(Duration::from_secs(5));
+                warn!(error = %error_chain(&e), retry_in = ?wait, "cannot reach the broker yet");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// Waits between retries: doubling from 100 ms to 5 s, jittered so that
+/// what restarts together does not retry in step.
+pub(crate) fn retry_waits() -> impl Iterator<Item = Duration> {
+    use backon::BackoffBuilder as _;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(5))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+async fn bind_control(ctx: &Ctx) -> Result<push::Messages, DaemonError> {
+    let bind = |e: Box<dyn std::error::Error + Send + Sync>| DaemonError::Bind(e);
+    let consumer: jetstream::consumer::Consumer<push::Config> = ctx
+        .js
+        .get_consumer_from_stream(CONTROLLER_CONTROL, CONTROL)
+        .await
+        .map_err(|e| bind(Box::new(e)))?;
+    consumer.messages().await.map_err(|e| bind(Box::new(e)))
+}
+
+/// Takes what CONTROL delivers: enrolments now; reports arrive with the
+/// process driver. Binds again whenever the delivery ends.
+async fn take_control(ctx: Arc<Ctx>, first: push::Messages) {
+    let permits = Arc::new(Semaphore::new(ctx.opts.enrolments_at_once));
+    let mut messages = first;
+    loop {
+        deliver(&ctx, &permits, &mut messages).await;
+        warn!("the CONTROL consumer stopped delivering; binding again");
+        let mut waits = retry_waits();
+        messages = loop {
+            match bind_control(&ctx).await {
+                Ok(m) => break m,
+                Err(e) => {
+                    let wait = waits.next().unwrap_or(Duration::from_secs(5));
+                    warn!(error = %error_chain(&e), retry_in = ?wait, "cannot bind CONTROL");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        };
+    }
+}
+
+async fn deliver(ctx: &Arc<Ctx>, permits: &Arc<Semaphore>, messages: &mut push::Messages) {
+    while let Some(next) = messages.next().await {
+        let msg = match next {
+            Ok(m) => m,
+            Err(e) => {
+                warn!(error = %e, "CONTROL delivery failed");
+                continue;
+            }
+        };
+        if msg.subject.starts_with("mesh.control.enrol.") {
+            let Ok(permit) = permits.clone().acquire_owned().await else {
+                return;
+            };
+            let ctx = ctx.clone();
+            tokio::spawn(async move {
+                enrol::take(&ctx, msg).await;
+                drop(permit);
+            });
+        } else {
+            // Nothing records reports yet: handed back, never lost.
+            let _ = msg
+                .ack_with(jetstream::AckKind::Nak(Some(Duration::from_secs(30))))
+                .await;
+        }
+    }
+}
+
+/// An error with its causes on one line, for the log.
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+pub(crate) use consumer::CONTROLLER_CONTROL;
+pub(crate) const CONTROL: &str = STREAM_CONTROL;

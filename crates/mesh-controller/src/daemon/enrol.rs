@@ -1,0 +1,124 @@
+//! Carrying out an enrolment plan (`mesh_core::enrolment::plan`) step by
+//! step. The spend decides; every refusal sends the node the plan's one
+//! refusal and logs the reason.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind};
+use mesh_core::enrolment::{self, EnrolPlan, EnrolRequest, EnrolStep};
+use mesh_core::jetstream::Objects;
+use mesh_store::{HostKeys, StoreError};
+use tracing::{info, warn};
+
+use super::{Counters, Ctx, error_chain};
+
+/// How a step that did not complete ends the plan.
+enum Stop {
+    /// Refused: the node is told [`EnrolPlan::refusal`]; the reason is logged.
+    Refused(String),
+    /// Could not be decided now (the store is unavailable): handed back to
+    /// CONTROL and tried again, nothing spent.
+    Later(String),
+}
+
+/// How long a request the store could not take waits before it comes round.
+const LATER: Duration = Duration::from_secs(2);
+
+pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
+    let req = match EnrolRequest::parse(&msg.subject, &msg.payload) {
+        Ok(r) => r,
+        Err(e) => {
+            // Malformed: redelivering would fail the same way forever.
+            Counters::bump(&ctx.counters.terminated);
+            warn!(subject = %msg.subject, reason = %e, "enrolment request terminated");
+            let _ = msg.ack_with(AckKind::Term).await;
+            return;
+        }
+    };
+    let plan = enrolment::plan(&req);
+    match execute(ctx, &plan).await {
+        Ok(()) => {
+            Counters::bump(&ctx.counters.enrolled);
+            info!(node = %req.node, host_key = %req.host_key, "node enrolled");
+            let _ = msg.ack().await;
+        }
+        Err(Stop::Refused(reason)) => {
+            Counters::bump(&ctx.counters.refused);
+            warn!(node = %req.node, %reason, "enrolment refused");
+            answer(ctx, &plan.reply, &plan.refusal).await;
+            let _ = msg.ack().await;
+        }
+        Err(Stop::Later(reason)) => {
+            warn!(node = %req.node, %reason, retry_in = ?LATER, "enrolment deferred");
+            let _ = msg.ack_with(AckKind::Nak(Some(LATER))).await;
+        }
+    }
+}
+
+async fn execute(ctx: &Ctx, plan: &EnrolPlan) -> Result<(), Stop> {
+    let mut generation = None;
+    for step in &plan.steps {
+        match step {
+            EnrolStep::SpendToken {
+                node,
+                enrolment_key,
+                host_key,
+                xkey,
+            } => {
+                let keys = HostKeys {
+                    host_key: host_key.clone(),
+                    xkey: xkey.clone(),
+                };
+                match ctx.store.spend_token(node, enrolment_key, &keys).await {
+                    Ok(_) => {}
+                    Err(StoreError::TokenRefused(t)) => {
+                        return Err(Stop::Refused(t.reason.to_string()));
+                    }
+                    Err(e) if e.is_unavailable() => return Err(Stop::Later(error_chain(&e))),
+                    Err(e) => return Err(Stop::Refused(error_chain(&e))),
+                }
+            }
+            // From here on the token is spent: nothing may refuse (a retry
+            // would find it spent and refuse a node that enrolled). What
+            // fails is logged; the records revision this spend moved makes
+            // the watcher assert the consumer and recompose again.
+            EnrolStep::AssertConsumer { consumer } => {
+                let objects = Objects {
+                    streams: Vec::new(),
+                    consumers: vec![consumer.clone()],
+                };
+                if let Err(e) = mesh_bus::assert_objects(&ctx.js, &objects).await {
+                    warn!(consumer = %consumer.name, error = %error_chain(&e), "node consumer not created yet");
+                }
+            }
+            EnrolStep::Compose => generation = Some(ctx.composer.trigger()),
+            EnrolStep::AwaitLive => {
+                let Some(g) = generation else { continue };
+                match tokio::time::timeout(ctx.opts.live_within, ctx.composer.live(g)).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(stopped)) => warn!(error = %stopped, "composition not confirmed"),
+                    Err(_) => warn!(
+                        waited = ?ctx.opts.live_within,
+                        "the composition admitting the node is not live yet; answering anyway (the host retries)"
+                    ),
+                }
+            }
+            EnrolStep::Answer { reply, answer: a } => answer(ctx, reply, a).await,
+        }
+    }
+    Ok(())
+}
+
+async fn answer(ctx: &Ctx, reply: &str, a: &enrolment::EnrolAnswer) {
+    // Usually unheard when it is a welcome: the reload that made the host
+    // live closed the enrolment connection (its principal is gone). The
+    // host then proves its enrolment by connecting as itself.
+    if let Err(e) = ctx
+        .client
+        .publish(reply.to_string(), a.to_json().into())
+        .await
+    {
+        warn!(error = %e, "could not answer the enrolment");
+    }
+    let _ = ctx.client.flush().await;
+}
