@@ -1,0 +1,305 @@
+//! A whole mesh on this machine for the join tests: `mesh init` in a temp
+//! dir, the broker on the genesis's own configuration, a real `mesh
+//! controller` process, and real `mesh host` processes — each killed when
+//! its handle drops.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
+use mesh_testkit::{Broker, TestDatabase};
+
+pub fn mesh_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mesh")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// A `mesh` daemon process (controller or host) with its log.
+#[derive(Debug)]
+pub struct Daemon {
+    pub name: String,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    fn spawn(name: &str, args: &[&str], log: PathBuf, cwd: &Path) -> Daemon {
+        let out = File::create(&log).unwrap();
+        let child = Command::new(mesh_bin())
+            .args(args)
+            .current_dir(cwd)
+            .env("MESH_LOG", "info,async_nats=warn")
+            .env_remove("MESH_STORE")
+            .env_remove("MESH_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Daemon {
+            name: name.to_string(),
+            child,
+            log,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits (bounded) until the log holds `needle`; panics with the log.
+    pub fn wait_log(&self, needle: &str, within: Duration) {
+        assert!(
+            wait_until(within, || self.log().contains(needle)),
+            "{} never logged {needle:?} within {within:?}; log:\n{}",
+            self.name,
+            self.log()
+        );
+    }
+
+    /// The exit status once the process ends by itself (bounded wait).
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} still running after {within:?}; log:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then the exit status (SIGKILL after 10 s).
+    pub fn stop(&mut self) -> ExitStatus {
+        signal(self.pid(), libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(pid as libc::pid_t, sig);
+    }
+}
+
+/// Polls `f` every 20 ms until it holds or `within` passes. For state only
+/// another process holds (its log, the broker's consumer info).
+pub fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A mesh on this machine. Field order is drop order: processes first, the
+/// database and the directory last.
+pub struct Mesh {
+    pub controller: Option<Daemon>,
+    pub broker: Broker,
+    pub dir: PathBuf,
+    pub store_url: String,
+    _db: Option<TestDatabase>,
+    pub tmp: tempfile::TempDir,
+}
+
+impl Mesh {
+    /// `mesh init` on a free port and the broker on its configuration.
+    pub fn new(backend: Backend) -> Mesh {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("ctl");
+        let (db, store_url) = match backend {
+            Backend::Sqlite => (None, format!("sqlite://{}", dir.join("mesh.db").display())),
+            Backend::Postgres => {
+                let db = mesh_testkit::fresh_database().expect("a PostgreSQL database");
+                let url = db.url().to_string();
+                (Some(db), url)
+            }
+        };
+        let port = mesh_testkit::broker::free_port().unwrap().to_string();
+        let out = Command::new(mesh_bin())
+            .args(["init", "--dir", dir.to_str().unwrap(), "--port", &port, "--store", &store_url])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "init: {}", String::from_utf8_lossy(&out.stderr));
+        let broker = Broker::start(
+            &dir.join("broker/nats.conf"),
+            &tmp.path().join("nats.log"),
+        )
+        .expect("the broker starts on the genesis configuration");
+        Mesh {
+            controller: None,
+            broker,
+            dir,
+            store_url,
+            _db: db,
+            tmp,
+        }
+    }
+
+    pub fn start_controller(&mut self) -> &Daemon {
+        let log = self.tmp.path().join("controller.log");
+        let d = Daemon::spawn(
+            "controller",
+            &["controller", "--dir", self.dir.to_str().unwrap(), "--store", &self.store_url],
+            log,
+            self.tmp.path(),
+        );
+        d.wait_log("controller running", Duration::from_secs(30));
+        self.controller = Some(d);
+        self.controller.as_ref().unwrap()
+    }
+
+    pub fn controller(&self) -> &Daemon {
+        self.controller.as_ref().expect("the controller was started")
+    }
+
+    /// Runs a `mesh` command against this mesh's state dir and store.
+    pub fn mesh(&self, args: &[&str]) -> Output {
+        Command::new(mesh_bin())
+            .args(args)
+            .args(["--dir", self.dir.to_str().unwrap(), "--store", &self.store_url])
+            .current_dir(self.tmp.path())
+            .env_remove("MESH_STORE")
+            .output()
+            .unwrap()
+    }
+
+    /// `mesh node add NAME`: the token it printed.
+    pub fn node_add(&self, name: &str, ttl: &str) -> String {
+        let out = self.mesh(&["node", "add", name, "--ttl", ttl]);
+        assert!(out.status.success(), "node add {name}: {}", String::from_utf8_lossy(&out.stderr));
+        let token = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(token.lines().count(), 1, "the token alone on stdout");
+        token.trim().to_string()
+    }
+
+    /// A state dir for a host, inside the mesh's temp dir.
+    pub fn host_dir(&self, name: &str) -> PathBuf {
+        self.tmp.path().join(format!("host-{name}"))
+    }
+
+    /// `mesh host [--token T] --state DIR` as a process.
+    pub fn host(&self, name: &str, token: Option<&str>) -> Daemon {
+        let state = self.host_dir(name);
+        let mut args = vec!["host", "--state", state.to_str().unwrap()];
+        if let Some(t) = token {
+            args.extend(["--token", t]);
+        }
+        let log = self.tmp.path().join(format!("host-{name}-{}.log", unique()));
+        Daemon::spawn(&format!("host {name}"), &args, log, self.tmp.path())
+    }
+
+    pub fn users_file(&self) -> String {
+        std::fs::read_to_string(self.dir.join("broker/users.conf")).unwrap()
+    }
+
+    /// The broker's address and pin, as a client of this mesh would use.
+    pub fn bus(&self, principal: &str, seed: &str, inbox: Option<String>) -> BusConfig {
+        let fingerprint =
+            mesh_bus::fingerprint_of_pem_file(&self.dir.join("broker/cert.pem")).unwrap();
+        let port = self.port();
+        BusConfig {
+            url: format!("tls://127.0.0.1:{port}"),
+            principal: principal.into(),
+            credential: ClientCredential::NKey(Secret::new(seed)),
+            ca_file: None,
+            inbox_prefix: inbox,
+            pin: Some(CertPin::from_hex(&fingerprint).unwrap()),
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        let bus: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(self.dir.join("broker/bus.json")).unwrap())
+                .unwrap();
+        bus["port"].as_u64().unwrap() as u16
+    }
+
+    /// A client with the controller's own key: what the tests observe the
+    /// bus through (consumer info), as the controller would.
+    pub async fn observer(&self) -> async_nats::Client {
+        let seed = std::fs::read_to_string(self.dir.join("controller/nkey.seed")).unwrap();
+        mesh_bus::connect(&self.bus("controller", seed.trim(), Some("_INBOX.controller".into())))
+            .await
+            .expect("the controller's key connects")
+    }
+
+    /// `mesh nodes --output json`.
+    pub fn nodes(&self) -> Vec<serde_json::Value> {
+        let out = self.mesh(&["nodes", "--output", "json"]);
+        assert!(out.status.success(), "nodes: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}
+
+/// Whether `node`'s consumer on NODES exists and has a subscriber bound.
+pub async fn bound(js: &async_nats::jetstream::Context, node: &str) -> bool {
+    let Ok(stream) = js.get_stream_no_info("NODES").await else {
+        return false;
+    };
+    match stream.consumer_info(node).await {
+        Ok(info) => info.push_bound,
+        Err(_) => false,
+    }
+}
+
+/// Waits (bounded) until every node's consumer is bound.
+pub async fn wait_bound(js: &async_nats::jetstream::Context, nodes: &[&str], within: Duration) {
+    let deadline = Instant::now() + within;
+    for n in nodes {
+        loop {
+            if bound(js, n).await {
+                break;
+            }
+            assert!(Instant::now() < deadline, "node {n}'s consumer never bound within {within:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
