@@ -211,8 +211,7 @@ pub async fn run(
         }
     };
     let js = jetstream::new(client.clone());
-    let steps = mesh_bus::assert_objects(&js, &derived.objects).await?;
-    info!(steps = steps.len(), "bus objects asserted");
+    assert_on_start(&js, &derived.objects).await?;
 
     let ctx = Arc::new(Ctx {
         store,
@@ -306,6 +305,32 @@ pub(crate) fn retry_waits() -> impl Iterator<Item = Duration> {
         .with_jitter()
         .without_max_times()
         .build()
+}
+
+/// Asserts the objects, retrying what failed on the server's side (a reload
+/// in progress can answer a create with "resource does not exist"); a plan
+/// the records refuse is an error at once.
+async fn assert_on_start(
+    js: &jetstream::Context,
+    objects: &mesh_core::jetstream::Objects,
+) -> Result<(), DaemonError> {
+    let mut waits = retry_waits().take(8);
+    loop {
+        match mesh_bus::assert_objects(js, objects).await {
+            Ok(steps) => {
+                info!(steps = steps.len(), "bus objects asserted");
+                return Ok(());
+            }
+            Err(e @ mesh_bus::AssertError::Server { .. }) => {
+                let Some(wait) = waits.next() else {
+                    return Err(e.into());
+                };
+                warn!(error = %error_chain(&e), retry_in = ?wait, "bus objects not asserted yet");
+                tokio::time::sleep(wait).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 async fn bind_control(ctx: &Ctx) -> Result<push::Messages, DaemonError> {

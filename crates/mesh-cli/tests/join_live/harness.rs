@@ -36,7 +36,7 @@ impl Daemon {
         let child = Command::new(mesh_bin())
             .args(args)
             .current_dir(cwd)
-            .env("MESH_LOG", "info,async_nats=warn")
+            .env("MESH_LOG", "info,async_nats=off")
             .env_remove("MESH_STORE")
             .env_remove("MESH_TOKEN")
             .stdin(Stdio::null())
@@ -158,15 +158,24 @@ impl Mesh {
         };
         let port = mesh_testkit::broker::free_port().unwrap().to_string();
         let out = Command::new(mesh_bin())
-            .args(["init", "--dir", dir.to_str().unwrap(), "--port", &port, "--store", &store_url])
+            .args([
+                "init",
+                "--dir",
+                dir.to_str().unwrap(),
+                "--port",
+                &port,
+                "--store",
+                &store_url,
+            ])
             .output()
             .unwrap();
-        assert!(out.status.success(), "init: {}", String::from_utf8_lossy(&out.stderr));
-        let broker = Broker::start(
-            &dir.join("broker/nats.conf"),
-            &tmp.path().join("nats.log"),
-        )
-        .expect("the broker starts on the genesis configuration");
+        assert!(
+            out.status.success(),
+            "init: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let broker = Broker::start(&dir.join("broker/nats.conf"), &tmp.path().join("nats.log"))
+            .expect("the broker starts on the genesis configuration");
         Mesh {
             controller: None,
             broker,
@@ -181,7 +190,13 @@ impl Mesh {
         let log = self.tmp.path().join("controller.log");
         let d = Daemon::spawn(
             "controller",
-            &["controller", "--dir", self.dir.to_str().unwrap(), "--store", &self.store_url],
+            &[
+                "controller",
+                "--dir",
+                self.dir.to_str().unwrap(),
+                "--store",
+                &self.store_url,
+            ],
             log,
             self.tmp.path(),
         );
@@ -191,14 +206,21 @@ impl Mesh {
     }
 
     pub fn controller(&self) -> &Daemon {
-        self.controller.as_ref().expect("the controller was started")
+        self.controller
+            .as_ref()
+            .expect("the controller was started")
     }
 
     /// Runs a `mesh` command against this mesh's state dir and store.
     pub fn mesh(&self, args: &[&str]) -> Output {
         Command::new(mesh_bin())
             .args(args)
-            .args(["--dir", self.dir.to_str().unwrap(), "--store", &self.store_url])
+            .args([
+                "--dir",
+                self.dir.to_str().unwrap(),
+                "--store",
+                &self.store_url,
+            ])
             .current_dir(self.tmp.path())
             .env_remove("MESH_STORE")
             .output()
@@ -208,7 +230,11 @@ impl Mesh {
     /// `mesh node add NAME`: the token it printed.
     pub fn node_add(&self, name: &str, ttl: &str) -> String {
         let out = self.mesh(&["node", "add", name, "--ttl", ttl]);
-        assert!(out.status.success(), "node add {name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "node add {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let token = String::from_utf8(out.stdout).unwrap();
         assert_eq!(token.lines().count(), 1, "the token alone on stdout");
         token.trim().to_string()
@@ -226,7 +252,10 @@ impl Mesh {
         if let Some(t) = token {
             args.extend(["--token", t]);
         }
-        let log = self.tmp.path().join(format!("host-{name}-{}.log", unique()));
+        let log = self
+            .tmp
+            .path()
+            .join(format!("host-{name}-{}.log", unique()));
         Daemon::spawn(&format!("host {name}"), &args, log, self.tmp.path())
     }
 
@@ -250,9 +279,10 @@ impl Mesh {
     }
 
     pub fn port(&self) -> u16 {
-        let bus: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(self.dir.join("broker/bus.json")).unwrap())
-                .unwrap();
+        let bus: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(self.dir.join("broker/bus.json")).unwrap(),
+        )
+        .unwrap();
         bus["port"].as_u64().unwrap() as u16
     }
 
@@ -268,7 +298,11 @@ impl Mesh {
     /// `mesh nodes --output json`.
     pub fn nodes(&self) -> Vec<serde_json::Value> {
         let out = self.mesh(&["nodes", "--output", "json"]);
-        assert!(out.status.success(), "nodes: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "nodes: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 }
@@ -292,7 +326,10 @@ pub async fn wait_bound(js: &async_nats::jetstream::Context, nodes: &[&str], wit
             if bound(js, n).await {
                 break;
             }
-            assert!(Instant::now() < deadline, "node {n}'s consumer never bound within {within:?}");
+            assert!(
+                Instant::now() < deadline,
+                "node {n}'s consumer never bound within {within:?}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
