@@ -172,24 +172,31 @@ pub async fn enrol(
         reply,
     };
     let js = async_nats::jetstream::new(client.clone());
-    let ack = js
+    let stored = match js
         .publish(subjects::enrol(node), request.to_json().into())
         .await
-        .map_err(|e| EnrolError::NotStored {
-            reason: dial::chain(&e),
-        })?
-        .await
-        .map_err(|e| EnrolError::NotStored {
-            reason: dial::chain(&e),
-        })?;
-    tracing::info!(node = %node, stream = %ack.stream, sequence = ack.sequence, "enrolment request stored; waiting for the answer");
-
+    {
+        Ok(ack) => ack.await.map_err(|e| dial::chain(&e)),
+        Err(e) => Err(dial::chain(&e)),
+    };
     let host_configs: Vec<BusConfig> = token
         .bus_urls
         .iter()
         .map(|url| host_bus_config(url, node, keys.nkey_seed().clone(), pin))
         .collect();
-    let answered = wait_for_answer(&mut answers, &mut events, opts.answer_within).await;
+    let answered = match stored {
+        Ok(ack) => {
+            tracing::info!(node = %node, stream = %ack.stream, sequence = ack.sequence, "enrolment request stored; waiting for the answer");
+            wait_for_answer(&mut answers, &mut events, opts.answer_within).await
+        }
+        // The request may have been stored and acted on before the reload
+        // closed the connection and took the confirmation with it.
+        Err(reason) if connection_lost(&mut events) => {
+            tracing::info!(node = %node, %reason, "the enrolment connection closed before the request was confirmed");
+            Waited::Lost
+        }
+        Err(reason) => return Err(EnrolError::NotStored { reason }),
+    };
     match answered {
         Waited::Refused => return Err(EnrolError::Refused),
         Waited::Enrolled => {}
@@ -221,6 +228,24 @@ enum Waited {
     Silent,
 }
 
+fn is_loss(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::Disconnected
+            | Event::Closed
+            | Event::ServerError(ServerError::AuthorizationViolation)
+    )
+}
+
+/// Whether the enrolment connection has reported its loss so far.
+fn connection_lost(events: &mut mpsc::UnboundedReceiver<Event>) -> bool {
+    let mut lost = false;
+    while let Ok(e) = events.try_recv() {
+        lost |= is_loss(&e);
+    }
+    lost
+}
+
 fn read_answer(payload: &[u8]) -> Option<Waited> {
     match EnrolAnswer::parse(payload) {
         Some(EnrolAnswer::Enrolled { .. }) => Some(Waited::Enrolled),
@@ -245,10 +270,8 @@ async fn wait_for_answer(
                 None => return Waited::Lost,
             },
             e = events.recv() => match e {
-                Some(Event::Disconnected | Event::Closed
-                    | Event::ServerError(ServerError::AuthorizationViolation)) | None => {
-                    return Waited::Lost
-                }
+                Some(e) if is_loss(&e) => return Waited::Lost,
+                None => return Waited::Lost,
                 Some(other) => tracing::debug!(event = %other, "enrolment connection"),
             },
             _ = tokio::time::sleep_until(deadline) => return Waited::Silent,
