@@ -128,7 +128,8 @@ where
             let timeout = match deadline {
                 Some(d) => d
                     .saturating_duration_since(Instant::now())
-                    .clamp(Duration::from_millis(100), connect_timeout),
+                    .min(connect_timeout)
+                    .max(Duration::from_millis(100)),
                 None => connect_timeout,
             };
             let result = connect_with(cfg, |o| tune(o.connection_timeout(timeout))).await;
@@ -164,12 +165,16 @@ where
                 },
             }
         }
-        let wait = backoff.next_delay();
-        if let Some(d) = deadline
-            && Instant::now() + wait >= d
-        {
-            let (refused, last) = last.ok_or(GaveUp::NoAddress)?;
-            return Err(GaveUp::Deadline { refused, last });
+        let mut wait = backoff.next_delay();
+        if let Some(d) = deadline {
+            let left = d.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let (refused, last) = last.ok_or(GaveUp::NoAddress)?;
+                return Err(GaveUp::Deadline { refused, last });
+            }
+            // The last attempt is made at the deadline, not skipped because
+            // a long wait would pass it.
+            wait = wait.min(left);
         }
         tokio::time::sleep(wait).await;
     }

@@ -361,3 +361,86 @@ async fn the_reload_that_admits_the_host_ends_enrolment_without_an_answer() {
     assert_eq!(HostState::open(&dir).unwrap(), state);
     assert_eq!(state.cert_sha256, pin_of(&bus));
 }
+
+#[tokio::test]
+async fn an_enrolment_key_the_broker_never_admits_is_retried_then_refused() {
+    // The controller has not recomposed since the token was issued: the
+    // enrolment principal is not in the file.
+    let bus = PermissionedBus::start(vec![controller()]);
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = EnrolOptions {
+        connect_within: Duration::from_millis(1500),
+        ..enrol_options()
+    };
+    let started = tokio::time::Instant::now();
+    let err = tokio::time::timeout(
+        BOUND,
+        mesh_host::enrol(&token(&bus, pin_of(&bus)), &tmp.path().join("s"), &opts),
+    )
+    .await
+    .unwrap()
+    .unwrap_err();
+    assert!(matches!(err, EnrolError::Refused), "{err:?}");
+    assert_eq!(err.to_string(), REFUSED);
+    assert!(
+        started.elapsed() >= Duration::from_millis(1000),
+        "gave up early"
+    );
+    let log = bus.server.log().to_lowercase();
+    assert!(
+        log.matches("authentication error").count() >= 2,
+        "retried the refused key: {log}"
+    );
+}
+
+#[tokio::test]
+async fn run_binds_once_the_controller_creates_the_consumer() {
+    let bus = PermissionedBus::start(vec![controller(), host_principal(&n1())]);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("host");
+    seeded_state_dir(&dir);
+    let state = HostState::record(
+        &dir,
+        n1(),
+        vec![bus.server.url()],
+        pin_of(&bus),
+        "0c".repeat(32),
+    )
+    .unwrap();
+    let observer = bus.connect(mesh_testkit::bus::OBSERVER).await;
+    let mut beats = observer
+        .client
+        .subscribe(subjects::heartbeat(&n1()))
+        .await
+        .unwrap();
+    observer.client.flush().await.unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let host = tokio::spawn(async move {
+        mesh_host::run(&state, &quick(), async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    // Connected (it heartbeats) while neither NODES nor its consumer exists.
+    tokio::time::timeout(BOUND, beats.next())
+        .await
+        .expect("a heartbeat")
+        .unwrap();
+    let js = assert_mesh_objects(&bus).await;
+    let name = subjects::consumer::node(&n1());
+    let deadline = tokio::time::Instant::now() + BOUND;
+    loop {
+        let mut c = js
+            .get_consumer_from_stream::<push::Config, _, _>(&name, STREAM_NODES)
+            .await
+            .unwrap();
+        if c.info().await.unwrap().push_bound {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never push-bound");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.send(()).unwrap();
+    let result = tokio::time::timeout(BOUND, host).await.unwrap().unwrap();
+    assert!(result.is_ok(), "{result:?}");
+}
