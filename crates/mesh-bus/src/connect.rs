@@ -63,6 +63,16 @@ pub enum ConnectError {
 
 /// Connects as `cfg.principal`, requiring TLS when a CA or a pin is given.
 pub async fn connect(cfg: &BusConfig) -> Result<Client, ConnectError> {
+    connect_with(cfg, |opts| opts).await
+}
+
+/// [`connect`], letting the caller add client behaviour (an event callback,
+/// reconnect policy) on top of the credential, TLS and inbox settings, which
+/// stay decided here.
+pub async fn connect_with(
+    cfg: &BusConfig,
+    tune: impl FnOnce(ConnectOptions) -> ConnectOptions,
+) -> Result<Client, ConnectError> {
     if cfg.url.contains('@') {
         // Refused rather than redacted: the caller's copy would leak elsewhere.
         return Err(ConnectError::CredentialsInUrl(redact(&cfg.url)));
@@ -115,7 +125,8 @@ pub async fn connect(cfg: &BusConfig) -> Result<Client, ConnectError> {
     if let Some(prefix) = &cfg.inbox_prefix {
         opts = opts.custom_inbox_prefix(prefix.clone());
     }
-    opts.connect(cfg.url.as_str())
+    tune(opts)
+        .connect(cfg.url.as_str())
         .await
         .map_err(|source| ConnectError::Connect {
             url: cfg.url.clone(),

@@ -7,6 +7,6 @@ pub mod connect;
 pub mod objects;
 pub mod tls;
 
-pub use connect::{BusConfig, ClientCredential, ConnectError, Secret, connect};
+pub use connect::{BusConfig, ClientCredential, ConnectError, Secret, connect, connect_with};
 pub use objects::{AssertError, ServerError, assert_objects};
 pub use tls::{CertPin, PinError, PinMismatch, fingerprint_of_pem_file};

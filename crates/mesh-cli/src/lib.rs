@@ -11,6 +11,7 @@ pub mod check;
 pub mod controller;
 pub mod files;
 pub mod fleet;
+pub mod host;
 pub mod init;
 pub mod logging;
 pub mod node;
@@ -28,7 +29,8 @@ pub mod state;
   mesh check examples/catalogue
   mesh fleet load examples/fleet.toml --catalogue examples/catalogue
   mesh authority explain person_bob --catalogue examples/catalogue
-  mesh authority compose --catalogue examples/catalogue --out broker/users.conf")]
+  mesh authority compose --catalogue examples/catalogue --out broker/users.conf
+  mesh host --token - --state /var/lib/mesh-host < token.txt")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -76,6 +78,13 @@ pub enum Command {
     #[command(after_help = "Example:
   mesh fleet load examples/fleet.toml --catalogue examples/catalogue")]
     Fleet(FleetCommand),
+    /// Enrol this machine as a node with a token, then run its host agent;
+    /// without a token, run the host already enrolled in --state.
+    #[command(after_help = "Examples:
+  mesh host --token mesh1.eyJi... --state /var/lib/mesh-host
+  mesh host --token - < token.txt
+  mesh host --state /var/lib/mesh-host")]
+    Host(host::HostArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -122,6 +131,7 @@ where
         Command::Fleet(FleetCommand {
             command: FleetSubcommand::Load(args),
         }) => fleet::run(&args),
+        Command::Host(args) => host::run(&args),
     };
     result.unwrap_or_else(edge_error)
 }
@@ -198,8 +208,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 9,
-            "mesh, version, check, init, authority (2), fleet (1)"
+            seen, 10,
+            "mesh, version, check, init, authority (2), fleet (1), host"
         );
     }
 }

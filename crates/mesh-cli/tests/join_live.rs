@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use futures::StreamExt as _;
-use harness::{Backend, Mesh, wait_until};
+use harness::{Backend, Mesh, wait_bound, wait_until};
 use mesh_core::enrolment::{EnrolAnswer, EnrolRequest, REFUSED};
 use mesh_core::token::Token;
 
@@ -328,4 +328,241 @@ async fn a_reload_that_did_not_reach_the_broker_is_not_live_until_it_does() {
     }
     admitted.expect("live after the retry reached the broker");
     mesh.controller().wait_log("composition live", LONG);
+}
+
+/// The public key of a host's NKey seed file, which must be 0600.
+fn host_public_key(mesh: &Mesh, name: &str) -> String {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = mesh.host_dir(name).join("nkey.seed");
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", path.display());
+    let dir_mode = std::fs::metadata(mesh.host_dir(name))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(dir_mode, 0o700);
+    let xkey = mesh.host_dir(name).join("xkey.seed");
+    assert_eq!(
+        std::fs::metadata(&xkey).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let seed = std::fs::read_to_string(path).unwrap();
+    nkeys::KeyPair::from_seed(seed.trim()).unwrap().public_key()
+}
+
+async fn three_hosts_enrol_and_bind(backend: Backend) {
+    let mut mesh = Mesh::new(backend);
+    mesh.start_controller();
+    let names = ["n1", "n2", "n3"];
+    let tokens: Vec<String> = names.iter().map(|n| mesh.node_add(n, "1h")).collect();
+    let mut hosts: Vec<_> = names
+        .iter()
+        .zip(&tokens)
+        .map(|(n, t)| mesh.host(n, Some(t)))
+        .collect();
+    let observer = mesh.observer().await;
+    let js = jetstream::new(observer.clone());
+    wait_bound(&js, &names, LONG).await;
+    for (h, n) in hosts.iter().zip(names) {
+        h.wait_log(&format!("enrolled as node {n}"), LONG);
+    }
+
+    // The users file: each host by its own key, no enrolment principal, no
+    // password; each token's key now refused by the broker.
+    let users = mesh.users_file();
+    for (n, t) in names.iter().zip(&tokens) {
+        assert!(
+            users.contains(&host_public_key(&mesh, n)),
+            "host_{n}:\n{users}"
+        );
+        let token = Token::decode(t).unwrap();
+        let enrol_key = nkeys::KeyPair::from_seed(token.enrolment_seed.expose())
+            .unwrap()
+            .public_key();
+        assert!(!users.contains(&enrol_key), "enrol_{n} is gone:\n{users}");
+        let why = try_connect(
+            &mesh,
+            "enrol",
+            token.enrolment_seed.expose(),
+            mesh_core::subjects::enrol_inbox_prefix(&token.node),
+        )
+        .await
+        .expect_err("a spent token's key is refused");
+        assert!(why.to_lowercase().contains("authorization"), "{why}");
+    }
+    assert!(!users.contains("password"), "machines use NKeys:\n{users}");
+
+    // `mesh nodes`: enrolled by the keys they made, and seen (heartbeats,
+    // written in batches).
+    let key_of = |n: &str| host_public_key(&mesh, n);
+    assert!(
+        wait_until(LONG, || {
+            let rows = mesh.nodes();
+            rows.len() == 3
+                && rows.iter().all(|r| {
+                    r["state"] == "enrolled"
+                        && r["last_seen_at"].is_i64()
+                        && r["host_key"] == key_of(r["node"].as_str().unwrap()).as_str()
+                })
+        }),
+        "{:#?}",
+        mesh.nodes()
+    );
+
+    // A host restarted without its token runs on the state it kept.
+    assert!(hosts[0].stop().success(), "SIGTERM is an orderly stop");
+    let mut unbound = false;
+    for _ in 0..600 {
+        if !harness::bound(&js, "n1").await {
+            unbound = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(unbound, "unbound once stopped");
+    hosts[0] = mesh.host("n1", None);
+    wait_bound(&js, &["n1"], LONG).await;
+    hosts[0].wait_log("bound the node's consumer", LONG);
+
+    // Nothing left behind.
+    let pids: Vec<u32> = hosts.iter().map(|h| h.pid()).collect();
+    let ctl = mesh.controller().pid();
+    for h in &mut hosts {
+        assert!(h.stop().success(), "{}", h.log());
+    }
+    assert!(mesh.controller.as_mut().unwrap().stop().success());
+    let log = mesh.controller().log();
+    assert!(log.contains("controller stopped"), "{log}");
+    for pid in pids.into_iter().chain([ctl]) {
+        assert!(!mesh_testkit::pid_alive(pid), "pid {pid} left behind");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hosts_enrol_and_bind_on_sqlite() {
+    three_hosts_enrol_and_bind(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hosts_enrol_and_bind_on_postgres() {
+    three_hosts_enrol_and_bind(Backend::Postgres).await;
+}
+
+/// What a refused `mesh host` printed: its exit code and last stderr line.
+fn refused(mut host: harness::Daemon) -> String {
+    let status = host.wait_exit(Duration::from_secs(60));
+    assert_eq!(status.code(), Some(2), "{}", host.log());
+    host.log().lines().last().unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_used_twice_and_an_expired_token_say_one_thing() {
+    let mut mesh = Mesh::new(Backend::Sqlite);
+    mesh.start_controller();
+    let t1 = mesh.node_add("n1", "1h");
+    let first = mesh.host("n1", Some(&t1));
+    let js = jetstream::new(mesh.observer().await);
+    wait_bound(&js, &["n1"], LONG).await;
+
+    let again = mesh.host("n1-again", Some(&t1));
+    let twice = refused(again);
+    assert_eq!(twice, format!("error: {REFUSED}"));
+
+    let t2 = mesh.node_add("n2", "1s");
+    let expires = Token::decode(&t2).unwrap().expires_at;
+    let now = mesh_store::now_ms() as u64;
+    if expires > now {
+        tokio::time::sleep(Duration::from_millis(expires - now + 50)).await;
+    }
+    let late = refused(mesh.host("n2", Some(&t2)));
+    assert_eq!(late, twice, "one message for every refusal");
+    // Neither refusal wrote a host record.
+    assert!(!mesh.host_dir("n1-again").join("host.json").exists());
+    assert!(!mesh.host_dir("n2").join("host.json").exists());
+    drop(first);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_enrolments_with_one_token_enrol_one_node() {
+    let mut mesh = Mesh::new(Backend::Sqlite);
+    mesh.start_controller();
+    let token = Token::decode(&mesh.node_add("n1", "1h")).unwrap();
+    let enrol_key = nkeys::KeyPair::from_seed(token.enrolment_seed.expose())
+        .unwrap()
+        .public_key();
+    assert!(wait_until(LONG, || mesh.users_file().contains(&enrol_key)));
+
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(50));
+    let mut tasks = Vec::new();
+    for i in 0..50 {
+        let (token, dir, barrier) = (
+            token.clone(),
+            mesh.host_dir(&format!("c{i}")),
+            barrier.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let r = mesh_host::enrol(&token, &dir, &mesh_host::EnrolOptions::default()).await;
+            (dir, r)
+        }));
+    }
+    let mut winners = Vec::new();
+    for t in tasks {
+        let (dir, r) = t.await.unwrap();
+        match r {
+            Ok(state) => winners.push((dir, state)),
+            Err(e) => assert_eq!(e.to_string(), REFUSED, "one message for every loser"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one enrolment wins");
+    let (dir, _) = &winners[0];
+    let seed = std::fs::read_to_string(dir.join("nkey.seed")).unwrap();
+    let winner_key = nkeys::KeyPair::from_seed(seed.trim()).unwrap().public_key();
+    let rows = mesh.nodes();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0]["host_key"],
+        winner_key.as_str(),
+        "the winner's key is recorded"
+    );
+    let log = mesh.controller().log();
+    assert_eq!(log.matches("node enrolled").count(), 1, "{log}");
+    // The losers that reached the controller were refused as spent.
+    assert!(
+        log.contains("enrolment refused") && log.contains("spent"),
+        "{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_certificate_from_the_same_ca_is_refused_by_the_host() {
+    let mut mesh = Mesh::new(Backend::Sqlite);
+    mesh.start_controller();
+    let token = mesh.node_add("n1", "1h");
+
+    // Another certificate for the same names, signed by the mesh's own CA.
+    let ca_key =
+        rcgen::KeyPair::from_pem(&std::fs::read_to_string(mesh.dir.join("ca/ca-key.pem")).unwrap())
+            .unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "mesh CA");
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+            .unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "mesh broker");
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    std::fs::write(mesh.dir.join("broker/cert.pem"), cert.pem()).unwrap();
+    std::fs::write(mesh.dir.join("broker/key.pem"), key.serialize_pem()).unwrap();
+    mesh.broker.restart().unwrap();
+
+    let said = refused(mesh.host("n1", Some(&token)));
+    assert!(said.contains("does not match the token"), "{said}");
+    assert!(!mesh.host_dir("n1").join("host.json").exists());
 }

@@ -1,2 +1,13 @@
-//! mesh-host: the host agent's logic (enrol once, bind its own consumer, apply
-//! declarations, report, heartbeat). Grows with the host issue.
+//! mesh-host: the host agent's logic (DESIGN §6): enrol once with a token,
+//! then connect with its own key, bind its own consumer, take declarations,
+//! and heartbeat. Applying declarations comes later.
+
+pub mod backoff;
+mod dial;
+pub mod enrol;
+pub mod run;
+pub mod state;
+
+pub use enrol::{EnrolError, EnrolOptions, enrol};
+pub use run::{HostError, HostOptions, run};
+pub use state::{HostKeys, HostState, StateError};

@@ -1,0 +1,433 @@
+//! Enrolment (DESIGN §6): the node connects with the token's enrolment seed
+//! pinning the broker certificate, publishes its request (its public keys
+//! and the reply address) to CONTROL, and waits for the answer — or, since
+//! the reload that admits the host usually closes the enrolment connection
+//! before the answer can arrive, for the broker to admit the host's own key.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_nats::{Event, ServerError};
+use futures::StreamExt as _;
+use mesh_bus::{BusConfig, CertPin, ClientCredential, ConnectError};
+use mesh_core::authority::PrincipalKind;
+use mesh_core::enrolment::{EnrolAnswer, EnrolRequest, REFUSED};
+use mesh_core::names::Name;
+use mesh_core::subjects;
+use mesh_core::token::Token;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::backoff::Backoff;
+use crate::dial::{self, GaveUp};
+use crate::state::{HOST_FILE, HostKeys, HostState, StateError, host_bus_config, unix_ms};
+
+/// How long each phase of an enrolment may take.
+#[derive(Debug, Clone)]
+pub struct EnrolOptions {
+    /// For the controller's answer once the request is stored.
+    pub answer_within: Duration,
+    /// For the broker to admit the host's own key, once the enrolment
+    /// connection was closed or no answer came.
+    pub admit_within: Duration,
+    /// For the broker to admit the enrolment key at all (the controller may
+    /// not yet have recomposed since `mesh node add`).
+    pub connect_within: Duration,
+}
+
+impl Default for EnrolOptions {
+    fn default() -> Self {
+        EnrolOptions {
+            answer_within: Duration::from_secs(30),
+            admit_within: Duration::from_secs(15),
+            connect_within: Duration::from_secs(10),
+        }
+    }
+}
+
+const BACKOFF_START: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+#[derive(Debug, thiserror::Error)]
+pub enum EnrolError {
+    /// One message whatever the reason: the controller's log says which.
+    #[error("{}", REFUSED)]
+    Refused,
+    #[error(
+        "the broker at {url} presented a certificate that does not match the token's fingerprint (token sha256 {expected}…, presented {got}…); the address reaches another server, or the broker's certificate changed since the token was issued: check the address, or issue a new token with `mesh node add {node}` on the controller"
+    )]
+    CertificateMismatch {
+        url: String,
+        node: Name,
+        expected: String,
+        got: String,
+    },
+    #[error(
+        "{dir} already holds an enrolled host ({HOST_FILE}); run it with `mesh host --state {dir}` without --token, or enrol into another, empty directory"
+    )]
+    AlreadyEnrolled { dir: PathBuf },
+    /// Seen on the node before anything is sent; worded as every other
+    /// refusal, so a node is told one thing whichever way its token failed.
+    #[error("{}", REFUSED)]
+    Expired { node: Name, expires_at: u64 },
+    #[error(
+        "could not reach the broker at {urls} within {within:?}; check that the address is reachable from this machine and the broker runs, then try again"
+    )]
+    Unreachable {
+        urls: String,
+        within: Duration,
+        #[source]
+        source: Option<ConnectError>,
+    },
+    #[error(
+        "the broker did not store the enrolment request ({reason}); the controller may not have created its streams yet: start it, then try again"
+    )]
+    NotStored { reason: String },
+    #[error(transparent)]
+    Connect(ConnectError),
+    #[error(transparent)]
+    State(#[from] StateError),
+}
+
+/// Enrols the token's node with its state in `state_dir` (created 0700),
+/// returning the enrolled state (`host.json` written).
+pub async fn enrol(
+    token: &Token,
+    state_dir: &Path,
+    opts: &EnrolOptions,
+) -> Result<HostState, EnrolError> {
+    let node = &token.node;
+    if token.ensure_fresh(unix_ms()).is_err() {
+        return Err(EnrolError::Expired {
+            node: node.clone(),
+            expires_at: token.expires_at,
+        });
+    }
+    if state_dir.join(HOST_FILE).exists() {
+        return Err(EnrolError::AlreadyEnrolled {
+            dir: state_dir.to_path_buf(),
+        });
+    }
+    // A pin that does not parse is the token's fault; decode already checked.
+    let pin = CertPin::from_hex(&token.cert_sha256).map_err(|_| EnrolError::Refused)?;
+    // Before anything is sent: once the controller has recorded the public
+    // keys, losing the seeds would leave the node unable to ever connect.
+    let keys = HostKeys::load_or_create(state_dir)?;
+    let enrolment_key = nkeys::KeyPair::from_seed(token.enrolment_seed.expose())
+        .map(|kp| kp.public_key())
+        .map_err(|_| EnrolError::Refused)?;
+
+    let principal = PrincipalKind::Enrolment { node: node.clone() }.principal_name();
+    let configs: Vec<BusConfig> = token
+        .bus_urls
+        .iter()
+        .map(|url| BusConfig {
+            url: url.clone(),
+            principal: principal.clone(),
+            credential: ClientCredential::NKey(token.enrolment_seed.clone()),
+            ca_file: None,
+            inbox_prefix: Some(subjects::enrol_inbox_prefix(node)),
+            pin: Some(pin),
+        })
+        .collect();
+    let (events_tx, mut events) = mpsc::unbounded_channel();
+    let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
+    let deadline = Instant::now() + opts.connect_within;
+    let client = dial::connect_until(
+        &configs,
+        Some(deadline),
+        &mut backoff,
+        opts.connect_within,
+        |o| {
+            let tx = events_tx.clone();
+            // The reload that admits the host closes this connection; a
+            // reconnect would only be refused again, and noisily.
+            o.max_reconnects(1).event_callback(move |event| {
+                let tx = tx.clone();
+                async move {
+                    let _ = tx.send(event);
+                }
+            })
+        },
+    )
+    .await
+    .map_err(|g| gave_up(g, token, opts.connect_within))?;
+    tracing::info!(node = %node, "connected with the enrolment token; sending the request");
+
+    let reply = client.new_inbox();
+    let mut answers = client
+        .subscribe(reply.clone())
+        .await
+        .map_err(|e| EnrolError::NotStored {
+            reason: dial::chain(&e),
+        })?;
+    client.flush().await.map_err(|e| EnrolError::NotStored {
+        reason: dial::chain(&e),
+    })?;
+    let request = EnrolRequest {
+        node: node.clone(),
+        enrolment_key,
+        host_key: keys.host_key().to_string(),
+        xkey: keys.xkey().to_string(),
+        reply,
+    };
+    let js = async_nats::jetstream::new(client.clone());
+    let stored = match js
+        .publish(subjects::enrol(node), request.to_json().into())
+        .await
+    {
+        Ok(ack) => ack.await.map_err(|e| dial::chain(&e)),
+        Err(e) => Err(dial::chain(&e)),
+    };
+    let host_configs: Vec<BusConfig> = token
+        .bus_urls
+        .iter()
+        .map(|url| host_bus_config(url, node, keys.nkey_seed().clone(), pin))
+        .collect();
+    let answered = match stored {
+        Ok(ack) => {
+            tracing::info!(node = %node, stream = %ack.stream, sequence = ack.sequence, "enrolment request stored; waiting for the answer");
+            wait_for_answer(&mut answers, &mut events, opts.answer_within).await
+        }
+        // The request may have been stored and acted on before the reload
+        // closed the connection and took the confirmation with it.
+        Err(reason) if connection_lost(&mut events) => {
+            tracing::info!(node = %node, %reason, "the enrolment connection closed before the request was confirmed");
+            Waited::Lost
+        }
+        Err(reason) => return Err(EnrolError::NotStored { reason }),
+    };
+    match answered {
+        Waited::Refused => return Err(EnrolError::Refused),
+        Waited::Enrolled => {}
+        Waited::Lost | Waited::Silent => {
+            tracing::info!(node = %node, "no answer on the enrolment connection; connecting with the host's own key");
+            admit(&host_configs, &mut answers, token, opts).await?;
+        }
+    }
+    drop(answers);
+    // Closing is best effort: the server may have closed it already.
+    let _ = client.drain().await;
+    let state = HostState::record(
+        state_dir,
+        node.clone(),
+        token.bus_urls.clone(),
+        token.cert_sha256.clone(),
+        token.controller_key.clone(),
+    )?;
+    tracing::info!(node = %node, "enrolled");
+    Ok(state)
+}
+
+enum Waited {
+    Enrolled,
+    Refused,
+    /// The enrolment connection was closed or refused by the server.
+    Lost,
+    /// No answer in time.
+    Silent,
+}
+
+fn is_loss(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::Disconnected
+            | Event::Closed
+            | Event::ServerError(ServerError::AuthorizationViolation)
+    )
+}
+
+/// Whether the enrolment connection has reported its loss so far.
+fn connection_lost(events: &mut mpsc::UnboundedReceiver<Event>) -> bool {
+    let mut lost = false;
+    while let Ok(e) = events.try_recv() {
+        lost |= is_loss(&e);
+    }
+    lost
+}
+
+fn read_answer(payload: &[u8]) -> Option<Waited> {
+    match EnrolAnswer::parse(payload) {
+        Some(EnrolAnswer::Enrolled { .. }) => Some(Waited::Enrolled),
+        Some(EnrolAnswer::Refused { .. }) => Some(Waited::Refused),
+        None => {
+            tracing::warn!("ignoring a message on the enrolment inbox that is not an answer");
+            None
+        }
+    }
+}
+
+async fn wait_for_answer(
+    answers: &mut async_nats::Subscriber,
+    events: &mut mpsc::UnboundedReceiver<Event>,
+    within: Duration,
+) -> Waited {
+    let deadline = Instant::now() + within;
+    loop {
+        tokio::select! {
+            m = answers.next() => match m {
+                Some(m) => if let Some(w) = read_answer(&m.payload) { return w },
+                None => return Waited::Lost,
+            },
+            e = events.recv() => match e {
+                Some(e) if is_loss(&e) => return Waited::Lost,
+                None => return Waited::Lost,
+                Some(other) => tracing::debug!(event = %other, "enrolment connection"),
+            },
+            _ = tokio::time::sleep_until(deadline) => return Waited::Silent,
+        }
+    }
+}
+
+/// Connects as the host until admitted or `admit_within` passes, still
+/// heeding an explicit refusal on the enrolment inbox should one arrive.
+async fn admit(
+    host_configs: &[BusConfig],
+    answers: &mut async_nats::Subscriber,
+    token: &Token,
+    opts: &EnrolOptions,
+) -> Result<(), EnrolError> {
+    let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
+    let deadline = Instant::now() + opts.admit_within;
+    let admitted = dial::connect_until(
+        host_configs,
+        Some(deadline),
+        &mut backoff,
+        opts.connect_within,
+        |o| o,
+    );
+    tokio::pin!(admitted);
+    let mut inbox_open = true;
+    loop {
+        tokio::select! {
+            r = &mut admitted => {
+                return match r {
+                    Ok(client) => {
+                        let flushed = client.flush().await;
+                        let _ = client.drain().await;
+                        flushed.map_err(|_| EnrolError::Refused)
+                    }
+                    // Never admitted: whatever the controller decided, it
+                    // did not let this host in.
+                    Err(GaveUp::Deadline { .. } | GaveUp::NoAddress) => Err(EnrolError::Refused),
+                    Err(g) => Err(gave_up(g, token, opts.admit_within)),
+                };
+            }
+            m = answers.next(), if inbox_open => match m {
+                Some(m) => match read_answer(&m.payload) {
+                    Some(Waited::Refused) => return Err(EnrolError::Refused),
+                    Some(_) => return Ok(()),
+                    None => {}
+                },
+                None => inbox_open = false,
+            },
+        }
+    }
+}
+
+fn gave_up(g: GaveUp, token: &Token, within: Duration) -> EnrolError {
+    match g {
+        GaveUp::Pin { url, expected, got } => EnrolError::CertificateMismatch {
+            url,
+            node: token.node.clone(),
+            expected,
+            got,
+        },
+        GaveUp::Fatal(e) => EnrolError::Connect(e),
+        GaveUp::Deadline { refused: true, .. } => EnrolError::Refused,
+        GaveUp::Deadline {
+            refused: false,
+            last,
+        } => EnrolError::Unreachable {
+            urls: token.bus_urls.join(", "),
+            within,
+            source: Some(last),
+        },
+        GaveUp::NoAddress => EnrolError::Unreachable {
+            urls: String::new(),
+            within,
+            source: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mesh_core::secret::Secret;
+
+    fn token(expires_at: u64) -> (Token, String) {
+        let seed = nkeys::KeyPair::new_user().seed().unwrap();
+        (
+            Token {
+                // Nothing listens on port 1.
+                bus_urls: vec!["tls://127.0.0.1:1".into()],
+                cert_sha256: "ab".repeat(32),
+                controller_key: "0c".repeat(32),
+                node: Name::new("n1").unwrap(),
+                enrolment_seed: Secret::new(seed.clone()),
+                expires_at,
+            },
+            seed,
+        )
+    }
+
+    fn quick() -> EnrolOptions {
+        EnrolOptions {
+            answer_within: Duration::from_millis(200),
+            admit_within: Duration::from_millis(200),
+            connect_within: Duration::from_millis(300),
+        }
+    }
+
+    #[test]
+    fn a_refusal_says_exactly_the_one_message() {
+        assert_eq!(EnrolError::Refused.to_string(), REFUSED);
+    }
+
+    #[tokio::test]
+    async fn an_expired_token_is_refused_before_anything_is_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        let (t, seed) = token(1);
+        let err = enrol(&t, &dir, &quick()).await.unwrap_err();
+        assert!(matches!(err, EnrolError::Expired { .. }), "{err}");
+        assert!(err.to_string().contains("mesh node add n1"), "{err}");
+        assert!(!dir.exists());
+        assert!(!format!("{err:?}").contains(&seed[2..]));
+    }
+
+    #[tokio::test]
+    async fn an_enrolled_directory_is_refused_with_the_command_to_run_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        HostKeys::load_or_create(tmp.path()).unwrap();
+        HostState::record(
+            tmp.path(),
+            Name::new("n1").unwrap(),
+            vec!["tls://127.0.0.1:1".into()],
+            "ab".repeat(32),
+            "0c".repeat(32),
+        )
+        .unwrap();
+        let (t, _) = token(u64::MAX);
+        let err = enrol(&t, tmp.path(), &quick()).await.unwrap_err();
+        assert!(matches!(err, EnrolError::AlreadyEnrolled { .. }), "{err}");
+        let want = format!("mesh host --state {}", tmp.path().display());
+        assert!(err.to_string().contains(&want), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_broker_is_named_and_the_keys_are_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (t, seed) = token(u64::MAX);
+        let err = enrol(&t, tmp.path(), &quick()).await.unwrap_err();
+        assert!(matches!(err, EnrolError::Unreachable { .. }), "{err}");
+        assert!(err.to_string().contains("tls://127.0.0.1:1"), "{err}");
+        assert!(!format!("{err:?}").contains(&seed[2..]), "{err:?}");
+        // Keys written before connecting, reused by the next attempt.
+        let keys = HostKeys::load(tmp.path()).unwrap();
+        assert!(!tmp.path().join(HOST_FILE).exists());
+        let again = HostKeys::load_or_create(tmp.path()).unwrap();
+        assert_eq!(keys.host_key(), again.host_key());
+    }
+}

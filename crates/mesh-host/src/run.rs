@@ -1,0 +1,187 @@
+//! Running an enrolled host: connect as `host_<node>` (retrying while the
+//! broker refuses or cannot be reached), heartbeat on core NATS, bind the
+//! node's push consumer on NODES and take its declarations.
+
+use std::future::Future;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::push};
+use async_nats::{Client, Event};
+use futures::StreamExt as _;
+use mesh_bus::{BusConfig, ConnectError};
+use mesh_core::enrolment::Heartbeat;
+use mesh_core::subjects::{self, STREAM_NODES};
+
+use crate::backoff::{Backoff, reconnect_delay};
+use crate::dial::{self, GaveUp};
+use crate::state::{HostState, StateError, unix_ms};
+
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    pub heartbeat_every: Duration,
+    /// First ceiling of the jittered backoff (connect, bind, reconnect).
+    pub backoff_start: Duration,
+    /// Its cap.
+    pub backoff_max: Duration,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            heartbeat_every: Duration::from_secs(5),
+            backoff_start: Duration::from_millis(250),
+            backoff_max: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How long one connect attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(
+        "the broker at {url} presented a certificate that does not match the pinned fingerprint (sha256 {expected}…, presented {got}…); the address reaches another server, or the broker's certificate changed: check the address, or forget the node and enrol it again with a new token"
+    )]
+    CertificateMismatch {
+        url: String,
+        expected: String,
+        got: String,
+    },
+    #[error(transparent)]
+    Connect(ConnectError),
+    #[error("{path} names no bus address; enrol again into an empty directory")]
+    NoAddress { path: std::path::PathBuf },
+}
+
+/// Runs the host until `shutdown` resolves; then drains and returns `Ok`.
+/// Only what retrying cannot fix ends it early: a pin mismatch, a broken
+/// state directory.
+pub async fn run(
+    state: &HostState,
+    opts: &HostOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), HostError> {
+    let configs: Vec<BusConfig> = state
+        .bus_urls
+        .iter()
+        .map(|u| state.bus_config_for(u))
+        .collect::<Result<_, _>>()?;
+    tokio::pin!(shutdown);
+
+    let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
+    let node = state.node.clone();
+    let (start, max) = (opts.backoff_start, opts.backoff_max);
+    let connecting = dial::connect_until(&configs, None, &mut backoff, CONNECT_TIMEOUT, |o| {
+        let node = node.clone();
+        o.max_reconnects(None)
+            .reconnect_delay_callback(move |attempt| reconnect_delay(start, max, attempt))
+            .event_callback(move |event| {
+                let node = node.clone();
+                async move { log_event(&node, &event) }
+            })
+    });
+    let client = tokio::select! {
+        c = connecting => c.map_err(|g| match g {
+            GaveUp::Pin { url, expected, got } => HostError::CertificateMismatch { url, expected, got },
+            GaveUp::Fatal(e) | GaveUp::Deadline { last: e, .. } => HostError::Connect(e),
+            GaveUp::NoAddress => HostError::NoAddress { path: state.dir.join(crate::state::HOST_FILE) },
+        })?,
+        () = &mut shutdown => return Ok(()),
+    };
+    tracing::info!(node = %state.node, principal = %state.principal(), "connected to the bus");
+
+    let work = async {
+        tokio::join!(
+            heartbeats(&client, state, opts),
+            consume(&client, state, opts)
+        )
+    };
+    tokio::select! {
+        _ = work => {}
+        () = &mut shutdown => {}
+    }
+    tracing::info!(node = %state.node, "shutting down");
+    if let Err(e) = client.drain().await {
+        tracing::warn!(reason = %dial::chain(&e), "draining the bus connection");
+    }
+    Ok(())
+}
+
+fn log_event(node: &mesh_core::names::Name, event: &Event) {
+    match event {
+        Event::Connected => tracing::info!(node = %node, "bus connection (re)established"),
+        Event::Disconnected => tracing::warn!(node = %node, "bus connection lost; reconnecting"),
+        other => tracing::warn!(node = %node, event = %other, "bus connection"),
+    }
+}
+
+/// One heartbeat right away, then every `heartbeat_every`. A failed
+/// publish is logged: the next one may pass.
+async fn heartbeats(client: &Client, state: &HostState, opts: &HostOptions) {
+    let subject = subjects::heartbeat(&state.node);
+    let mut every = tokio::time::interval(opts.heartbeat_every);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let beat = Heartbeat {
+            node: state.node.clone(),
+            sent_at: unix_ms(),
+        };
+        if let Err(e) = client.publish(subject.clone(), beat.to_json().into()).await {
+            tracing::warn!(reason = %dial::chain(&e), "sending a heartbeat");
+        }
+    }
+}
+
+/// Binds the node's consumer (retrying while it does not exist yet) and
+/// takes its deliveries; binds again when the delivery stream ends.
+async fn consume(client: &Client, state: &HostState, opts: &HostOptions) {
+    let js = jetstream::new(client.clone());
+    let name = subjects::consumer::node(&state.node);
+    let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
+    loop {
+        // Only CONSUMER.INFO for its own consumer is granted: never ask
+        // for the stream first.
+        let bound = match js
+            .get_consumer_from_stream::<push::Config, _, _>(&name, STREAM_NODES)
+            .await
+        {
+            Ok(c) => c.messages().await.map_err(|e| dial::chain(&e)),
+            Err(e) => Err(dial::chain(&e)),
+        };
+        let mut messages = match bound {
+            Ok(m) => m,
+            Err(reason) => {
+                let wait = backoff.next_delay();
+                tracing::info!(consumer = %name, %reason, ?wait, "cannot bind the node's consumer yet; retrying");
+                tokio::time::sleep(wait).await;
+                continue;
+            }
+        };
+        backoff.reset();
+        tracing::info!(consumer = %name, "bound the node's consumer");
+        while let Some(delivery) = messages.next().await {
+            match delivery {
+                Ok(message) => take(message).await,
+                Err(e) => tracing::warn!(reason = %dial::chain(&e), "delivery"),
+            }
+        }
+        let wait = backoff.next_delay();
+        tracing::warn!(consumer = %name, ?wait, "the consumer's deliveries ended; binding again");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Declarations are applied in a later step; for now each delivery is
+/// logged and acknowledged, so none (malformed ones included) is
+/// redelivered forever.
+async fn take(message: jetstream::Message) {
+    let sequence = message.info().map(|i| i.stream_sequence).ok();
+    tracing::info!(subject = %message.subject, ?sequence, "declaration received");
+    if let Err(e) = message.double_ack().await {
+        tracing::warn!(subject = %message.subject, ?sequence, reason = %dial::chain(&*e), "acknowledging a declaration");
+    }
+}
