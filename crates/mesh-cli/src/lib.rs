@@ -208,8 +208,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 10,
-            "mesh, version, check, init, authority (2), fleet (1), host"
+            seen, 15,
+            "mesh, version, check, init, authority (2), controller, node (2), nodes, fleet (1), host"
         );
     }
 }

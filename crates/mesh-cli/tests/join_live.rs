@@ -208,13 +208,14 @@ async fn the_controller_refuses_alike_logs_why_and_enrols_a_good_request() {
 /// The composition counter of the controller's last "composition …" line.
 fn compositions(log: &str) -> u64 {
     log.lines()
+        .rev()
         .filter(|l| l.contains("composition "))
         .filter_map(|l| {
             l.split_whitespace()
                 .find_map(|w| w.strip_prefix("compositions="))
                 .and_then(|n| n.parse().ok())
         })
-        .last()
+        .next()
         .unwrap_or(0)
 }
 
