@@ -3,9 +3,7 @@
 //! recorded the public keys cannot lose them) and, once enrolled, `host.json`
 //! with the public facts the host runs on.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -377,42 +375,11 @@ fn read_secret(path: &Path) -> Result<Secret, StateError> {
 /// directory, synced, renamed over `path`, then the directory synced, so a
 /// crash leaves the old file or the new one, never half of either.
 pub fn write_private(path: &Path, contents: &[u8]) -> Result<(), StateError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| StateError::Io {
-        action: "write",
-        path: path.to_path_buf(),
-        source: std::io::Error::from(std::io::ErrorKind::InvalidInput),
-    })?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    // A leftover from a crashed write is ours to replace.
-    let _ = std::fs::remove_file(&tmp);
-    let result = (|| {
-        // create_new with 0600: never readable by others, not even briefly.
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(io_err("create", &tmp))?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(io_err("set the mode of", &tmp))?;
-        f.write_all(contents).map_err(io_err("write", &tmp))?;
-        f.sync_all().map_err(io_err("sync", &tmp))?;
-        std::fs::rename(&tmp, path).map_err(io_err("replace", path))?;
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io_err("sync", dir))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    mesh_files::write_private(path, contents).map_err(|e| StateError::Io {
+        action: e.action,
+        path: e.path,
+        source: e.source,
+    })
 }
 
 #[cfg(test)]
