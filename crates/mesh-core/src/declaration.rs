@@ -1,0 +1,294 @@
+//! Declarations (DESIGN §6): what one node must run, composed from the
+//! records, numbered, signed by the controller, and verified by the host
+//! before it reads anything else.
+//!
+//! Wire (public interface): the envelope `{"declaration": "<base64 of the
+//! exact bytes>", "signature": "<base64 Ed25519>"}`; the bytes are
+//! `{"node", "sequence", "composed_at", "modules": [{"name", "version",
+//! "run": {"command", "env", "stop_grace_s"}, "files": [{"name", "path",
+//! "content" | "sealed"}]}]}`.
+
+mod apply;
+mod compose;
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
+use serde::{Deserialize, Serialize};
+
+use crate::names::Name;
+
+pub use apply::{ApplyStep, Running, plan_apply};
+pub use compose::{ComposeError, Inputs, compose_modules, next_declaration};
+
+/// A declaration larger than this is refused unread (a node's modules and
+/// files; the users file for a broker holder is the largest part).
+pub const MAX_ENVELOPE_BYTES: usize = 8 * 1024 * 1024;
+
+/// How long a module has between SIGTERM and SIGKILL unless it says.
+pub const DEFAULT_STOP_GRACE_S: u64 = 10;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Declaration {
+    pub node: Name,
+    /// Strictly increasing per node; a host refuses one not newer than the
+    /// last it applied.
+    pub sequence: u64,
+    /// Unix milliseconds.
+    pub composed_at: u64,
+    pub modules: Vec<ModuleDecl>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleDecl {
+    pub name: Name,
+    /// Changes whenever what runs changes (the registered manifest's digest).
+    pub version: String,
+    pub run: RunDecl,
+    pub files: Vec<FileDecl>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunDecl {
+    pub command: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub stop_grace_s: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileDecl {
+    pub name: Name,
+    /// Relative to the module's directory; never absolute, never `..`.
+    pub path: String,
+    #[serde(flatten)]
+    pub body: FileBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileBody {
+    Content(String),
+    /// Base64 of an XKey box sealed to the node by the controller.
+    Sealed(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Envelope {
+    pub declaration: String,
+    pub signature: String,
+}
+
+impl Declaration {
+    /// The exact bytes that are signed and published.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // Strings, numbers and maps only: serialising cannot fail.
+        serde_json::to_vec(self).expect("declaration JSON")
+    }
+
+    /// Signs with the controller's key: the envelope's JSON, ready to publish.
+    pub fn sign(&self, key: &SigningKey) -> Vec<u8> {
+        let bytes = self.to_bytes();
+        let signature = key.sign(&bytes);
+        serde_json::to_vec(&Envelope {
+            declaration: STANDARD.encode(&bytes),
+            signature: STANDARD.encode(signature.to_bytes()),
+        })
+        .expect("envelope JSON")
+    }
+}
+
+/// Why a host refuses what was delivered. None quotes the payload.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error("the declaration is {size} bytes, more than the {max} allowed")]
+    TooLarge { size: usize, max: usize },
+    #[error("the payload is not a declaration envelope")]
+    Envelope,
+    #[error(
+        "the signature is not the controller's: the declaration was altered or signed by another key"
+    )]
+    Signature,
+    #[error("the signed bytes are not a declaration ({reason})")]
+    Body { reason: String },
+    #[error("the declaration is for node {found}, not this node ({expected})")]
+    OtherNode { expected: String, found: String },
+    #[error("sequence {sequence} is not newer than {applied}, the last applied")]
+    Stale { sequence: u64, applied: u64 },
+}
+
+/// Checks the signature over the exact bytes first and reads the
+/// declaration only then; then that it is this node's and newer than
+/// `applied` (the last sequence this host applied).
+pub fn verify(
+    payload: &[u8],
+    controller: &VerifyingKey,
+    node: &Name,
+    applied: Option<u64>,
+) -> Result<Declaration, VerifyError> {
+    if payload.len() > MAX_ENVELOPE_BYTES {
+        return Err(VerifyError::TooLarge {
+            size: payload.len(),
+            max: MAX_ENVELOPE_BYTES,
+        });
+    }
+    let env: Envelope = serde_json::from_slice(payload).map_err(|_| VerifyError::Envelope)?;
+    let bytes = STANDARD
+        .decode(env.declaration)
+        .map_err(|_| VerifyError::Envelope)?;
+    let sig: [u8; 64] = STANDARD
+        .decode(env.signature)
+        .ok()
+        .and_then(|s| s.try_into().ok())
+        .ok_or(VerifyError::Signature)?;
+    controller
+        .verify(&bytes, &Signature::from_bytes(&sig))
+        .map_err(|_| VerifyError::Signature)?;
+    let d: Declaration = serde_json::from_slice(&bytes).map_err(|e| VerifyError::Body {
+        reason: format!("line {} column {}", e.line(), e.column()),
+    })?;
+    if d.node != *node {
+        return Err(VerifyError::OtherNode {
+            expected: node.to_string(),
+            found: d.node.to_string(),
+        });
+    }
+    if let Some(applied) = applied
+        && d.sequence <= applied
+    {
+        return Err(VerifyError::Stale {
+            sequence: d.sequence,
+            applied,
+        });
+    }
+    Ok(d)
+}
+
+/// The controller's public signing key from the lowercase hex a token and a
+/// host's record carry.
+pub fn verifying_key(hex_key: &str) -> Option<VerifyingKey> {
+    let bytes: [u8; 32] = hex::decode(hex_key).ok()?.try_into().ok()?;
+    VerifyingKey::from_bytes(&bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    fn key(b: u8) -> SigningKey {
+        SigningKey::from_bytes(&[b; 32])
+    }
+
+    fn decl(node: &str, sequence: u64) -> Declaration {
+        Declaration {
+            node: n(node),
+            sequence,
+            composed_at: 1,
+            modules: vec![ModuleDecl {
+                name: n("echo"),
+                version: "sha256:ab".into(),
+                run: RunDecl {
+                    command: vec!["mesh-echo".into()],
+                    env: BTreeMap::from([("A".into(), "1".into())]),
+                    stop_grace_s: 5,
+                },
+                files: vec![FileDecl {
+                    name: n("conf"),
+                    path: "conf.toml".into(),
+                    body: FileBody::Content("x = 1".into()),
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn a_signed_declaration_verifies_and_reads_back() {
+        let k = key(1);
+        let d = decl("n1", 3);
+        let wire = d.sign(&k);
+        let got = verify(&wire, &k.verifying_key(), &n("n1"), Some(2)).unwrap();
+        assert_eq!(got, d);
+        let v: serde_json::Value = serde_json::from_slice(&wire).unwrap();
+        assert!(v["declaration"].is_string() && v["signature"].is_string());
+        let hex_key = hex::encode(k.verifying_key().to_bytes());
+        assert_eq!(verifying_key(&hex_key), Some(k.verifying_key()));
+        assert_eq!(verifying_key("zz"), None);
+    }
+
+    #[test]
+    fn a_flipped_byte_another_key_another_node_and_a_replay_are_refused() {
+        let k = key(1);
+        let wire = decl("n1", 3).sign(&k);
+        // One byte of the signed bytes flipped, re-encoded.
+        let env: Envelope = serde_json::from_slice(&wire).unwrap();
+        let mut bytes = STANDARD.decode(&env.declaration).unwrap();
+        let i = bytes.len() / 2;
+        bytes[i] ^= 0x01;
+        let flipped = serde_json::to_vec(&Envelope {
+            declaration: STANDARD.encode(&bytes),
+            signature: env.signature.clone(),
+        })
+        .unwrap();
+        assert_eq!(
+            verify(&flipped, &k.verifying_key(), &n("n1"), None),
+            Err(VerifyError::Signature)
+        );
+        let other = decl("n1", 3).sign(&key(2));
+        assert_eq!(
+            verify(&other, &k.verifying_key(), &n("n1"), None),
+            Err(VerifyError::Signature)
+        );
+        assert_eq!(
+            verify(&wire, &k.verifying_key(), &n("n2"), None),
+            Err(VerifyError::OtherNode {
+                expected: "n2".into(),
+                found: "n1".into()
+            })
+        );
+        for applied in [3, 4] {
+            assert_eq!(
+                verify(&wire, &k.verifying_key(), &n("n1"), Some(applied)),
+                Err(VerifyError::Stale {
+                    sequence: 3,
+                    applied
+                })
+            );
+        }
+        assert_eq!(
+            verify(b"{}", &k.verifying_key(), &n("n1"), None),
+            Err(VerifyError::Envelope)
+        );
+        let big = vec![b' '; MAX_ENVELOPE_BYTES + 1];
+        assert!(matches!(
+            verify(&big, &k.verifying_key(), &n("n1"), None),
+            Err(VerifyError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn the_body_is_read_only_after_the_signature() {
+        // Signed garbage: a valid signature over bytes that are no
+        // declaration is refused as a body, not trusted.
+        let k = key(1);
+        let bytes = b"not json";
+        let wire = serde_json::to_vec(&Envelope {
+            declaration: STANDARD.encode(bytes),
+            signature: STANDARD.encode(k.sign(bytes).to_bytes()),
+        })
+        .unwrap();
+        assert!(matches!(
+            verify(&wire, &k.verifying_key(), &n("n1"), None),
+            Err(VerifyError::Body { .. })
+        ));
+    }
+}

@@ -1,0 +1,436 @@
+//! Composing a node's modules from the records: every assignment of the
+//! node, its run spec with each placeholder filled (an unfilled one is an
+//! error naming it, never literal text), its declared files.
+
+use std::collections::BTreeMap;
+
+use super::{DEFAULT_STOP_GRACE_S, Declaration, FileBody, FileDecl, ModuleDecl, RunDecl};
+use crate::catalogue::Catalogue;
+use crate::manifest::{BROKER_ROLE, BUS_USERS_FILE, Manifest, RunValue};
+use crate::names::Name;
+use crate::placeholders::Placeholder;
+use crate::records::Records;
+
+/// What composing needs besides the catalogue and the records.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub catalogue: &'a Catalogue,
+    pub records: &'a Records,
+    /// module → version (the registered manifest's digest).
+    pub versions: &'a BTreeMap<Name, String>,
+    /// node → the address other nodes reach it at.
+    pub addresses: &'a BTreeMap<Name, String>,
+    /// The users file, for the `bus-users` file of the `mesh-broker` holder.
+    pub users_file: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ComposeError {
+    #[error(
+        "module {module} is assigned to node {node} but not registered; register its manifest with `mesh fleet load`"
+    )]
+    Unregistered { module: Name, node: Name },
+    #[error(
+        "module {module} has no [run] section, so node {node} has nothing to run; unassign it, or give its manifest a [run] command"
+    )]
+    NothingToRun { module: Name, node: Name },
+    #[error("module {module}: {placeholder} cannot be filled: {why}")]
+    Unfilled {
+        module: Name,
+        placeholder: String,
+        why: String,
+    },
+    #[error(
+        "module {module}: file {file} has path {path:?}, which leaves the module's directory; give a relative path without `..`"
+    )]
+    BadPath {
+        module: Name,
+        file: Name,
+        path: String,
+    },
+}
+
+/// The modules node `node` runs, sorted by name.
+pub fn compose_modules(inputs: &Inputs<'_>, node: &Name) -> Result<Vec<ModuleDecl>, ComposeError> {
+    let mut modules: Vec<&Name> = inputs
+        .records
+        .assignments
+        .iter()
+        .filter(|a| a.node == *node)
+        .map(|a| &a.module)
+        .collect();
+    modules.sort();
+    modules.dedup();
+    modules
+        .into_iter()
+        .map(|module| compose_module(inputs, node, module))
+        .collect()
+}
+
+fn compose_module(
+    inputs: &Inputs<'_>,
+    node: &Name,
+    module: &Name,
+) -> Result<ModuleDecl, ComposeError> {
+    let m = inputs
+        .catalogue
+        .module(module)
+        .ok_or_else(|| ComposeError::Unregistered {
+            module: module.clone(),
+            node: node.clone(),
+        })?;
+    let run = m.run.as_ref().ok_or_else(|| ComposeError::NothingToRun {
+        module: module.clone(),
+        node: node.clone(),
+    })?;
+    let fill = |v: &RunValue| fill(inputs, m, v);
+    let command = run
+        .command
+        .iter()
+        .map(fill)
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut env = BTreeMap::new();
+    for var in &run.env {
+        env.insert(var.name.value.clone(), fill(&var.value)?);
+    }
+    let mut files = Vec::new();
+    for f in &m.files {
+        let path = f.path.value.clone();
+        if !is_inside(&path) {
+            return Err(ComposeError::BadPath {
+                module: module.clone(),
+                file: f.name.value.clone(),
+                path,
+            });
+        }
+        // Only the broker's holder is ever given the users file.
+        let content = if f.name.value.as_str() == BUS_USERS_FILE && m.holds_seat(BROKER_ROLE) {
+            inputs.users_file.unwrap_or_default().to_string()
+        } else {
+            String::new()
+        };
+        files.push(FileDecl {
+            name: f.name.value.clone(),
+            path,
+            body: FileBody::Content(content),
+        });
+    }
+    Ok(ModuleDecl {
+        name: module.clone(),
+        version: inputs
+            .versions
+            .get(module)
+            .cloned()
+            .unwrap_or_else(|| "unversioned".into()),
+        run: RunDecl {
+            command,
+            env,
+            stop_grace_s: DEFAULT_STOP_GRACE_S,
+        },
+        files,
+    })
+}
+
+/// A relative path that stays inside the directory it is joined to.
+fn is_inside(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && !path.contains('\0')
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..")
+}
+
+fn fill(inputs: &Inputs<'_>, m: &Manifest, v: &RunValue) -> Result<String, ComposeError> {
+    let mut why = String::new();
+    v.template
+        .fill(|p| match value(inputs, m, p) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                why = e;
+                None
+            }
+        })
+        .map_err(|p| ComposeError::Unfilled {
+            module: m.name.value.clone(),
+            placeholder: p.to_string(),
+            why,
+        })
+}
+
+fn value(inputs: &Inputs<'_>, m: &Manifest, p: &Placeholder) -> Result<String, String> {
+    match p {
+        Placeholder::Seat { seat, port } => {
+            let seat = inputs.catalogue.resolve_seat(seat);
+            // The holder: an assigned module that holds the seat.
+            let holder = inputs.records.assignments.iter().find(|a| {
+                inputs.catalogue.module(&a.module).is_some_and(|hm| {
+                    inputs
+                        .catalogue
+                        .held_seats(hm)
+                        .iter()
+                        .any(|r| r.seat == seat)
+                })
+            });
+            let Some(holder) = holder else {
+                return Err(format!(
+                    "no module holding seat {seat} is assigned to any node; assign its holder first"
+                ));
+            };
+            let address = inputs.addresses.get(&holder.node).ok_or_else(|| {
+                format!(
+                    "node {} (holding seat {seat}) has no address recorded",
+                    holder.node
+                )
+            })?;
+            Ok(format!("{address}:{port}"))
+        }
+        Placeholder::File { name } => m
+            .files
+            .iter()
+            .find(|f| f.name.value == *name)
+            .map(|f| f.path.value.clone())
+            .ok_or_else(|| format!("the manifest declares no [[file]] named {name}")),
+        Placeholder::Secret { name } => Err(format!(
+            "no value is recorded for secret {name} (secrets are not yet recorded by this mesh); remove the placeholder"
+        )),
+    }
+}
+
+/// The node's next declaration, or `None` when what it runs is unchanged
+/// since `last` (sequence and modules of the newest recorded one).
+pub fn next_declaration(
+    node: &Name,
+    modules: Vec<ModuleDecl>,
+    last: Option<(u64, &[ModuleDecl])>,
+    now_ms: u64,
+) -> Option<Declaration> {
+    if let Some((_, before)) = last
+        && before == modules.as_slice()
+    {
+        return None;
+    }
+    Some(Declaration {
+        node: node.clone(),
+        sequence: last.map_or(1, |(s, _)| s + 1),
+        composed_at: now_ms,
+        modules,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue::Aliases;
+    use crate::manifest;
+    use crate::records::Assignment;
+
+    fn n(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    fn catalogue(manifests: &[&str]) -> Catalogue {
+        let parsed = manifests
+            .iter()
+            .enumerate()
+            .map(|(i, t)| manifest::parse(&format!("m{i}.toml"), t).unwrap())
+            .collect();
+        Catalogue::build(parsed, Aliases::new())
+    }
+
+    const ECHO: &str = r#"
+[module]
+name = "echo"
+description = "answers"
+
+[run]
+command = ["mesh-echo", "--store", "${seat:store:5432}", "--conf", "${file:conf}"]
+env = { MODE = "loud" }
+
+[uses]
+seats = ["store"]
+
+[[file]]
+name = "conf"
+path = "conf/echo.toml"
+"#;
+    const STORE: &str = r#"
+[module]
+name = "store"
+description = "keeps"
+
+[run]
+command = ["store"]
+
+[[seat]]
+name = "store"
+scope = "mesh"
+protocol = "pg"
+
+[holds]
+seats = ["store"]
+"#;
+
+    fn records(assign: &[(&str, &str)]) -> Records {
+        Records {
+            nodes: vec![n("n1"), n("n2")],
+            assignments: assign
+                .iter()
+                .map(|(nd, m)| Assignment::new(n(nd), n(m)))
+                .collect(),
+            ..Records::default()
+        }
+    }
+
+    #[test]
+    fn placeholders_are_filled_from_the_records() {
+        let c = catalogue(&[ECHO, STORE]);
+        let r = records(&[("n1", "echo"), ("n2", "store")]);
+        let versions = BTreeMap::from([(n("echo"), "sha256:e".to_string())]);
+        let addresses = BTreeMap::from([(n("n2"), "10.0.0.2".to_string())]);
+        let inputs = Inputs {
+            catalogue: &c,
+            records: &r,
+            versions: &versions,
+            addresses: &addresses,
+            users_file: None,
+        };
+        let ms = compose_modules(&inputs, &n("n1")).unwrap();
+        assert_eq!(ms.len(), 1);
+        assert_eq!(
+            ms[0].run.command,
+            [
+                "mesh-echo",
+                "--store",
+                "10.0.0.2:5432",
+                "--conf",
+                "conf/echo.toml"
+            ]
+        );
+        assert_eq!(ms[0].run.env["MODE"], "loud");
+        assert_eq!(ms[0].version, "sha256:e");
+        assert_eq!(ms[0].files[0].path, "conf/echo.toml");
+        // A node with nothing assigned runs nothing.
+        let r = records(&[("n2", "store")]);
+        let inputs = Inputs {
+            records: &r,
+            ..inputs
+        };
+        assert!(compose_modules(&inputs, &n("n1")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn an_unfilled_placeholder_is_an_error_naming_it() {
+        let c = catalogue(&[ECHO, STORE]);
+        // The store's holder is not assigned anywhere.
+        let r = records(&[("n1", "echo")]);
+        let empty = BTreeMap::new();
+        let inputs = Inputs {
+            catalogue: &c,
+            records: &r,
+            versions: &empty,
+            addresses: &empty,
+            users_file: None,
+        };
+        let e = compose_modules(&inputs, &n("n1")).unwrap_err();
+        assert!(
+            matches!(&e, ComposeError::Unfilled { placeholder, why, .. }
+                if placeholder == "${seat:store:5432}" && why.contains("assign its holder")),
+            "{e}"
+        );
+        // Assigned, but its node's address is not known.
+        let r = records(&[("n1", "echo"), ("n2", "store")]);
+        let inputs = Inputs {
+            records: &r,
+            ..inputs
+        };
+        let e = compose_modules(&inputs, &n("n1")).unwrap_err();
+        assert!(e.to_string().contains("no address recorded"), "{e}");
+    }
+
+    #[test]
+    fn a_secret_and_a_module_without_run_are_refused() {
+        let c = catalogue(&[
+            r#"
+[module]
+name = "signer"
+description = "signs"
+[run]
+command = ["signer"]
+env = { KEY = "${secret:key}" }
+secrets-in-environment = "the signer reads its key only from KEY"
+"#,
+            r#"
+[module]
+name = "marker"
+description = "marks"
+"#,
+        ]);
+        let empty = BTreeMap::new();
+        let r = records(&[("n1", "signer")]);
+        let inputs = Inputs {
+            catalogue: &c,
+            records: &r,
+            versions: &empty,
+            addresses: &empty,
+            users_file: None,
+        };
+        let e = compose_modules(&inputs, &n("n1")).unwrap_err();
+        assert!(e.to_string().contains("${secret:key}"), "{e}");
+        let r = records(&[("n1", "marker")]);
+        let inputs = Inputs {
+            records: &r,
+            ..inputs
+        };
+        assert!(matches!(
+            compose_modules(&inputs, &n("n1")),
+            Err(ComposeError::NothingToRun { .. })
+        ));
+        let r = records(&[("n1", "ghost")]);
+        let inputs = Inputs {
+            records: &r,
+            ..inputs
+        };
+        assert!(matches!(
+            compose_modules(&inputs, &n("n1")),
+            Err(ComposeError::Unregistered { .. })
+        ));
+    }
+
+    #[test]
+    fn paths_stay_inside_the_module_directory() {
+        for ok in ["a", "a/b.toml", "conf/echo.toml"] {
+            assert!(is_inside(ok), "{ok}");
+        }
+        for bad in ["", "/etc/passwd", "../x", "a/../../x", "a//b", "./a", "a/."] {
+            assert!(!is_inside(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_a_change_makes_a_new_declaration() {
+        let m = ModuleDecl {
+            name: n("echo"),
+            version: "v1".into(),
+            run: RunDecl {
+                command: vec!["e".into()],
+                env: BTreeMap::new(),
+                stop_grace_s: 10,
+            },
+            files: vec![],
+        };
+        let first = next_declaration(&n("n1"), vec![m.clone()], None, 7).unwrap();
+        assert_eq!((first.sequence, first.composed_at), (1, 7));
+        assert_eq!(
+            next_declaration(&n("n1"), vec![m.clone()], Some((1, &first.modules)), 8),
+            None
+        );
+        let mut changed = m.clone();
+        changed.version = "v2".into();
+        let next = next_declaration(&n("n1"), vec![changed], Some((4, &first.modules)), 9).unwrap();
+        assert_eq!(next.sequence, 5);
+        // Everything unassigned is a declaration too: run nothing.
+        let none = next_declaration(&n("n1"), vec![], Some((5, &first.modules)), 9).unwrap();
+        assert!(none.modules.is_empty());
+    }
+}
