@@ -512,6 +512,59 @@ mod tests {
         );
     }
 
+    /// `json` padded with trailing spaces (still valid JSON) to `len` bytes.
+    fn padded(json: Vec<u8>, len: usize) -> Vec<u8> {
+        let mut v = json;
+        v.resize(len, b' ');
+        v
+    }
+
+    #[test]
+    fn size_bounds_hold_at_the_byte() {
+        let ok = EnrolAnswer::refused();
+        assert_eq!(
+            EnrolAnswer::parse(&padded(ok.to_json(), MAX_REQUEST_BYTES)),
+            Some(ok.clone())
+        );
+        assert_eq!(
+            EnrolAnswer::parse(&padded(ok.to_json(), MAX_REQUEST_BYTES + 1)),
+            None
+        );
+        assert_eq!(
+            EnrolAnswer::parse(&padded(ok.to_json(), MAX_REQUEST_BYTES + 2)),
+            None
+        );
+
+        let r = request("n1");
+        let sub = "mesh.control.enrol.n1";
+        assert_eq!(
+            EnrolRequest::parse(sub, &padded(r.to_json(), MAX_REQUEST_BYTES)).unwrap(),
+            r
+        );
+        for len in [MAX_REQUEST_BYTES + 1, MAX_REQUEST_BYTES + 2] {
+            assert!(matches!(
+                EnrolRequest::parse(sub, &padded(r.to_json(), len)),
+                Err(BadMessage::TooLarge { .. })
+            ));
+        }
+
+        let hb = Heartbeat {
+            node: n("n1"),
+            sent_at: 1,
+        };
+        let sub = "mesh.control.heartbeat.n1";
+        assert_eq!(
+            Heartbeat::parse(sub, &padded(hb.to_json(), MAX_HEARTBEAT_BYTES)).unwrap(),
+            hb
+        );
+        for len in [MAX_HEARTBEAT_BYTES + 1, MAX_HEARTBEAT_BYTES + 2] {
+            assert!(matches!(
+                Heartbeat::parse(sub, &padded(hb.to_json(), len)),
+                Err(BadMessage::TooLarge { .. })
+            ));
+        }
+    }
+
     #[test]
     fn a_heartbeat_names_its_own_node() {
         let hb = Heartbeat {
