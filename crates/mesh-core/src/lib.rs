@@ -27,6 +27,7 @@ pub mod manifest;
 pub mod names;
 pub mod placeholders;
 pub mod records;
+pub mod report;
 pub mod secret;
 pub mod subjects;
 pub mod token;

@@ -26,19 +26,23 @@ fn report(i: u64) -> Report {
             ModuleOutcome {
                 module: name("audit-log"),
                 state: ModuleState::Running,
+                restarts: 0,
             },
             ModuleOutcome {
                 module: name("git"),
                 state: ModuleState::Running,
+                restarts: 0,
             },
             ModuleOutcome {
                 module: name("packet-filter"),
                 state: ModuleState::Failed {
                     reason: "exit status 1".into(),
                 },
+                restarts: 0,
             },
         ],
         received_at: 1_700_000_000_000,
+        refused: None,
     }
 }
 

@@ -125,10 +125,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "records_revision",
         sql: include_str!("../migrations/0007_records_revision.sql"),
     },
+    Migration {
+        version: 8,
+        name: "report_states",
+        sql: include_str!("../migrations/0008_report_states.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

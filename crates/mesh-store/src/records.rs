@@ -167,14 +167,18 @@ pub struct Declaration {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ModuleState {
+    Starting,
     Running,
     Failed { reason: String },
+    Stopped,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModuleOutcome {
     pub module: Name,
     pub state: ModuleState,
+    /// How often the host restarted it.
+    pub restarts: u32,
 }
 
 /// What a host said after applying a declaration.
@@ -185,6 +189,8 @@ pub struct Report {
     /// Sorted by module when read back.
     pub outcomes: Vec<ModuleOutcome>,
     pub received_at: Millis,
+    /// The host refused what it was sent (and changed nothing): why.
+    pub refused: Option<String>,
 }
 
 /// A report as recorded, with the id the store gave it.

@@ -14,8 +14,11 @@ fn outcome_from(
     module: String,
     state: String,
     reason: Option<String>,
+    restarts: i64,
 ) -> Result<ModuleOutcome, StoreError> {
     let state = match (state.as_str(), reason) {
+        ("starting", _) => ModuleState::Starting,
+        ("stopped", _) => ModuleState::Stopped,
         ("running", _) => ModuleState::Running,
         ("failed", reason) => ModuleState::Failed {
             reason: reason.unwrap_or_default(),
@@ -34,6 +37,7 @@ fn outcome_from(
     Ok(ModuleOutcome {
         module: name("report", module)?,
         state,
+        restarts: u32::try_from(restarts).unwrap_or(u32::MAX),
     })
 }
 
@@ -51,27 +55,31 @@ impl Store {
         let result = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             let (id,): (i64,) = sqlx::query_as(
-                "INSERT INTO reports (node, declaration_version, received_at) \
-                 VALUES ($1, $2, $3) RETURNING id",
+                "INSERT INTO reports (node, declaration_version, received_at, refused) \
+                 VALUES ($1, $2, $3, $4) RETURNING id",
             )
             .bind(report.node.as_str())
             .bind(report.declaration_version)
             .bind(report.received_at)
+            .bind(report.refused.as_deref())
             .fetch_one(&mut *tx)
             .await?;
             for o in &report.outcomes {
                 let (state, reason) = match &o.state {
+                    ModuleState::Starting => ("starting", None),
                     ModuleState::Running => ("running", None),
                     ModuleState::Failed { reason } => ("failed", Some(reason.as_str())),
+                    ModuleState::Stopped => ("stopped", None),
                 };
                 sqlx::query(
-                    "INSERT INTO report_outcomes (report_id, module, state, reason) \
-                     VALUES ($1, $2, $3, $4)",
+                    "INSERT INTO report_outcomes (report_id, module, state, reason, restarts) \
+                     VALUES ($1, $2, $3, $4, $5)",
                 )
                 .bind(id)
                 .bind(o.module.as_str())
                 .bind(state)
                 .bind(reason)
+                .bind(i64::from(o.restarts))
                 .execute(&mut *tx)
                 .await?;
             }
@@ -96,8 +104,8 @@ impl Store {
     /// Up to `limit` reports from `node`, newest first.
     pub async fn reports(&self, node: &Name, limit: u32) -> Result<Vec<StoredReport>, StoreError> {
         let (rows, outcomes) = with_pool!(self, |pool| {
-            let rows: Vec<(i64, String, i64, i64)> = sqlx::query_as(
-                "SELECT id, node, declaration_version, received_at FROM reports \
+            let rows: Vec<(i64, String, i64, i64, Option<String>)> = sqlx::query_as(
+                "SELECT id, node, declaration_version, received_at, refused FROM reports \
                  WHERE node = $1 ORDER BY id DESC LIMIT $2",
             )
             .bind(node.as_str())
@@ -110,8 +118,8 @@ impl Store {
             let (Some(newest), Some(oldest)) = (rows.first(), rows.last()) else {
                 return Ok((rows, Vec::new()));
             };
-            let outcomes: Vec<(i64, String, String, Option<String>)> = sqlx::query_as(
-                "SELECT o.report_id, o.module, o.state, o.reason FROM report_outcomes o \
+            let outcomes: Vec<(i64, String, String, Option<String>, i64)> = sqlx::query_as(
+                "SELECT o.report_id, o.module, o.state, o.reason, o.restarts FROM report_outcomes o \
                  JOIN reports r ON r.id = o.report_id \
                  WHERE r.node = $1 AND o.report_id BETWEEN $2 AND $3 \
                  ORDER BY o.report_id, o.module",
@@ -124,14 +132,14 @@ impl Store {
             Ok((rows, outcomes))
         })?;
         let mut by_report: BTreeMap<i64, Vec<ModuleOutcome>> = BTreeMap::new();
-        for (id, module, state, reason) in outcomes {
+        for (id, module, state, reason, restarts) in outcomes {
             by_report
                 .entry(id)
                 .or_default()
-                .push(outcome_from(module, state, reason)?);
+                .push(outcome_from(module, state, reason, restarts)?);
         }
         rows.into_iter()
-            .map(|(id, n, declaration_version, received_at)| {
+            .map(|(id, n, declaration_version, received_at, refused)| {
                 Ok(StoredReport {
                     id,
                     report: Report {
@@ -139,6 +147,7 @@ impl Store {
                         declaration_version,
                         outcomes: by_report.remove(&id).unwrap_or_default(),
                         received_at,
+                        refused,
                     },
                 })
             })

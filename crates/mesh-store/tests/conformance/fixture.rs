@@ -234,8 +234,10 @@ pub(crate) fn git_running_on_n1(received_at: Millis) -> Report {
         outcomes: vec![ModuleOutcome {
             module: n("git"),
             state: ModuleState::Running,
+            restarts: 0,
         }],
         received_at,
+        refused: None,
     }
 }
 

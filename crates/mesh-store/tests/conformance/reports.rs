@@ -19,13 +19,16 @@ async fn reports_round_trip(fx: &Fixture) {
                 state: ModuleState::Failed {
                     reason: "exit status 1".into(),
                 },
+                restarts: 0,
             },
             ModuleOutcome {
                 module: n("audit-log"),
                 state: ModuleState::Running,
+                restarts: 0,
             },
         ],
         received_at: 1_700_000_000_123,
+        refused: None,
     };
     let first = s.record_report(&report).await.unwrap();
     let mut later = report.clone();
@@ -33,7 +36,27 @@ async fn reports_round_trip(fx: &Fixture) {
     let second = s.record_report(&later).await.unwrap();
     assert!(second > first);
 
+    // Every state a host reports, restarts, and a refusal read back as written.
+    let mut states = report.clone();
+    states.declaration_version = 5;
+    states.refused = Some("the signature is not the controller's".into());
+    states.outcomes = vec![
+        ModuleOutcome {
+            module: n("a"),
+            state: ModuleState::Starting,
+            restarts: 0,
+        },
+        ModuleOutcome {
+            module: n("b"),
+            state: ModuleState::Stopped,
+            restarts: 7,
+        },
+    ];
+    let third = s.record_report(&states).await.unwrap();
     let got = s.latest_report(&n("n1")).await.unwrap().unwrap();
+    assert_eq!(got.id, third);
+    assert_eq!(got.report, states);
+    let got = s.reports(&n("n1"), 2).await.unwrap().pop().unwrap();
     assert_eq!(got.id, second);
     assert_eq!(got.report.declaration_version, 4);
     assert_eq!(got.report.outcomes[0].module, n("audit-log"), "sorted");
@@ -45,10 +68,10 @@ async fn reports_round_trip(fx: &Fixture) {
     );
     assert_eq!(got.report.received_at, 1_700_000_000_123);
     let all = s.reports(&n("n1"), 10).await.unwrap();
-    assert_eq!(all.len(), 2);
+    assert_eq!(all.len(), 3);
     let mut sorted = report.clone();
     sorted.outcomes.sort_by(|a, b| a.module.cmp(&b.module));
-    assert_eq!(all[1].report, sorted);
+    assert_eq!(all[2].report, sorted);
 
     let mut stray = report.clone();
     stray.node = n("ghost");

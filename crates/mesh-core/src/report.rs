@@ -1,0 +1,187 @@
+//! Reports (DESIGN §6): what a host says after applying a declaration, and
+//! again whenever a module's state changes.
+//!
+//! Wire on `mesh.control.report.<node>` (stored in CONTROL): `{"node",
+//! "sequence", "modules": [{"name", "state": "running" | "starting" |
+//! "failed" | "stopped", "reason", "restarts", "nkey"}], "refused"}`;
+//! `refused` (optional) says why the host refused what it was sent — then
+//! `sequence` is the last one it applied and nothing was changed.
+
+use serde::{Deserialize, Serialize};
+
+use crate::enrolment::BadMessage;
+use crate::names::Name;
+use crate::subjects;
+use crate::users_file::UserCredential;
+
+/// A node with a hundred modules and their last log lines fits easily.
+pub const MAX_REPORT_BYTES: usize = 256 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModuleState {
+    Starting,
+    Running,
+    Failed,
+    Stopped,
+}
+
+impl ModuleState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModuleState::Starting => "starting",
+            ModuleState::Running => "running",
+            ModuleState::Failed => "failed",
+            ModuleState::Stopped => "stopped",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleReport {
+    pub name: Name,
+    pub state: ModuleState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub restarts: u32,
+    /// The module's NKey public key (`U…`), made by its host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nkey: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Report {
+    pub node: Name,
+    pub sequence: u64,
+    pub modules: Vec<ModuleReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+impl Report {
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("report JSON")
+    }
+
+    /// Reads and checks a report delivered on `subject`: its node must be
+    /// the subject's, each module named once, each key a user key.
+    pub fn parse(subject: &str, payload: &[u8]) -> Result<Report, BadMessage> {
+        let prefix = "mesh.control.report.";
+        let node = subject
+            .strip_prefix(prefix)
+            .and_then(|n| Name::new(n).ok())
+            .filter(|n| subjects::report(n) == subject)
+            .ok_or_else(|| BadMessage::Subject {
+                subject: subject.to_string(),
+            })?;
+        if payload.len() > MAX_REPORT_BYTES {
+            return Err(BadMessage::TooLarge {
+                size: payload.len(),
+                max: MAX_REPORT_BYTES,
+            });
+        }
+        let r: Report = serde_json::from_slice(payload).map_err(|e| BadMessage::Json {
+            reason: format!("line {} column {}", e.line(), e.column()),
+        })?;
+        if r.node != node {
+            return Err(BadMessage::OtherNode {
+                subject: node.to_string(),
+                payload: r.node.to_string(),
+            });
+        }
+        let mut names: Vec<&Name> = r.modules.iter().map(|m| &m.name).collect();
+        names.sort();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            return Err(BadMessage::Json {
+                reason: "a module is reported twice".into(),
+            });
+        }
+        if r.modules
+            .iter()
+            .filter_map(|m| m.nkey.as_deref())
+            .any(|k| !UserCredential::is_user_nkey(k))
+        {
+            return Err(BadMessage::Key {
+                field: "nkey",
+                kind: "user",
+            });
+        }
+        Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    fn report() -> Report {
+        Report {
+            node: n("n1"),
+            sequence: 3,
+            modules: vec![ModuleReport {
+                name: n("echo"),
+                state: ModuleState::Running,
+                reason: None,
+                restarts: 0,
+                nkey: Some(nkeys::KeyPair::new_user().public_key()),
+            }],
+            refused: None,
+        }
+    }
+
+    #[test]
+    fn a_report_round_trips_on_its_own_subject_only() {
+        let r = report();
+        assert_eq!(
+            Report::parse("mesh.control.report.n1", &r.to_json()).unwrap(),
+            r
+        );
+        assert!(matches!(
+            Report::parse("mesh.control.report.n2", &r.to_json()),
+            Err(BadMessage::OtherNode { .. })
+        ));
+        assert!(matches!(
+            Report::parse("mesh.control.enrol.n1", &r.to_json()),
+            Err(BadMessage::Subject { .. })
+        ));
+        let json = String::from_utf8(r.to_json()).unwrap();
+        assert!(json.contains("\"state\":\"running\""), "{json}");
+    }
+
+    #[test]
+    fn a_bad_report_is_refused_with_its_reason() {
+        let sub = "mesh.control.report.n1";
+        let mut twice = report();
+        twice.modules.push(twice.modules[0].clone());
+        assert!(matches!(
+            Report::parse(sub, &twice.to_json()),
+            Err(BadMessage::Json { .. })
+        ));
+        let mut badkey = report();
+        badkey.modules[0].nkey = Some(nkeys::KeyPair::new_account().public_key());
+        assert!(matches!(
+            Report::parse(sub, &badkey.to_json()),
+            Err(BadMessage::Key { .. })
+        ));
+        assert!(matches!(
+            Report::parse(sub, b"{"),
+            Err(BadMessage::Json { .. })
+        ));
+        let mut big = report().to_json();
+        big.resize(MAX_REPORT_BYTES + 1, b' ');
+        assert!(matches!(
+            Report::parse(sub, &big),
+            Err(BadMessage::TooLarge { .. })
+        ));
+        let mut exact = report().to_json();
+        exact.resize(MAX_REPORT_BYTES, b' ');
+        assert!(Report::parse(sub, &exact).is_ok());
+    }
+}
