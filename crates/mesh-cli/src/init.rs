@@ -56,39 +56,7 @@ async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
             format!("sqlite://{}", default_db.display())
         }
     };
-    mesh_store::check_url(&url)?;
-    let genesis = Genesis::create_with(
-        &args.dir,
-        &args.addresses,
-        &GenesisOptions { port: args.port },
-    )?;
-    let store = cli_authority::open_store(&url).await?;
-    let adopted = store
-        .adopt_controller_key_if_absent(&genesis.controller_nkey)
-        .await;
-    store.close().await;
-    if !adopted? {
-        bail!(
-            "the store {} already records a controller key of another genesis; the new keys in {} are not in use: remove them, and point --store at this mesh's own store",
-            mesh_store::redact_url(&url),
-            args.dir.display()
-        );
-    }
-
-    // The first users file admits the controller alone: no node, module or
-    // person exists yet, and a file without its writer is refused.
-    let catalogue = Catalogue::build(Vec::new(), Aliases::new());
-    let principals =
-        authority::derive(&catalogue, &Records::default(), &ControllerSpec::default())?;
-    let credentials = BTreeMap::from([(
-        CONTROLLER.to_string(),
-        UserCredential::NKey(genesis.controller_nkey.clone()),
-    )]);
-    let file = users_file::compose(&principals, &credentials)?;
-    let users = genesis.path(genesis::USERS_FILE);
-    files::write_private(&users, file.text.as_bytes())
-        .with_context(|| format!("writing the first users file {}", users.display()))?;
-
+    let (genesis, users) = make(&args.dir, &args.addresses, args.port, &url).await?;
     let mut out = output::Stdout::lock();
     out.line(format_args!("genesis in {}", args.dir.display()))?;
     out.line(format_args!(
@@ -115,4 +83,45 @@ async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
     ))?;
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Genesis in `dir` with its store at `url`: keys, certificates, broker
+/// configuration, the controller's key recorded, and the first users file.
+/// Returns the genesis and the users file's path.
+pub async fn make(
+    dir: &std::path::Path,
+    addresses: &[String],
+    port: u16,
+    url: &str,
+) -> anyhow::Result<(Genesis, PathBuf)> {
+    mesh_store::check_url(url)?;
+    let genesis = Genesis::create_with(dir, addresses, &GenesisOptions { port })?;
+    let store = cli_authority::open_store(url).await?;
+    let adopted = store
+        .adopt_controller_key_if_absent(&genesis.controller_nkey)
+        .await;
+    store.close().await;
+    if !adopted? {
+        bail!(
+            "the store {} already records a controller key of another genesis; the new keys in {} are not in use: remove them, and point --store at this mesh's own store",
+            mesh_store::redact_url(url),
+            dir.display()
+        );
+    }
+
+    // The first users file admits the controller alone: no node, module or
+    // person exists yet, and a file without its writer is refused.
+    let catalogue = Catalogue::build(Vec::new(), Aliases::new());
+    let principals =
+        authority::derive(&catalogue, &Records::default(), &ControllerSpec::default())?;
+    let credentials = BTreeMap::from([(
+        CONTROLLER.to_string(),
+        UserCredential::NKey(genesis.controller_nkey.clone()),
+    )]);
+    let file = users_file::compose(&principals, &credentials)?;
+    let users = genesis.path(genesis::USERS_FILE);
+    files::write_private(&users, file.text.as_bytes())
+        .with_context(|| format!("writing the first users file {}", users.display()))?;
+
+    Ok((genesis, users))
 }

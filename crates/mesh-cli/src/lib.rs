@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod assign;
 pub mod authority;
 pub mod check;
 pub mod controller;
@@ -17,6 +18,7 @@ pub mod logging;
 pub mod node;
 pub mod output;
 pub mod state;
+pub mod up;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
 /// principal's authority on the bus is derived from declarations.
@@ -57,6 +59,12 @@ pub enum Command {
   mesh init
   mesh init --dir /var/lib/mesh --address 10.0.0.5 --address ctl.example.net")]
     Init(init::InitArgs),
+    /// The whole mesh on this machine: genesis, broker, controller, a local
+    /// host, the example catalogue's runnable modules (until Ctrl-C).
+    #[command(after_help = "Examples:
+  mesh up
+  mesh up --dir /tmp/mesh --catalogue examples/catalogue --port 4333")]
+    Up(up::UpArgs),
     /// Run the controller: the users file, the bus objects, enrolments and
     /// heartbeats (until SIGTERM or SIGINT).
     #[command(after_help = "Examples:
@@ -69,6 +77,15 @@ pub enum Command {
   mesh node add n2 --ttl 10m > n2.token
   mesh node forget n1")]
     Node(node::NodeArgs),
+    /// Register a catalogue's manifests: what the mesh can run.
+    #[command(after_help = "Example:\n  mesh catalogue register examples/catalogue")]
+    Catalogue(assign::CatalogueArgs),
+    /// Run a registered module on a node (the controller declares it there).
+    #[command(after_help = "Example:\n  mesh assign echo n1")]
+    Assign(assign::AssignArgs),
+    /// Stop running a module on a node; its key is refused once recomposed.
+    #[command(after_help = "Example:\n  mesh unassign echo n1")]
+    Unassign(assign::AssignArgs),
     /// List the nodes: enrolled or not, last seen, host key.
     #[command(after_help = "Examples:
   mesh nodes
@@ -126,8 +143,12 @@ where
         Command::Authority(args) => authority::run(&args),
         Command::Init(args) => init::run(&args),
         Command::Controller(args) => controller::run(&args),
+        Command::Up(args) => up::run(&args),
         Command::Node(args) => node::run(&args),
         Command::Nodes(args) => node::run_list(&args),
+        Command::Catalogue(args) => assign::run_catalogue(&args),
+        Command::Assign(args) => assign::run_assign(&args, true),
+        Command::Unassign(args) => assign::run_assign(&args, false),
         Command::Fleet(FleetCommand {
             command: FleetSubcommand::Load(args),
         }) => fleet::run(&args),
@@ -208,8 +229,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 15,
-            "mesh, version, check, init, authority (2), controller, node (2), nodes, fleet (1), host"
+            seen, 20,
+            "mesh, version, check, init, authority (2), up, controller, node (2), nodes, catalogue (1), assign, unassign, fleet (1), host"
         );
     }
 }

@@ -9,7 +9,9 @@
 //! revision ([`watch`]): any change recomposes the users file and
 //! re-asserts the objects, whoever made it.
 
+mod declare;
 mod enrol;
+mod report;
 mod seen;
 mod watch;
 
@@ -100,6 +102,7 @@ pub struct Counters {
     /// Messages terminated as malformed (never redelivered).
     pub terminated: AtomicU64,
     pub heartbeats: AtomicU64,
+    pub reports: AtomicU64,
 }
 
 impl Counters {
@@ -116,6 +119,10 @@ pub(crate) struct Ctx {
     pub composer: Composer,
     pub counters: Counters,
     pub opts: ControllerOptions,
+    /// Signs every declaration.
+    pub signing_key: ed25519_dalek::SigningKey,
+    /// The users file the composer writes (a broker holder's `bus-users`).
+    pub users_file: PathBuf,
 }
 
 /// The controller's bus configuration: its own key, its own inbox, the
@@ -172,6 +179,7 @@ pub async fn run(
     let store = Store::open(&opts.store_url).await?;
     check_controller_key(&store, &genesis).await?;
     let bus = bus_config(&genesis)?;
+    let signing_key = declare::signing_key(&genesis)?;
 
     // Derived before anything is written: records that derive to nothing
     // are refused at start, naming why, not discovered by a host.
@@ -220,7 +228,11 @@ pub async fn run(
         composer,
         counters: Counters::default(),
         opts,
+        signing_key,
+        users_file: genesis.path(genesis::USERS_FILE),
     });
+    let published = declare::declare_all(&ctx).await;
+    info!(published, "declarations composed");
 
     let control = bind_control(&ctx).await?;
     let heartbeats = ctx
@@ -251,6 +263,7 @@ pub async fn run(
         refused = view.refused,
         terminated = view.terminated,
         heartbeats = view.heartbeats,
+        reports = view.reports,
         "controller stopped"
     );
     composer_task.abort();
@@ -266,6 +279,7 @@ pub struct CountersView {
     pub refused: u64,
     pub terminated: u64,
     pub heartbeats: u64,
+    pub reports: u64,
 }
 
 impl CountersView {
@@ -275,6 +289,7 @@ impl CountersView {
             refused: c.refused.load(Ordering::Relaxed),
             terminated: c.terminated.load(Ordering::Relaxed),
             heartbeats: c.heartbeats.load(Ordering::Relaxed),
+            reports: c.reports.load(Ordering::Relaxed),
         }
     }
 }
@@ -343,8 +358,9 @@ async fn bind_control(ctx: &Ctx) -> Result<push::Messages, DaemonError> {
     consumer.messages().await.map_err(|e| bind(Box::new(e)))
 }
 
-/// Takes what CONTROL delivers: enrolments now; reports arrive with the
-/// process driver. Binds again whenever the delivery ends.
+/// Takes what CONTROL delivers: enrolments (several at once: each waits for
+/// a composition) and reports (in order). Binds again whenever the delivery
+/// ends.
 async fn take_control(ctx: Arc<Ctx>, first: push::Messages) {
     let permits = Arc::new(Semaphore::new(ctx.opts.enrolments_at_once));
     let mut messages = first;
@@ -384,10 +400,7 @@ async fn deliver(ctx: &Arc<Ctx>, permits: &Arc<Semaphore>, messages: &mut push::
                 drop(permit);
             });
         } else {
-            // Nothing records reports yet: handed back, never lost.
-            let _ = msg
-                .ack_with(jetstream::AckKind::Nak(Some(Duration::from_secs(30))))
-                .await;
+            report::take(ctx, msg).await;
         }
     }
 }

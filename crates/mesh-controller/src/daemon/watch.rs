@@ -94,5 +94,8 @@ pub(crate) async fn follow(ctx: Arc<Ctx>) {
                 warn!(error = %error_chain(&e), "the records do not derive; nothing asserted");
             }
         }
+        // After the objects: a new node's consumer exists before its first
+        // declaration is published.
+        super::declare::declare_all(&ctx).await;
     }
 }

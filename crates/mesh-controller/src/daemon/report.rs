@@ -1,0 +1,107 @@
+//! Reports from CONTROL: recorded, and each module's public key recorded
+//! for a module assigned to the reporting node (never another's), which
+//! moves the records revision and so recomposes the users file.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind};
+use mesh_core::authority::PrincipalKind;
+use mesh_core::report::{ModuleState, Report};
+use mesh_core::users_file::UserCredential;
+use mesh_store::StoreError;
+use tracing::{info, warn};
+
+use super::{Counters, Ctx, error_chain};
+
+/// How long a report the store could not take waits before it comes round.
+const LATER: Duration = Duration::from_secs(2);
+
+pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
+    let report = match Report::parse(&msg.subject, &msg.payload) {
+        Ok(r) => r,
+        Err(e) => {
+            Counters::bump(&ctx.counters.terminated);
+            warn!(subject = %msg.subject, reason = %e, "report terminated");
+            let _ = msg.ack_with(AckKind::Term).await;
+            return;
+        }
+    };
+    match record(ctx, &report).await {
+        Ok(()) => {
+            Counters::bump(&ctx.counters.reports);
+            let _ = msg.ack().await;
+        }
+        Err(e) if e.is_unavailable() => {
+            warn!(node = %report.node, error = %error_chain(&e), retry_in = ?LATER, "report kept for later");
+            let _ = msg.ack_with(AckKind::Nak(Some(LATER))).await;
+        }
+        Err(e) => {
+            // A node forgotten meanwhile, or a report the store refuses:
+            // redelivering would fail the same way.
+            Counters::bump(&ctx.counters.terminated);
+            warn!(node = %report.node, error = %error_chain(&e), "report terminated");
+            let _ = msg.ack_with(AckKind::Term).await;
+        }
+    }
+}
+
+async fn record(ctx: &Ctx, r: &Report) -> Result<(), StoreError> {
+    let outcomes = r
+        .modules
+        .iter()
+        .map(|m| mesh_store::ModuleOutcome {
+            module: m.name.clone(),
+            state: match m.state {
+                ModuleState::Starting => mesh_store::ModuleState::Starting,
+                ModuleState::Running => mesh_store::ModuleState::Running,
+                ModuleState::Stopped => mesh_store::ModuleState::Stopped,
+                ModuleState::Failed => mesh_store::ModuleState::Failed {
+                    reason: m.reason.clone().unwrap_or_default(),
+                },
+            },
+            restarts: m.restarts,
+        })
+        .collect();
+    ctx.store
+        .record_report(&mesh_store::Report {
+            node: r.node.clone(),
+            declaration_version: i64::try_from(r.sequence).unwrap_or(i64::MAX),
+            outcomes,
+            received_at: mesh_store::now_ms(),
+            refused: r.refused.clone(),
+        })
+        .await?;
+    if let Some(why) = &r.refused {
+        warn!(node = %r.node, sequence = r.sequence, reason = %why, "the host refused its declaration");
+    } else {
+        info!(node = %r.node, sequence = r.sequence, modules = r.modules.len(), "report recorded");
+    }
+    let assigned = ctx.store.assignments().await?;
+    for m in &r.modules {
+        let Some(key) = &m.nkey else { continue };
+        // Only for a module assigned to this node: a host can name any
+        // module, and a key recorded for another's would let it speak as it.
+        if !assigned
+            .iter()
+            .any(|a| a.node == r.node && a.module == m.name)
+        {
+            warn!(node = %r.node, module = %m.name, "key of a module not assigned to this node ignored");
+            continue;
+        }
+        let principal = PrincipalKind::Module {
+            node: r.node.clone(),
+            module: m.name.clone(),
+        };
+        let known = ctx.store.credential(&principal.principal_name()).await?;
+        if known.is_some_and(|c| c.credential == UserCredential::NKey(key.clone())) {
+            continue;
+        }
+        match ctx.store.record_machine_key(&principal, key).await {
+            Ok(()) => info!(node = %r.node, module = %m.name, "module key recorded"),
+            // Unassigned between the read and the write: nothing to admit.
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
