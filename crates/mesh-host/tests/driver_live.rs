@@ -542,3 +542,90 @@ async fn a_recorded_pid_now_used_by_another_process_is_not_killed() {
     stranger.wait().unwrap();
     assert!(absent(pid));
 }
+
+#[tokio::test]
+async fn a_failed_module_that_stays_up_is_running_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reap = Reap::default();
+    // A wide window between the spawn and `running`, to see it in.
+    let opts = DriverOptions {
+        running_after: Duration::from_millis(1500),
+        ..opts()
+    };
+    let driver = Driver::new(dir.path(), opts).await.unwrap();
+    let marker = unique();
+    // Fails its first three runs, then stays up.
+    let script = "n=$(cat count 2>/dev/null || echo 0); n=$((n+1)); echo $n > count; \
+                  if [ $n -le 3 ]; then echo \"run $n fails\"; exit 2; fi; sleep 600";
+    driver
+        .start(sh(dir.path(), "flaky", script, &marker))
+        .await
+        .unwrap();
+    let failed = wait_state(&driver, "flaky", ModuleState::Failed).await;
+    assert_eq!(
+        failed.reason.as_deref(),
+        Some("exited with status 2; last lines: run 3 fails")
+    );
+    // The fourth run is spawned while still reported failed.
+    eventually("the fourth run", Duration::from_secs(5), || {
+        status(&driver, "flaky").restarts == 3 && driver.pid(&name("flaky")).is_some()
+    })
+    .await;
+    reap.0.extend(driver.pid(&name("flaky")));
+    let early = status(&driver, "flaky");
+    let running = wait_state(&driver, "flaky", ModuleState::Running).await;
+    assert_eq!(early.state, ModuleState::Failed, "failed until it stays up");
+    assert_eq!((running.restarts, running.reason), (3, None));
+    driver.stop_all().await;
+    assert_eq!(count_marked(&marker), 0);
+}
+
+#[tokio::test]
+async fn a_changed_spec_replaces_the_running_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reap = Reap::default();
+    let driver = Driver::new(dir.path(), opts()).await.unwrap();
+    let marker = unique();
+    driver
+        .start(spec(dir.path(), "svc", &["sleep", "600"], &marker))
+        .await
+        .unwrap();
+    let old = driver.pid(&name("svc")).unwrap();
+    reap.0.push(old);
+    driver
+        .start(spec(dir.path(), "svc", &["sleep", "601"], &marker))
+        .await
+        .unwrap();
+    let new = driver.pid(&name("svc")).unwrap();
+    reap.0.push(new);
+    assert_ne!(old, new);
+    assert!(absent(old), "the old process is stopped first");
+    assert_eq!(marked(&marker), [new]);
+    assert_eq!(status(&driver, "svc").restarts, 0);
+    driver.stop_all().await;
+    assert!(absent(new));
+}
+
+#[tokio::test]
+async fn a_dropped_driver_stops_its_modules() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reap = Reap::default();
+    let driver = Driver::new(dir.path(), opts()).await.unwrap();
+    let marker = unique();
+    driver
+        .start(spec(dir.path(), "orphan", &["sleep", "600"], &marker))
+        .await
+        .unwrap();
+    let pid = driver.pid(&name("orphan")).unwrap();
+    reap.0.push(pid);
+    drop(driver);
+    eventually("the module stopped", Duration::from_secs(10), || {
+        absent(pid)
+    })
+    .await;
+    let record = dir.path().join("modules/orphan").join(PID_FILE);
+    eventually("the record removed", Duration::from_secs(5), || {
+        !record.exists()
+    })
+    .await;
+}
