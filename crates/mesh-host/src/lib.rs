@@ -4,6 +4,7 @@
 
 pub mod backoff;
 mod dial;
+pub mod driver;
 pub mod enrol;
 pub mod run;
 pub mod state;
