@@ -2,6 +2,7 @@
 //! then connect with its own key, bind its own consumer, take declarations,
 //! and heartbeat. Applying declarations comes later.
 
+pub mod apply;
 pub mod backoff;
 mod dial;
 pub mod driver;

@@ -12,8 +12,12 @@ use mesh_bus::{BusConfig, ConnectError};
 use mesh_core::enrolment::Heartbeat;
 use mesh_core::subjects::{self, STREAM_NODES};
 
+use std::sync::Arc;
+
+use crate::apply::{Applier, ApplyError};
 use crate::backoff::{Backoff, reconnect_delay};
 use crate::dial::{self, GaveUp};
+use crate::driver::{Driver, DriverError, DriverOptions};
 use crate::state::{HostState, StateError, unix_ms};
 
 #[derive(Debug, Clone)]
@@ -54,6 +58,10 @@ pub enum HostError {
     Connect(ConnectError),
     #[error("{path} names no bus address; enrol again into an empty directory")]
     NoAddress { path: std::path::PathBuf },
+    #[error("could not start the process driver")]
+    Driver(#[from] DriverError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
 }
 
 /// Runs the host until `shutdown` resolves; then drains and returns `Ok`.
@@ -70,6 +78,10 @@ pub async fn run(
         .map(|u| state.bus_config_for(u))
         .collect::<Result<_, _>>()?;
     tokio::pin!(shutdown);
+    // Before anything else: what a previous run left behind is killed now,
+    // not after the broker answers.
+    let driver = Driver::new(&state.dir, DriverOptions::default()).await?;
+    let applier = Arc::new(Applier::new(state, driver)?);
 
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
     let node = state.node.clone();
@@ -89,14 +101,19 @@ pub async fn run(
             GaveUp::Fatal(e) | GaveUp::Deadline { last: e, .. } => HostError::Connect(e),
             GaveUp::NoAddress => HostError::NoAddress { path: state.dir.join(crate::state::HOST_FILE) },
         })?,
-        () = &mut shutdown => return Ok(()),
+        () = &mut shutdown => {
+            applier.driver().stop_all().await;
+            return Ok(());
+        }
     };
     tracing::info!(node = %state.node, principal = %state.principal(), "connected to the bus");
 
     let work = async {
+        applier.resume(&client).await;
         tokio::join!(
             heartbeats(&client, state, opts),
-            consume(&client, state, opts)
+            consume(&client, state, opts, &applier),
+            report_changes(&client, &applier),
         )
     };
     tokio::select! {
@@ -104,6 +121,8 @@ pub async fn run(
         () = &mut shutdown => {}
     }
     tracing::info!(node = %state.node, "shutting down");
+    // The modules go with their host.
+    applier.driver().stop_all().await;
     if let Err(e) = client.drain().await {
         tracing::warn!(reason = %dial::chain(&e), "draining the bus connection");
     }
@@ -138,7 +157,18 @@ async fn heartbeats(client: &Client, state: &HostState, opts: &HostOptions) {
 
 /// Binds the node's consumer (retrying while it does not exist yet) and
 /// takes its deliveries; binds again when the delivery stream ends.
-async fn consume(client: &Client, state: &HostState, opts: &HostOptions) {
+/// Reports again whenever a module's state changes (it failed, came up,
+/// was restarted), a little after the change so a burst is one report.
+async fn report_changes(client: &Client, applier: &Applier) {
+    let mut changes = applier.driver().watch();
+    while changes.changed().await.is_ok() {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        changes.borrow_and_update();
+        applier.report(client, None).await;
+    }
+}
+
+async fn consume(client: &Client, state: &HostState, opts: &HostOptions, applier: &Applier) {
     let js = jetstream::new(client.clone());
     let name = subjects::consumer::node(&state.node);
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
@@ -165,23 +195,12 @@ async fn consume(client: &Client, state: &HostState, opts: &HostOptions) {
         tracing::info!(consumer = %name, "bound the node's consumer");
         while let Some(delivery) = messages.next().await {
             match delivery {
-                Ok(message) => take(message).await,
+                Ok(message) => applier.take(client, message).await,
                 Err(e) => tracing::warn!(reason = %dial::chain(&e), "delivery"),
             }
         }
         let wait = backoff.next_delay();
         tracing::warn!(consumer = %name, ?wait, "the consumer's deliveries ended; binding again");
         tokio::time::sleep(wait).await;
-    }
-}
-
-/// Declarations are applied in a later step; for now each delivery is
-/// logged and acknowledged, so none (malformed ones included) is
-/// redelivered forever.
-async fn take(message: jetstream::Message) {
-    let sequence = message.info().map(|i| i.stream_sequence).ok();
-    tracing::info!(subject = %message.subject, ?sequence, "declaration received");
-    if let Err(e) = message.double_ack().await {
-        tracing::warn!(subject = %message.subject, ?sequence, reason = %dial::chain(&*e), "acknowledging a declaration");
     }
 }

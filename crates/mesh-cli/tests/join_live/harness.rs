@@ -16,6 +16,34 @@ pub fn mesh_bin() -> &'static str {
     env!("CARGO_BIN_EXE_mesh")
 }
 
+/// PATH with the directory of the `mesh` binary first: the example
+/// modules (`mesh-echo`) are built beside it.
+pub fn path_with_bins() -> std::ffi::OsString {
+    let bins = Path::new(mesh_bin()).parent().unwrap().to_path_buf();
+    ensure_example_built(&bins);
+    let mut dirs = vec![bins];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).unwrap()
+}
+
+/// `cargo test -p mesh-cli` alone does not build other packages' binaries.
+fn ensure_example_built(bins: &Path) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if bins.join("mesh-echo").is_file() {
+            return;
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-q", "-p", "mesh-echo", "--bin", "mesh-echo"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "building mesh-echo");
+    });
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,
@@ -37,6 +65,7 @@ impl Daemon {
             .args(args)
             .current_dir(cwd)
             .env("MESH_LOG", "info,async_nats=off")
+            .env("PATH", path_with_bins())
             .env_remove("MESH_STORE")
             .env_remove("MESH_TOKEN")
             .stdin(Stdio::null())
@@ -293,6 +322,40 @@ impl Mesh {
         mesh_bus::connect(&self.bus("controller", seed.trim(), Some("_INBOX.controller".into())))
             .await
             .expect("the controller's key connects")
+    }
+
+    /// `mesh catalogue register PATH`.
+    pub fn register(&self, catalogue: &Path) {
+        let out = self.mesh(&["catalogue", "register", catalogue.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "register: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// `mesh assign MODULE NODE` (or unassign).
+    pub fn assign(&self, module: &str, node: &str, assign: bool) {
+        let verb = if assign { "assign" } else { "unassign" };
+        let out = self.mesh(&[verb, module, node]);
+        assert!(
+            out.status.success(),
+            "{verb}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A module's directory on a host: its key, log, pid record, `work/`.
+    pub fn module_dir(&self, host: &str, module: &str) -> PathBuf {
+        self.host_dir(host).join("modules").join(module)
+    }
+
+    /// The example catalogue.
+    pub fn examples() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/catalogue")
+            .canonicalize()
+            .unwrap()
     }
 
     /// `mesh nodes --output json`.

@@ -1,0 +1,327 @@
+//! Applying declarations: verify the signature before reading anything
+//! else, refuse a sequence not newer than the last applied (acked, and
+//! reported as refused), plan the steps against what runs (`mesh-core`),
+//! carry them out through the process driver, report, then acknowledge.
+//!
+//! The newest applied envelope is kept in the state directory, so a host
+//! started again applies it at once (after its driver killed what the last
+//! one left behind) without waiting for a redelivery that will not come.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::Client;
+use async_nats::jetstream::{self, AckKind};
+use ed25519_dalek::VerifyingKey;
+use mesh_core::authority::PrincipalKind;
+use mesh_core::declaration::{self, ApplyStep, Declaration, FileBody, ModuleDecl, Running};
+use mesh_core::names::Name;
+use mesh_core::report::{ModuleReport, ModuleState, Report};
+use mesh_core::subjects;
+use tokio::sync::Mutex;
+
+use crate::driver::{self, Driver, RunSpec};
+use crate::state::{HostState, StateError, write_private};
+
+/// The newest applied envelope, as it was delivered.
+pub const APPLIED_FILE: &str = "applied.json";
+/// Progress is acknowledged this often while a declaration is applied, so
+/// a long apply is not redelivered meanwhile.
+const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("the controller key in the host record is not an Ed25519 public key; enrol again")]
+    ControllerKey,
+}
+
+struct Applied {
+    /// The last sequence applied (none before the first).
+    sequence: Option<u64>,
+    modules: Vec<ModuleDecl>,
+}
+
+/// One per host: shared by the consumer and the driver's watcher.
+pub struct Applier {
+    state: HostState,
+    controller: VerifyingKey,
+    driver: Driver,
+    applied: Mutex<Applied>,
+}
+
+impl Applier {
+    /// Starts the driver (which kills what a previous run left behind).
+    pub fn new(state: &HostState, driver: Driver) -> Result<Applier, ApplyError> {
+        let controller =
+            declaration::verifying_key(&state.controller_key).ok_or(ApplyError::ControllerKey)?;
+        Ok(Applier {
+            state: state.clone(),
+            controller,
+            driver,
+            applied: Mutex::new(Applied {
+                sequence: None,
+                modules: Vec::new(),
+            }),
+        })
+    }
+
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    /// Applies the envelope a previous run kept, if any (verified again: the
+    /// file is on disk, and disks are edited).
+    pub async fn resume(&self, client: &Client) {
+        let path = self.state.dir.join(APPLIED_FILE);
+        let Ok(payload) = std::fs::read(&path) else {
+            return;
+        };
+        match declaration::verify(&payload, &self.controller, &self.state.node, None) {
+            Ok(d) => {
+                tracing::info!(
+                    sequence = d.sequence,
+                    "applying the declaration kept from the last run"
+                );
+                self.apply(&d).await;
+                self.report(client, None).await;
+            }
+            Err(e) => {
+                tracing::warn!(path = %path.display(), reason = %e, "the kept declaration is not applied")
+            }
+        }
+    }
+
+    /// Takes one delivery: verify, apply, report, acknowledge.
+    pub async fn take(&self, client: &Client, message: jetstream::Message) {
+        let message = Arc::new(message);
+        let progress = {
+            let m = message.clone();
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(PROGRESS_EVERY);
+                every.tick().await;
+                loop {
+                    every.tick().await;
+                    let _ = m.ack_with(AckKind::Progress).await;
+                }
+            })
+        };
+        let applied = self.applied.lock().await.sequence;
+        match declaration::verify(
+            &message.payload,
+            &self.controller,
+            &self.state.node,
+            applied,
+        ) {
+            Ok(d) => {
+                self.apply(&d).await;
+                if let Err(e) = write_private(&self.state.dir.join(APPLIED_FILE), &message.payload)
+                {
+                    tracing::warn!(reason = %e, "the applied declaration was not kept");
+                }
+                tracing::info!(
+                    sequence = d.sequence,
+                    modules = d.modules.len(),
+                    "declaration applied"
+                );
+                self.report(client, None).await;
+            }
+            Err(e) => {
+                // Nothing applied; acknowledged, or it would come round
+                // forever.
+                tracing::warn!(reason = %e, "declaration refused");
+                self.report(client, Some(e.to_string())).await;
+            }
+        }
+        progress.abort();
+        if let Err(e) = message.double_ack().await {
+            tracing::warn!(reason = %e, "acknowledging the declaration");
+        }
+    }
+
+    async fn apply(&self, d: &Declaration) {
+        let mut applied = self.applied.lock().await;
+        let running: Vec<Running> = applied
+            .modules
+            .iter()
+            .filter(|m| self.driver.pid(&m.name).is_some() || self.is_managed(&m.name))
+            .map(|m| Running {
+                module: m.name.clone(),
+                decl: m.clone(),
+            })
+            .collect();
+        for step in declaration::plan_apply(d, &running) {
+            match step {
+                ApplyStep::Stop { module } => {
+                    if let Err(e) = self.driver.stop(&module).await {
+                        tracing::warn!(%module, reason = %e, "stopping");
+                    }
+                }
+                ApplyStep::WriteFile { module, path, body } => {
+                    self.write_file(&module, &path, &body)
+                }
+                ApplyStep::Start { module } | ApplyStep::Restart { module } => {
+                    match self.run_spec(&module) {
+                        Ok(spec) => {
+                            if let Err(e) = self.driver.start(spec).await {
+                                tracing::warn!(module = %module.name, reason = %e, "starting");
+                            }
+                        }
+                        Err(e) => tracing::warn!(module = %module.name, reason = %e, "starting"),
+                    }
+                }
+            }
+        }
+        applied.sequence = Some(d.sequence);
+        applied.modules = d.modules.clone();
+    }
+
+    fn is_managed(&self, module: &Name) -> bool {
+        self.driver.status().iter().any(|s| s.module == *module)
+    }
+
+    fn module_dir(&self, module: &Name) -> PathBuf {
+        self.state.dir.join("modules").join(module.as_str())
+    }
+
+    fn work_dir(&self, module: &Name) -> PathBuf {
+        self.module_dir(module).join("work")
+    }
+
+    fn write_file(&self, module: &Name, path: &str, body: &FileBody) {
+        let target = self.work_dir(module).join(path);
+        let result = match body {
+            FileBody::Content(text) => target
+                .parent()
+                .map(|p| make_dirs(p))
+                .unwrap_or(Ok(()))
+                .and_then(|()| write_private(&target, text.as_bytes())),
+            FileBody::Sealed(_) => {
+                tracing::warn!(%module, %path, "a sealed file cannot be opened by this host yet; not written");
+                return;
+            }
+        };
+        if let Err(e) = result {
+            tracing::warn!(%module, %path, reason = %e, "writing a declared file");
+        }
+    }
+
+    /// The module's key: made here the first time a declaration assigns it,
+    /// kept 0600, handed to the process as a file. Never sent anywhere.
+    fn module_key(&self, module: &Name) -> Result<(PathBuf, String), StateError> {
+        let dir = self.module_dir(module);
+        make_dirs(&dir)?;
+        let path = dir.join("nkey.seed");
+        if let Ok(text) = std::fs::read_to_string(&path)
+            && let Ok(kp) = nkeys::KeyPair::from_seed(text.trim())
+        {
+            return Ok((path, kp.public_key()));
+        }
+        let kp = nkeys::KeyPair::new_user();
+        let seed = kp.seed().expect("a new user key has a seed");
+        write_private(&path, format!("{seed}\n").as_bytes())?;
+        Ok((path, kp.public_key()))
+    }
+
+    fn public_key(&self, module: &Name) -> Option<String> {
+        let text = std::fs::read_to_string(self.module_dir(module).join("nkey.seed")).ok()?;
+        nkeys::KeyPair::from_seed(text.trim())
+            .ok()
+            .map(|k| k.public_key())
+    }
+
+    fn run_spec(&self, m: &ModuleDecl) -> Result<RunSpec, StateError> {
+        let (key_file, _) = self.module_key(&m.name)?;
+        let principal = PrincipalKind::Module {
+            node: self.state.node.clone(),
+            module: m.name.clone(),
+        }
+        .principal_name();
+        let mut env: BTreeMap<String, String> = m.run.env.clone();
+        if !env.contains_key("PATH")
+            && let Ok(path) = std::env::var("PATH")
+        {
+            env.insert("PATH".into(), path);
+        }
+        for (k, v) in [
+            ("MESH_BUS_URLS", self.state.bus_urls.join(",")),
+            ("MESH_BUS_PIN", self.state.cert_sha256.clone()),
+            ("MESH_NKEY_FILE", key_file.display().to_string()),
+            ("MESH_INBOX_PREFIX", subjects::inbox_prefix(&principal)),
+            ("MESH_NODE", self.state.node.to_string()),
+            ("MESH_MODULE", m.name.to_string()),
+        ] {
+            env.insert(k.into(), v);
+        }
+        let work = self.work_dir(&m.name);
+        make_dirs(&work)?;
+        Ok(RunSpec {
+            module: m.name.clone(),
+            command: m.run.command.clone(),
+            env,
+            stop_grace: Duration::from_secs(m.run.stop_grace_s),
+            workdir: work,
+        })
+    }
+
+    /// Reports every module the last declaration names, as the driver sees
+    /// it now. Published to CONTROL and confirmed stored.
+    pub async fn report(&self, client: &Client, refused: Option<String>) {
+        let applied = self.applied.lock().await;
+        let status = self.driver.status();
+        let modules = applied
+            .modules
+            .iter()
+            .map(|m| {
+                let s = status.iter().find(|s| s.module == m.name);
+                ModuleReport {
+                    name: m.name.clone(),
+                    state: match s.map(|s| s.state) {
+                        Some(driver::ModuleState::Running) => ModuleState::Running,
+                        Some(driver::ModuleState::Failed) => ModuleState::Failed,
+                        Some(driver::ModuleState::Stopped) | None => ModuleState::Stopped,
+                        Some(driver::ModuleState::Starting) => ModuleState::Starting,
+                    },
+                    reason: s.and_then(|s| s.reason.clone()),
+                    restarts: s.map_or(0, |s| s.restarts),
+                    nkey: self.public_key(&m.name),
+                }
+            })
+            .collect();
+        let report = Report {
+            node: self.state.node.clone(),
+            sequence: applied.sequence.unwrap_or(0),
+            modules,
+            refused,
+        };
+        drop(applied);
+        let js = jetstream::new(client.clone());
+        match js
+            .publish(subjects::report(&self.state.node), report.to_json().into())
+            .await
+        {
+            Ok(ack) => {
+                if let Err(e) = ack.await {
+                    tracing::warn!(reason = %e, "the report was not stored");
+                }
+            }
+            Err(e) => tracing::warn!(reason = %e, "sending the report"),
+        }
+    }
+}
+
+fn make_dirs(dir: &std::path::Path) -> Result<(), StateError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| StateError::Io {
+            action: "create",
+            path: dir.to_path_buf(),
+            source,
+        })
+}
