@@ -196,7 +196,7 @@ impl Applier {
         let result = match body {
             FileBody::Content(text) => target
                 .parent()
-                .map(|p| make_dirs(p))
+                .map(make_dirs)
                 .unwrap_or(Ok(()))
                 .and_then(|()| write_private(&target, text.as_bytes())),
             FileBody::Sealed(_) => {
