@@ -21,6 +21,7 @@ pub mod catalogue;
 pub mod declaration;
 pub mod diagnostic;
 pub mod enrolment;
+pub mod event;
 pub mod fleet;
 pub mod jetstream;
 pub mod manifest;
