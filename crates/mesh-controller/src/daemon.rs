@@ -181,6 +181,9 @@ pub async fn run(
     let bus = bus_config(&genesis)?;
     let signing_key = declare::signing_key(&genesis)?;
 
+    // Read before the records are: a change made between the two is then
+    // seen as a change, not taken for the state started from.
+    let revision = store.records_revision().await?;
     // Derived before anything is written: records that derive to nothing
     // are refused at start, naming why, not discovered by a host.
     let derived = mesh_state::derive(&store, &opts.controller).await?;
@@ -244,7 +247,7 @@ pub async fn run(
 
     let tasks = vec![
         tokio::spawn(watch::log_compositions(ctx.composer.watch())),
-        tokio::spawn(watch::follow(ctx.clone())),
+        tokio::spawn(watch::follow(ctx.clone(), revision)),
         tokio::spawn(take_control(ctx.clone(), control)),
         tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
         tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),

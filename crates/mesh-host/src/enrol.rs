@@ -172,12 +172,26 @@ pub async fn enrol(
         reply,
     };
     let js = async_nats::jetstream::new(client.clone());
-    let stored = match js
-        .publish(subjects::enrol(node), request.to_json().into())
-        .await
-    {
-        Ok(ack) => ack.await.map_err(|e| dial::chain(&e)),
-        Err(e) => Err(dial::chain(&e)),
+    // A controller starting beside this host may not have made CONTROL yet:
+    // "no stream" is retried for as long as a connect would be.
+    let deadline = tokio::time::Instant::now() + opts.connect_within;
+    let mut wait = Duration::from_millis(100);
+    let stored = loop {
+        let stored = match js
+            .publish(subjects::enrol(node), request.to_json().into())
+            .await
+        {
+            Ok(ack) => ack.await.map_err(|e| (no_stream(&e), dial::chain(&e))),
+            Err(e) => Err((false, dial::chain(&e))),
+        };
+        match stored {
+            Err((true, reason)) if tokio::time::Instant::now() + wait < deadline => {
+                tracing::info!(node = %node, %reason, ?wait, "no stream stores enrolments yet; retrying");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            other => break other.map_err(|(_, reason)| reason),
+        }
     };
     let host_configs: Vec<BusConfig> = token
         .bus_urls
@@ -349,6 +363,14 @@ fn gave_up(g: GaveUp, token: &Token, within: Duration) -> EnrolError {
             source: None,
         },
     }
+}
+
+/// Whether a publish found no stream for its subject (CONTROL not made yet).
+fn no_stream(e: &async_nats::jetstream::context::PublishError) -> bool {
+    matches!(
+        e.kind(),
+        async_nats::jetstream::context::PublishErrorKind::StreamNotFound
+    )
 }
 
 #[cfg(test)]

@@ -55,8 +55,10 @@ pub(crate) async fn log_compositions(mut status: watch::Receiver<ComposerStatus>
     }
 }
 
-pub(crate) async fn follow(ctx: Arc<Ctx>) {
-    let mut seen: Option<i64> = None;
+/// Follows the revision from `started_at`, the one read before the records
+/// the controller started from.
+pub(crate) async fn follow(ctx: Arc<Ctx>, started_at: i64) {
+    let mut seen: Option<i64> = Some(started_at);
     let mut tick = tokio::time::interval(ctx.opts.poll_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -68,8 +70,6 @@ pub(crate) async fn follow(ctx: Arc<Ctx>) {
                 continue;
             }
         };
-        // The first reading only sets the mark: start already composed and
-        // asserted from these records.
         let Some(before) = seen.replace(revision) else {
             continue;
         };
