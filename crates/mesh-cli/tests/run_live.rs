@@ -97,6 +97,27 @@ async fn wait_report_after(
     );
 }
 
+/// Waits for a report newer than `after` saying the host refused something;
+/// not only the newest (a report of a module's state may follow it).
+async fn wait_refusal_after(mesh: &Mesh, node: &str, after: i64) -> mesh_store::StoredReport {
+    let s = store(mesh).await;
+    let node = Name::new(node).unwrap();
+    loop {
+        let found = s
+            .reports(&node, 50)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.id > after && r.report.refused.is_some())
+            .min_by_key(|r| r.id);
+        if let Some(r) = found {
+            s.close().await;
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn running(r: &mesh_store::Report, module: &str) -> bool {
     r.outcomes
         .iter()
@@ -335,7 +356,7 @@ async fn a_host_killed_and_started_again_runs_each_module_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flipped_a_foreign_and_a_replayed_declaration_are_refused_and_nothing_applied() {
     use mesh_core::declaration::{Declaration, Envelope};
-    let (mesh, _hosts) = mesh_with_hosts(Backend::Sqlite, &["n1"]).await;
+    let (mesh, hosts) = mesh_with_hosts(Backend::Sqlite, &["n1"]).await;
     mesh.assign("echo", "n1", true);
     wait_echo(&mesh, "n1");
     let s = store(&mesh).await;
@@ -392,7 +413,18 @@ async fn a_flipped_a_foreign_and_a_replayed_declaration_are_refused_and_nothing_
             .unwrap()
             .await
             .unwrap();
-        let r = wait_report_after(&mesh, "n1", last, |r| r.refused.is_some()).await;
+        let r = tokio::time::timeout(
+            Duration::from_secs(20),
+            wait_refusal_after(&mesh, "n1", last),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "{what}: no refusal reported; host log:\n{}\ncontroller log:\n{}",
+                hosts[0].log(),
+                mesh.controller().log()
+            )
+        });
         let why = r.report.refused.clone().unwrap();
         assert!(why.contains(says), "{what}: {why}");
         assert!(

@@ -30,6 +30,8 @@ pub const APPLIED_FILE: &str = "applied.json";
 /// Progress is acknowledged this often while a declaration is applied, so
 /// a long apply is not redelivered meanwhile.
 const PROGRESS_EVERY: Duration = Duration::from_secs(30);
+/// How long the server's confirmation of an acknowledgement is waited for.
+const ACK_WITHIN: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -137,8 +139,17 @@ impl Applier {
             }
         }
         progress.abort();
-        if let Err(e) = message.double_ack().await {
-            tracing::warn!(reason = %e, "acknowledging the declaration");
+        // Bounded: a newer declaration published meanwhile replaces this one
+        // in NODES (one per subject), and the server never confirms an ack
+        // of a message it no longer holds; unbounded, the host would wait
+        // here and take nothing more.
+        match tokio::time::timeout(ACK_WITHIN, message.double_ack()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(reason = %e, "acknowledging the declaration"),
+            Err(_) => tracing::warn!(
+                waited = ?ACK_WITHIN,
+                "no confirmation of the acknowledgement (a newer declaration may have replaced it)"
+            ),
         }
     }
 
