@@ -164,6 +164,43 @@ async fn echo_on_two_of_three(backend: Backend) {
         assert!(c.is_some(), "module_{n}_echo recorded");
     }
     assert!(s.credential("module_n3_echo").await.unwrap().is_none());
+
+    // n3's host names a key for echo, which is not assigned to n3: the
+    // controller records the report and ignores the key.
+    let seed = std::fs::read_to_string(mesh.host_dir("n3").join("nkey.seed")).unwrap();
+    let host3 = mesh_bus::connect(&mesh.bus("host_n3", seed.trim(), Some("_INBOX.host_n3".into())))
+        .await
+        .unwrap();
+    let forged = mesh_core::report::Report {
+        node: Name::new("n3").unwrap(),
+        sequence: 0,
+        modules: vec![mesh_core::report::ModuleReport {
+            name: Name::new("echo").unwrap(),
+            state: mesh_core::report::ModuleState::Running,
+            reason: None,
+            restarts: 0,
+            nkey: Some(nkeys::KeyPair::new_user().public_key()),
+        }],
+        refused: None,
+    };
+    jetstream::new(host3)
+        .publish("mesh.control.report.n3", forged.to_json().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    mesh.controller()
+        .wait_log("key of a module not assigned to this node ignored", LONG);
+    assert!(
+        s.latest_report(&Name::new("n3").unwrap())
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        s.credential("module_n3_echo").await.unwrap().is_none(),
+        "no key for an unassigned module"
+    );
     s.close().await;
 }
 
