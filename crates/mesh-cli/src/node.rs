@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use mesh_controller::Genesis;
+use mesh_core::liveness::{HEARTBEAT_EVERY, liveness};
 use mesh_core::names::Name;
 use mesh_core::token::Token;
 use serde::Serialize;
@@ -179,6 +180,8 @@ pub struct NodeRow {
     pub host_key: Option<String>,
     pub enrolled_at: Option<i64>,
     pub last_seen_at: Option<i64>,
+    /// `ready`, `stale`, `down` or `unseen` (from last seen; DESIGN §6).
+    pub liveness: &'static str,
 }
 
 pub fn run_list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
@@ -195,6 +198,7 @@ async fn list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
     .await;
     store.close().await;
     let (nodes, tokens) = read?;
+    let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
     let rows: Vec<NodeRow> = nodes
         .into_iter()
         .map(|n| NodeRow {
@@ -208,6 +212,12 @@ async fn list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
             node: n.name.to_string(),
             host_key: n.public_key,
             enrolled_at: n.enrolled_at,
+            liveness: liveness(
+                n.last_seen_at.and_then(|t| u64::try_from(t).ok()),
+                now,
+                HEARTBEAT_EVERY,
+            )
+            .as_str(),
             last_seen_at: n.last_seen_at,
         })
         .collect();
@@ -231,8 +241,8 @@ fn print_table(rows: &[NodeRow]) -> anyhow::Result<()> {
     let now = mesh_store::now_ms();
     let width = rows.iter().map(|r| r.node.len()).max().unwrap_or(4).max(4);
     out.line(format_args!(
-        "{:<width$}  {:<12}  {:<10}  HOST KEY",
-        "NODE", "STATE", "LAST SEEN"
+        "{:<width$}  {:<12}  {:<7}  {:<10}  HOST KEY",
+        "NODE", "STATE", "LIVE", "LAST SEEN"
     ))?;
     for r in rows {
         let seen = match r.last_seen_at {
@@ -243,9 +253,10 @@ fn print_table(rows: &[NodeRow]) -> anyhow::Result<()> {
             None => "never".into(),
         };
         out.line(format_args!(
-            "{:<width$}  {:<12}  {:<10}  {}",
+            "{:<width$}  {:<12}  {:<7}  {:<10}  {}",
             r.node,
             r.state,
+            r.liveness,
             seen,
             r.host_key.as_deref().unwrap_or("-")
         ))?;

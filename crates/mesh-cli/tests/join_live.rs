@@ -404,6 +404,7 @@ async fn three_hosts_enrol_and_bind(backend: Backend) {
                 && rows.iter().all(|r| {
                     r["state"] == "enrolled"
                         && r["last_seen_at"].is_i64()
+                        && r["liveness"] == "ready"
                         && r["host_key"] == key_of(r["node"].as_str().unwrap()).as_str()
                 })
         }),

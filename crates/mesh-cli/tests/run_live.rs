@@ -142,7 +142,7 @@ async fn mesh_with_hosts(backend: Backend, names: &[&str]) -> (Mesh, Vec<harness
 }
 
 async fn echo_on_two_of_three(backend: Backend) {
-    let (mesh, _hosts) = mesh_with_hosts(backend, &["n1", "n2", "n3"]).await;
+    let (mesh, mut hosts) = mesh_with_hosts(backend, &["n1", "n2", "n3"]).await;
     mesh.assign("echo", "n1", true);
     mesh.assign("echo", "n2", true);
     for n in ["n1", "n2"] {
@@ -202,6 +202,22 @@ async fn echo_on_two_of_three(backend: Backend) {
         "no key for an unassigned module"
     );
     s.close().await;
+
+    // A host stopped stops its modules: nothing left behind.
+    let modules: Vec<u32> = ["n1", "n2"]
+        .iter()
+        .flat_map(|n| processes_in(&mesh.module_dir(n, "echo").join("work")))
+        .collect();
+    assert_eq!(modules.len(), 2, "{modules:?}");
+    for h in &mut hosts {
+        assert!(h.stop().success(), "{}", h.log());
+    }
+    for pid in modules {
+        assert!(
+            !mesh_testkit::pid_alive(pid),
+            "module pid {pid} left behind"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,6 +24,7 @@ pub mod enrolment;
 pub mod event;
 pub mod fleet;
 pub mod jetstream;
+pub mod liveness;
 pub mod manifest;
 pub mod names;
 pub mod placeholders;

@@ -32,7 +32,7 @@ pub struct HostOptions {
 impl Default for HostOptions {
     fn default() -> Self {
         HostOptions {
-            heartbeat_every: Duration::from_secs(5),
+            heartbeat_every: mesh_core::liveness::HEARTBEAT_EVERY,
             backoff_start: Duration::from_millis(250),
             backoff_max: Duration::from_secs(10),
         }

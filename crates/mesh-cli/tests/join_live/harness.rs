@@ -131,9 +131,11 @@ impl Daemon {
 }
 
 impl Drop for Daemon {
+    /// An orderly stop first: a host killed outright leaves its modules
+    /// running (each is in its own process group, as it must be).
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
+            self.stop();
         }
         let _ = self.child.wait();
     }
