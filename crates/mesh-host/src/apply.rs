@@ -22,7 +22,7 @@ use mesh_core::report::{ModuleReport, ModuleState, Report};
 use mesh_core::subjects;
 use tokio::sync::Mutex;
 
-use crate::driver::{self, Driver, RunSpec};
+use crate::driver::{Driver, RunSpec};
 use crate::state::{HostState, StateError, write_private};
 
 /// The newest applied envelope, as it was delivered.
@@ -290,12 +290,7 @@ impl Applier {
                 let s = status.iter().find(|s| s.module == m.name);
                 ModuleReport {
                     name: m.name.clone(),
-                    state: match s.map(|s| s.state) {
-                        Some(driver::ModuleState::Running) => ModuleState::Running,
-                        Some(driver::ModuleState::Failed) => ModuleState::Failed,
-                        Some(driver::ModuleState::Stopped) | None => ModuleState::Stopped,
-                        Some(driver::ModuleState::Starting) => ModuleState::Starting,
-                    },
+                    state: s.map_or(ModuleState::Stopped, |s| s.state),
                     reason: s.and_then(|s| s.reason.clone()),
                     restarts: s.map_or(0, |s| s.restarts),
                     nkey: self.public_key(&m.name),

@@ -57,14 +57,8 @@ impl std::fmt::Debug for RunSpec {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ModuleState {
-    Starting,
-    Running,
-    Failed,
-    Stopped,
-}
+/// One name for a module's state, as the host reports it.
+pub use mesh_core::report::ModuleState;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModuleStatus {
