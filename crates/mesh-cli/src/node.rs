@@ -72,7 +72,8 @@ pub struct NodesArgs {
     pub mesh: MeshArgs,
 }
 
-/// `30s`, `10m`, `1h`, `7d`: a positive whole number and a unit.
+/// `30s`, `10m`, `1h`, `7d`: a positive whole number and a unit (a token's
+/// life, the store window's bound).
 pub fn parse_ttl(s: &str) -> Result<Duration, String> {
     const HELP: &str = "write a whole number and a unit: 30s, 10m, 1h or 7d";
     let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));

@@ -172,6 +172,7 @@ async fn echo_on_two_of_three(backend: Backend) {
         .await
         .unwrap();
     let forged = mesh_core::report::Report {
+        id: "forged-1".into(),
         node: Name::new("n3").unwrap(),
         sequence: 0,
         modules: vec![mesh_core::report::ModuleReport {

@@ -50,6 +50,9 @@ pub struct ControllerOptions {
     pub live_within: Duration,
     /// Enrolments handled at once.
     pub enrolments_at_once: usize,
+    /// How long a report may wait for an unavailable store before it is
+    /// let go.
+    pub store_window: Duration,
     pub controller: ControllerSpec,
 }
 
@@ -62,6 +65,7 @@ impl ControllerOptions {
             seen_flush_every: Duration::from_secs(5),
             live_within: Duration::from_secs(30),
             enrolments_at_once: 32,
+            store_window: mesh_core::store_window::DEFAULT_BOUND,
             controller: ControllerSpec::default(),
         }
     }
@@ -103,6 +107,12 @@ pub struct Counters {
     pub terminated: AtomicU64,
     pub heartbeats: AtomicU64,
     pub reports: AtomicU64,
+    /// Reports redelivered after they were recorded (acknowledged again).
+    pub duplicates: AtomicU64,
+    /// Reports answering an older declaration than the node's newest.
+    pub superseded: AtomicU64,
+    /// Reports let go after the store stayed unavailable past the bound.
+    pub let_go: AtomicU64,
 }
 
 impl Counters {
@@ -123,6 +133,41 @@ pub(crate) struct Ctx {
     pub signing_key: ed25519_dalek::SigningKey,
     /// The users file the composer writes (a broker holder's `bus-users`).
     pub users_file: PathBuf,
+    /// When the store window opened (unix ms); none while the store takes
+    /// reports.
+    pub window: std::sync::Mutex<Option<u64>>,
+}
+
+impl Ctx {
+    /// The store window's decision for a report it could not take now.
+    pub(crate) fn window_decision(
+        &self,
+        now_ms: u64,
+        deliveries: u64,
+    ) -> mesh_core::store_window::Decision {
+        let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        let was_open = w.is_some();
+        let (opened, d) =
+            mesh_core::store_window::on_unavailable(*w, now_ms, self.opts.store_window, deliveries);
+        if !was_open {
+            warn!(
+                opened_at = opened,
+                "store window opened: reports stay in CONTROL until the store is back"
+            );
+        }
+        *w = Some(opened);
+        d
+    }
+
+    pub(crate) fn close_window(&self) {
+        let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(opened) = w.take() {
+            info!(
+                opened_at = opened,
+                "store window closed: the store takes reports again"
+            );
+        }
+    }
 }
 
 /// The controller's bus configuration: its own key, its own inbox, the
@@ -233,8 +278,9 @@ pub async fn run(
         opts,
         signing_key,
         users_file: genesis.path(genesis::USERS_FILE),
+        window: std::sync::Mutex::new(None),
     });
-    let published = declare::declare_all(&ctx).await;
+    let published = declare::declare_all(&ctx, true).await;
     info!(published, "declarations composed");
 
     let control = bind_control(&ctx).await?;
@@ -267,6 +313,9 @@ pub async fn run(
         terminated = view.terminated,
         heartbeats = view.heartbeats,
         reports = view.reports,
+        duplicates = view.duplicates,
+        superseded = view.superseded,
+        let_go = view.let_go,
         "controller stopped"
     );
     composer_task.abort();
@@ -283,6 +332,9 @@ pub struct CountersView {
     pub terminated: u64,
     pub heartbeats: u64,
     pub reports: u64,
+    pub duplicates: u64,
+    pub superseded: u64,
+    pub let_go: u64,
 }
 
 impl CountersView {
@@ -293,6 +345,9 @@ impl CountersView {
             terminated: c.terminated.load(Ordering::Relaxed),
             heartbeats: c.heartbeats.load(Ordering::Relaxed),
             reports: c.reports.load(Ordering::Relaxed),
+            duplicates: c.duplicates.load(Ordering::Relaxed),
+            superseded: c.superseded.load(Ordering::Relaxed),
+            let_go: c.let_go.load(Ordering::Relaxed),
         }
     }
 }

@@ -31,6 +31,7 @@ pub mod placeholders;
 pub mod records;
 pub mod report;
 pub mod secret;
+pub mod store_window;
 pub mod subjects;
 pub mod token;
 pub mod users_file;

@@ -1,9 +1,10 @@
 //! Reports (DESIGN §6): what a host says after applying a declaration, and
 //! again whenever a module's state changes.
 //!
-//! Wire on `mesh.control.report.<node>` (stored in CONTROL): `{"node",
-//! "sequence", "modules": [{"name", "state": "running" | "starting" |
+//! Wire on `mesh.control.report.<node>` (stored in CONTROL): `{"id",
+//! "node", "sequence", "modules": [{"name", "state": "running" | "starting" |
 //! "failed" | "stopped", "reason", "restarts", "nkey"}], "refused"}`;
+//! `id` is the host's, unique per report: a report is recorded once.
 //! `refused` (optional) says why the host refused what it was sent — then
 //! `sequence` is the last one it applied and nothing was changed.
 
@@ -54,6 +55,8 @@ pub struct ModuleReport {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Report {
+    /// 1 to 64 of `[A-Za-z0-9_-]`, unique per report of a node.
+    pub id: String,
     pub node: Name,
     pub sequence: u64,
     pub modules: Vec<ModuleReport>,
@@ -92,6 +95,17 @@ impl Report {
                 payload: r.node.to_string(),
             });
         }
+        if r.id.is_empty()
+            || r.id.len() > 64
+            || !r
+                .id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(BadMessage::Json {
+                reason: "the report id is not 1 to 64 of letters, digits, '_' and '-'".into(),
+            });
+        }
         let mut names: Vec<&Name> = r.modules.iter().map(|m| &m.name).collect();
         names.sort();
         if names.windows(2).any(|w| w[0] == w[1]) {
@@ -123,6 +137,7 @@ mod tests {
 
     fn report() -> Report {
         Report {
+            id: "0123abcd".into(),
             node: n("n1"),
             sequence: 3,
             modules: vec![ModuleReport {

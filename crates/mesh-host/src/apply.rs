@@ -298,6 +298,7 @@ impl Applier {
             })
             .collect();
         let report = Report {
+            id: report_id(),
             node: self.state.node.clone(),
             sequence: applied.sequence.unwrap_or(0),
             modules,
@@ -317,6 +318,15 @@ impl Applier {
             Err(e) => tracing::warn!(reason = %e, "sending the report"),
         }
     }
+}
+
+/// 16 random bytes, hex: unique per report, so a redelivered one is
+/// recorded once.
+fn report_id() -> String {
+    use rand::RngCore as _;
+    let mut b = [0u8; 16];
+    rand::rng().fill_bytes(&mut b);
+    hex::encode(b)
 }
 
 fn make_dirs(dir: &std::path::Path) -> Result<(), StateError> {

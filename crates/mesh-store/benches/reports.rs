@@ -43,6 +43,7 @@ fn report(i: u64) -> Report {
         ],
         received_at: 1_700_000_000_000,
         refused: None,
+        report_id: None,
     }
 }
 

@@ -130,10 +130,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "report_states",
         sql: include_str!("../migrations/0008_report_states.sql"),
     },
+    Migration {
+        version: 9,
+        name: "report_ids",
+        sql: include_str!("../migrations/0009_report_ids.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -191,6 +191,17 @@ pub struct Report {
     pub received_at: Millis,
     /// The host refused what it was sent (and changed nothing): why.
     pub refused: Option<String>,
+    /// The id the host gave the report: recorded once per node.
+    pub report_id: Option<String>,
+}
+
+/// What recording a report did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// Recorded now, with this id.
+    New(i64),
+    /// Its node already has a report with its id: nothing written.
+    Duplicate,
 }
 
 /// A report as recorded, with the id the store gave it.

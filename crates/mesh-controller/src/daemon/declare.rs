@@ -44,8 +44,10 @@ fn recorded(body: &str) -> Option<Declaration> {
 }
 
 /// Composes every node's declaration and publishes those that changed.
-/// Returns how many were published.
-pub(crate) async fn declare_all(ctx: &Ctx) -> usize {
+/// With `converge` (at start), a node whose newest recorded declaration is
+/// missing from NODES (a wiped JetStream directory, a restored backup) gets
+/// it published again. Returns how many were published.
+pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
     let derived = match mesh_state::derive(&ctx.store, &ctx.opts.controller).await {
         Ok(d) => d,
         Err(e) => {
@@ -85,7 +87,7 @@ pub(crate) async fn declare_all(ctx: &Ctx) -> usize {
     let mut nodes = derived.snapshot.records.nodes.clone();
     nodes.sort();
     for node in &nodes {
-        match declare(ctx, &inputs, node).await {
+        match declare(ctx, &inputs, node, converge).await {
             Ok(true) => published += 1,
             Ok(false) => {}
             Err(e) => warn!(%node, error = %e, "no declaration for this node"),
@@ -94,14 +96,19 @@ pub(crate) async fn declare_all(ctx: &Ctx) -> usize {
     published
 }
 
-async fn declare(ctx: &Ctx, inputs: &Inputs<'_>, node: &Name) -> Result<bool, String> {
+async fn declare(
+    ctx: &Ctx,
+    inputs: &Inputs<'_>,
+    node: &Name,
+    converge: bool,
+) -> Result<bool, String> {
     let modules = declaration::compose_modules(inputs, node).map_err(|e| e.to_string())?;
-    let last = ctx
+    let record = ctx
         .store
         .latest_declaration(node)
         .await
-        .map_err(|e| error_chain(&e))?
-        .and_then(|d| recorded(&d.body));
+        .map_err(|e| error_chain(&e))?;
+    let last = record.as_ref().and_then(|d| recorded(&d.body));
     // A node never declared and given nothing yet needs no declaration.
     if last.is_none() && modules.is_empty() {
         return Ok(false);
@@ -109,7 +116,10 @@ async fn declare(ctx: &Ctx, inputs: &Inputs<'_>, node: &Name) -> Result<bool, St
     let last_ref = last.as_ref().map(|d| (d.sequence, d.modules.as_slice()));
     let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
     let Some(next) = declaration::next_declaration(node, modules, last_ref, now) else {
-        return Ok(false);
+        return match record {
+            Some(r) if converge => republish_if_missing(ctx, node, &r.body).await,
+            _ => Ok(false),
+        };
     };
     let envelope = next.sign(&ctx.signing_key);
     let body = String::from_utf8(envelope.clone()).map_err(|e| e.to_string())?;
@@ -132,5 +142,32 @@ async fn declare(ctx: &Ctx, inputs: &Inputs<'_>, node: &Name) -> Result<bool, St
         .map_err(|e| error_chain(&e))?;
     ack.await.map_err(|e| error_chain(&e))?;
     info!(%node, sequence = next.sequence, modules = next.modules.len(), "declaration published");
+    Ok(true)
+}
+
+/// Publishes `body` (the newest recorded declaration) again unless NODES
+/// holds exactly it: otherwise the node hears nothing while everything
+/// about it looks correct.
+async fn republish_if_missing(ctx: &Ctx, node: &Name, body: &str) -> Result<bool, String> {
+    let subject = subjects::node_declaration(node);
+    let stream = ctx
+        .js
+        .get_stream_no_info(subjects::STREAM_NODES)
+        .await
+        .map_err(|e| error_chain(&e))?;
+    let held = stream.get_last_raw_message_by_subject(&subject).await;
+    if held
+        .as_ref()
+        .is_ok_and(|m| m.payload.as_ref() == body.as_bytes())
+    {
+        return Ok(false);
+    }
+    let ack = ctx
+        .js
+        .publish(subject, body.as_bytes().to_vec().into())
+        .await
+        .map_err(|e| error_chain(&e))?;
+    ack.await.map_err(|e| error_chain(&e))?;
+    info!(%node, "declaration published again: NODES did not hold the newest recorded one");
     Ok(true)
 }

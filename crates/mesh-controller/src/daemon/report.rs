@@ -7,14 +7,12 @@ use std::time::Duration;
 use async_nats::jetstream::{self, AckKind};
 use mesh_core::authority::PrincipalKind;
 use mesh_core::report::{ModuleState, Report};
+use mesh_core::store_window::Decision;
 use mesh_core::users_file::UserCredential;
 use mesh_store::StoreError;
 use tracing::{info, warn};
 
 use super::{Counters, Ctx, error_chain};
-
-/// How long a report the store could not take waits before it comes round.
-const LATER: Duration = Duration::from_secs(2);
 
 pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
     let report = match Report::parse(&msg.subject, &msg.payload) {
@@ -27,13 +25,37 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
         }
     };
     match record(ctx, &report).await {
-        Ok(()) => {
-            Counters::bump(&ctx.counters.reports);
+        Ok(outcome) => {
+            ctx.close_window();
+            match outcome {
+                Taken::Recorded => Counters::bump(&ctx.counters.reports),
+                Taken::Duplicate => {
+                    Counters::bump(&ctx.counters.duplicates);
+                    info!(node = %report.node, id = %report.id, "report recorded before; acknowledged again");
+                }
+                Taken::Superseded { newest } => {
+                    Counters::bump(&ctx.counters.superseded);
+                    info!(node = %report.node, sequence = report.sequence, newest, "report answers an older declaration; not recorded");
+                }
+            }
             let _ = msg.ack().await;
         }
         Err(e) if e.is_unavailable() => {
-            warn!(node = %report.node, error = %error_chain(&e), retry_in = ?LATER, "report kept for later");
-            let _ = msg.ack_with(AckKind::Nak(Some(LATER))).await;
+            let deliveries = msg.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1);
+            let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+            match ctx.window_decision(now, deliveries) {
+                Decision::Nak { delay_ms } => {
+                    warn!(node = %report.node, sequence = report.sequence, error = %error_chain(&e), retry_in_ms = delay_ms, "the store cannot take the report; it stays in CONTROL");
+                    let _ = msg
+                        .ack_with(AckKind::Nak(Some(Duration::from_millis(delay_ms))))
+                        .await;
+                }
+                Decision::LetGo { open_for_ms } => {
+                    Counters::bump(&ctx.counters.let_go);
+                    warn!(node = %report.node, sequence = report.sequence, id = %report.id, open_for_ms, "the store has been unavailable past the bound; report let go");
+                    let _ = msg.ack_with(AckKind::Term).await;
+                }
+            }
         }
         Err(e) => {
             // A node forgotten meanwhile, or a report the store refuses:
@@ -45,7 +67,22 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
     }
 }
 
-async fn record(ctx: &Ctx, r: &Report) -> Result<(), StoreError> {
+enum Taken {
+    Recorded,
+    Duplicate,
+    Superseded { newest: i64 },
+}
+
+async fn record(ctx: &Ctx, r: &Report) -> Result<Taken, StoreError> {
+    // A refusal is kept whatever it answers: it is about what was sent.
+    if r.refused.is_none()
+        && let Some(newest) = ctx.store.latest_declaration(&r.node).await?
+        && i64::try_from(r.sequence).unwrap_or(i64::MAX) < newest.version
+    {
+        return Ok(Taken::Superseded {
+            newest: newest.version,
+        });
+    }
     let outcomes = r
         .modules
         .iter()
@@ -62,15 +99,20 @@ async fn record(ctx: &Ctx, r: &Report) -> Result<(), StoreError> {
             restarts: m.restarts,
         })
         .collect();
-    ctx.store
+    let recorded = ctx
+        .store
         .record_report(&mesh_store::Report {
             node: r.node.clone(),
             declaration_version: i64::try_from(r.sequence).unwrap_or(i64::MAX),
             outcomes,
             received_at: mesh_store::now_ms(),
             refused: r.refused.clone(),
+            report_id: Some(r.id.clone()),
         })
         .await?;
+    if recorded == mesh_store::Recorded::Duplicate {
+        return Ok(Taken::Duplicate);
+    }
     if let Some(why) = &r.refused {
         warn!(node = %r.node, sequence = r.sequence, reason = %why, "the host refused its declaration");
     } else {
@@ -103,5 +145,5 @@ async fn record(ctx: &Ctx, r: &Report) -> Result<(), StoreError> {
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(Taken::Recorded)
 }

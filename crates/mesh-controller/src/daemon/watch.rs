@@ -96,6 +96,6 @@ pub(crate) async fn follow(ctx: Arc<Ctx>, started_at: i64) {
         }
         // After the objects: a new node's consumer exists before its first
         // declaration is published.
-        super::declare::declare_all(&ctx).await;
+        super::declare::declare_all(&ctx, false).await;
     }
 }

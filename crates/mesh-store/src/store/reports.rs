@@ -7,7 +7,7 @@ use mesh_core::names::Name;
 
 use super::{name, not_found};
 use crate::error::{MalformedValue, RefusalKind, StoreError};
-use crate::records::{ModuleOutcome, ModuleState, Report, StoredReport};
+use crate::records::{ModuleOutcome, ModuleState, Recorded, Report, StoredReport};
 use crate::{BeginWrite, Store, with_pool};
 
 fn outcome_from(
@@ -41,9 +41,13 @@ fn outcome_from(
     })
 }
 
+/// id, node, declaration version, received at, refused, report id.
+type ReportRow = (i64, String, i64, i64, Option<String>, Option<String>);
+
 impl Store {
-    /// Records a report and returns its id.
-    pub async fn record_report(&self, report: &Report) -> Result<i64, StoreError> {
+    /// Records a report, once: a report whose (node, report id) is
+    /// recorded already is [`Recorded::Duplicate`] and writes nothing.
+    pub async fn record_report(&self, report: &Report) -> Result<Recorded, StoreError> {
         let mut modules: Vec<&str> = report.outcomes.iter().map(|o| o.module.as_str()).collect();
         modules.sort_unstable();
         if let Some(w) = modules.windows(2).find(|w| w[0] == w[1]) {
@@ -54,16 +58,22 @@ impl Store {
         }
         let result = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let (id,): (i64,) = sqlx::query_as(
-                "INSERT INTO reports (node, declaration_version, received_at, refused) \
-                 VALUES ($1, $2, $3, $4) RETURNING id",
+            let inserted: Option<(i64,)> = sqlx::query_as(
+                "INSERT INTO reports (node, declaration_version, received_at, refused, report_id) \
+                 VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (node, report_id) DO NOTHING RETURNING id",
             )
             .bind(report.node.as_str())
             .bind(report.declaration_version)
             .bind(report.received_at)
             .bind(report.refused.as_deref())
-            .fetch_one(&mut *tx)
+            .bind(report.report_id.as_deref())
+            .fetch_optional(&mut *tx)
             .await?;
+            let Some((id,)) = inserted else {
+                tx.rollback().await?;
+                return Ok(Recorded::Duplicate);
+            };
             for o in &report.outcomes {
                 let (state, reason) = match &o.state {
                     ModuleState::Starting => ("starting", None),
@@ -84,7 +94,7 @@ impl Store {
                 .await?;
             }
             tx.commit().await?;
-            Ok(id)
+            Ok(Recorded::New(id))
         });
         match result {
             // The only reference a report makes is to its node.
@@ -104,8 +114,8 @@ impl Store {
     /// Up to `limit` reports from `node`, newest first.
     pub async fn reports(&self, node: &Name, limit: u32) -> Result<Vec<StoredReport>, StoreError> {
         let (rows, outcomes) = with_pool!(self, |pool| {
-            let rows: Vec<(i64, String, i64, i64, Option<String>)> = sqlx::query_as(
-                "SELECT id, node, declaration_version, received_at, refused FROM reports \
+            let rows: Vec<ReportRow> = sqlx::query_as(
+                "SELECT id, node, declaration_version, received_at, refused, report_id FROM reports \
                  WHERE node = $1 ORDER BY id DESC LIMIT $2",
             )
             .bind(node.as_str())
@@ -139,18 +149,21 @@ impl Store {
                 .push(outcome_from(module, state, reason, restarts)?);
         }
         rows.into_iter()
-            .map(|(id, n, declaration_version, received_at, refused)| {
-                Ok(StoredReport {
-                    id,
-                    report: Report {
-                        node: name("report", n)?,
-                        declaration_version,
-                        outcomes: by_report.remove(&id).unwrap_or_default(),
-                        received_at,
-                        refused,
-                    },
-                })
-            })
+            .map(
+                |(id, n, declaration_version, received_at, refused, report_id)| {
+                    Ok(StoredReport {
+                        id,
+                        report: Report {
+                            node: name("report", n)?,
+                            declaration_version,
+                            outcomes: by_report.remove(&id).unwrap_or_default(),
+                            received_at,
+                            refused,
+                            report_id,
+                        },
+                    })
+                },
+            )
             .collect()
     }
 }

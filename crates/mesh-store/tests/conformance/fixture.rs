@@ -238,6 +238,7 @@ pub(crate) fn git_running_on_n1(received_at: Millis) -> Report {
         }],
         received_at,
         refused: None,
+        report_id: None,
     }
 }
 

@@ -62,7 +62,10 @@ async fn postgres_outage_is_unavailable_then_recovers() {
         .record_report(&report)
         .await
         .expect("the same call succeeds once the database is back");
-    assert_eq!(store.latest_report(&n("n1")).await.unwrap().unwrap().id, id);
+    assert_eq!(
+        Recorded::New(store.latest_report(&n("n1")).await.unwrap().unwrap().id),
+        id
+    );
     store.close().await;
     drop(db);
 }

@@ -29,11 +29,16 @@ async fn reports_round_trip(fx: &Fixture) {
         ],
         received_at: 1_700_000_000_123,
         refused: None,
+        report_id: None,
     };
-    let first = s.record_report(&report).await.unwrap();
+    let new = |r: Recorded| match r {
+        Recorded::New(id) => id,
+        Recorded::Duplicate => panic!("recorded as a duplicate"),
+    };
+    let first = new(s.record_report(&report).await.unwrap());
     let mut later = report.clone();
     later.declaration_version = 4;
-    let second = s.record_report(&later).await.unwrap();
+    let second = new(s.record_report(&later).await.unwrap());
     assert!(second > first);
 
     // Every state a host reports, restarts, and a refusal read back as written.
@@ -52,7 +57,7 @@ async fn reports_round_trip(fx: &Fixture) {
             restarts: 7,
         },
     ];
-    let third = s.record_report(&states).await.unwrap();
+    let third = new(s.record_report(&states).await.unwrap());
     let got = s.latest_report(&n("n1")).await.unwrap().unwrap();
     assert_eq!(got.id, third);
     assert_eq!(got.report, states);
@@ -79,6 +84,44 @@ async fn reports_round_trip(fx: &Fixture) {
         Err(StoreError::NotFound { what: "node", .. }) => {}
         other => panic!("report from an unknown node: {other:?}"),
     }
+}
+
+/// A report is recorded once per (node, report id): a redelivery writes
+/// nothing, the same id from another node is another report.
+async fn a_report_is_recorded_once_by_its_id(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.add_node(&n("n2"), &[]).await.unwrap();
+    let mut r = git_running_on_n1(1);
+    r.report_id = Some("r-1".into());
+    assert!(matches!(
+        s.record_report(&r).await.unwrap(),
+        Recorded::New(_)
+    ));
+    assert_eq!(s.record_report(&r).await.unwrap(), Recorded::Duplicate);
+    let mut other = r.clone();
+    other.node = n("n2");
+    assert!(matches!(
+        s.record_report(&other).await.unwrap(),
+        Recorded::New(_)
+    ));
+    let mut next = r.clone();
+    next.report_id = Some("r-2".into());
+    assert!(matches!(
+        s.record_report(&next).await.unwrap(),
+        Recorded::New(_)
+    ));
+    assert_eq!(s.reports(&n("n1"), 10).await.unwrap().len(), 2, "once each");
+    // Reports without an id (from before ids) are each their own.
+    r.report_id = None;
+    assert!(matches!(
+        s.record_report(&r).await.unwrap(),
+        Recorded::New(_)
+    ));
+    assert!(matches!(
+        s.record_report(&r).await.unwrap(),
+        Recorded::New(_)
+    ));
 }
 
 /// A report is never read without its outcomes, even while newer reports
@@ -114,5 +157,6 @@ async fn a_report_read_while_others_arrive_has_its_outcomes(fx: &Fixture) {
 
 conformance!(
     reports_round_trip,
+    a_report_is_recorded_once_by_its_id,
     a_report_read_while_others_arrive_has_its_outcomes,
 );
