@@ -276,6 +276,24 @@ mod tests {
     }
 
     #[test]
+    fn a_large_declaration_is_read_up_to_the_byte_of_the_bound() {
+        let k = key(1);
+        let mut d = decl("n1", 1);
+        // 2 MiB of file content: a broker holder's users file can be large.
+        d.modules[0].files[0].body = FileBody::Content("x".repeat(2 << 20));
+        let mut wire = d.sign(&k);
+        assert!(verify(&wire, &k.verifying_key(), &n("n1"), None).is_ok());
+        // Padded (trailing whitespace is still JSON) to exactly the bound.
+        wire.resize(MAX_ENVELOPE_BYTES, b' ');
+        assert!(verify(&wire, &k.verifying_key(), &n("n1"), None).is_ok());
+        wire.push(b' ');
+        assert!(matches!(
+            verify(&wire, &k.verifying_key(), &n("n1"), None),
+            Err(VerifyError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
     fn the_body_is_read_only_after_the_signature() {
         // Signed garbage: a valid signature over bytes that are no
         // declaration is refused as a body, not trusted.

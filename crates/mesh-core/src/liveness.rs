@@ -56,6 +56,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_liveness_reads_as_it_is_written() {
+        for l in [
+            Liveness::Unseen,
+            Liveness::Ready,
+            Liveness::Stale,
+            Liveness::Down,
+        ] {
+            assert_eq!(serde_json::to_value(l).unwrap(), l.as_str());
+        }
+    }
+
+    #[test]
     fn three_missed_is_stale_twelve_down() {
         let e = Duration::from_secs(5);
         assert_eq!(liveness(None, 100, e), Liveness::Unseen);

@@ -171,6 +171,34 @@ mod tests {
     }
 
     #[test]
+    fn a_report_of_many_modules_with_their_last_lines_is_read() {
+        let mut r = report();
+        let m = r.modules[0].clone();
+        r.modules = (0..100)
+            .map(|i| ModuleReport {
+                name: n(&format!("m{i}")),
+                reason: Some("l".repeat(1500)),
+                ..m.clone()
+            })
+            .collect();
+        let json = r.to_json();
+        assert!(json.len() > 150_000, "{}", json.len());
+        assert_eq!(Report::parse("mesh.control.report.n1", &json).unwrap(), r);
+    }
+
+    #[test]
+    fn a_state_reads_as_it_is_written() {
+        for s in [
+            ModuleState::Starting,
+            ModuleState::Running,
+            ModuleState::Failed,
+            ModuleState::Stopped,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+    }
+
+    #[test]
     fn a_bad_report_is_refused_with_its_reason() {
         let sub = "mesh.control.report.n1";
         let mut twice = report();

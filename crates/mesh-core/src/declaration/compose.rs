@@ -398,6 +398,61 @@ description = "marks"
     }
 
     #[test]
+    fn the_users_file_goes_to_the_broker_holder_and_nowhere_else() {
+        let c = catalogue(&[
+            r#"
+[module]
+name = "bus"
+description = "the broker"
+[run]
+command = ["nats-server"]
+[holds]
+seats = ["mesh-broker"]
+[[file]]
+name = "bus-users"
+path = "users.conf"
+[[file]]
+name = "extra"
+path = "extra.conf"
+"#,
+            r#"
+[module]
+name = "other"
+description = "not the broker"
+[run]
+command = ["other"]
+[[file]]
+name = "conf"
+path = "other.conf"
+"#,
+        ]);
+        let r = records(&[("n1", "bus"), ("n1", "other")]);
+        let empty = BTreeMap::new();
+        let inputs = Inputs {
+            catalogue: &c,
+            records: &r,
+            versions: &empty,
+            addresses: &empty,
+            users_file: Some("USERS"),
+        };
+        let ms = compose_modules(&inputs, &n("n1")).unwrap();
+        let body = |m: &str, f: &str| {
+            ms.iter()
+                .find(|d| d.name.as_str() == m)
+                .unwrap()
+                .files
+                .iter()
+                .find(|x| x.name.as_str() == f)
+                .unwrap()
+                .body
+                .clone()
+        };
+        assert_eq!(body("bus", "bus-users"), FileBody::Content("USERS".into()));
+        assert_eq!(body("bus", "extra"), FileBody::Content(String::new()));
+        assert_eq!(body("other", "conf"), FileBody::Content(String::new()));
+    }
+
+    #[test]
     fn paths_stay_inside_the_module_directory() {
         for ok in ["a", "a/b.toml", "conf/echo.toml"] {
             assert!(is_inside(ok), "{ok}");
