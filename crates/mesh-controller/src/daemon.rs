@@ -135,7 +135,16 @@ pub(crate) struct Ctx {
     pub users_file: PathBuf,
     /// When the store window opened (unix ms); none while the store takes
     /// reports.
-    pub window: std::sync::Mutex<Option<u64>>,
+    pub window: std::sync::Mutex<Window>,
+}
+
+/// The store window as the controller keeps it: when it opened (unix ms).
+/// While it is open, reports are decided without trying the store (each try
+/// would wait out the pool's connect timeout); the records watcher, which
+/// reads the store every poll, closes it once a read succeeds.
+#[derive(Debug, Default)]
+pub(crate) struct Window {
+    opened_at: Option<u64>,
 }
 
 impl Ctx {
@@ -146,22 +155,45 @@ impl Ctx {
         deliveries: u64,
     ) -> mesh_core::store_window::Decision {
         let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
-        let was_open = w.is_some();
-        let (opened, d) =
-            mesh_core::store_window::on_unavailable(*w, now_ms, self.opts.store_window, deliveries);
+        let was_open = w.opened_at.is_some();
+        let (opened, d) = mesh_core::store_window::on_unavailable(
+            w.opened_at,
+            now_ms,
+            self.opts.store_window,
+            deliveries,
+        );
         if !was_open {
             warn!(
                 opened_at = opened,
                 "store window opened: reports stay in CONTROL until the store is back"
             );
         }
-        *w = Some(opened);
+        w.opened_at = Some(opened);
         d
+    }
+
+    /// While the window is open: the decision, without trying the store.
+    pub(crate) fn window_without_trying(
+        &self,
+        now_ms: u64,
+        deliveries: u64,
+    ) -> Option<mesh_core::store_window::Decision> {
+        let w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        let opened = w.opened_at?;
+        Some(
+            mesh_core::store_window::on_unavailable(
+                Some(opened),
+                now_ms,
+                self.opts.store_window,
+                deliveries,
+            )
+            .1,
+        )
     }
 
     pub(crate) fn close_window(&self) {
         let mut w = self.window.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(opened) = w.take() {
+        if let Some(opened) = w.opened_at.take() {
             info!(
                 opened_at = opened,
                 "store window closed: the store takes reports again"
@@ -278,7 +310,7 @@ pub async fn run(
         opts,
         signing_key,
         users_file: genesis.path(genesis::USERS_FILE),
-        window: std::sync::Mutex::new(None),
+        window: std::sync::Mutex::new(Window::default()),
     });
     let published = declare::declare_all(&ctx, true).await;
     info!(published, "declarations composed");

@@ -112,6 +112,17 @@ impl Applier {
             })
         };
         let applied = self.applied.lock().await.sequence;
+        // The very envelope applied last, delivered again (published again
+        // after a restore, or a wiped JetStream directory): nothing to
+        // change, and nothing refused either; it is answered with a report.
+        let kept = std::fs::read(self.state.dir.join(APPLIED_FILE)).ok();
+        if applied.is_some() && kept.as_deref() == Some(&message.payload[..]) {
+            tracing::info!(sequence = ?applied, "the applied declaration delivered again; reporting");
+            self.report(client, None).await;
+            progress.abort();
+            self.ack(&message).await;
+            return;
+        }
         match declaration::verify(
             &message.payload,
             &self.controller,
@@ -139,6 +150,10 @@ impl Applier {
             }
         }
         progress.abort();
+        self.ack(&message).await;
+    }
+
+    async fn ack(&self, message: &jetstream::Message) {
         // Bounded: a newer declaration published meanwhile replaces this one
         // in NODES (one per subject), and the server never confirms an ack
         // of a message it no longer holds; unbounded, the host would wait

@@ -85,14 +85,24 @@ pub async fn run(
 
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
     let node = state.node.clone();
+    // Every (re)connection after the first: the host reports again, so a
+    // broker restarted (or a controller that lost reports) hears it.
+    let (reconnected_tx, reconnected) = tokio::sync::mpsc::unbounded_channel::<()>();
     let (start, max) = (opts.backoff_start, opts.backoff_max);
     let connecting = dial::connect_until(&configs, None, &mut backoff, CONNECT_TIMEOUT, |o| {
         let node = node.clone();
+        let reconnected_tx = reconnected_tx.clone();
         o.max_reconnects(None)
             .reconnect_delay_callback(move |attempt| reconnect_delay(start, max, attempt))
             .event_callback(move |event| {
                 let node = node.clone();
-                async move { log_event(&node, &event) }
+                let reconnected = reconnected_tx.clone();
+                async move {
+                    log_event(&node, &event);
+                    if matches!(event, Event::Connected) {
+                        let _ = reconnected.send(());
+                    }
+                }
             })
     });
     let client = tokio::select! {
@@ -114,6 +124,7 @@ pub async fn run(
             heartbeats(&client, state, opts),
             consume(&client, state, opts, &applier),
             report_changes(&client, &applier),
+            report_reconnects(&client, &applier, reconnected),
         )
     };
     tokio::select! {
@@ -164,6 +175,23 @@ async fn report_changes(client: &Client, applier: &Applier) {
     while changes.changed().await.is_ok() {
         tokio::time::sleep(Duration::from_millis(300)).await;
         changes.borrow_and_update();
+        applier.report(client, None).await;
+    }
+}
+
+/// Reports again after each reconnection (the first connection is the
+/// one `resume` reports on).
+async fn report_reconnects(
+    client: &Client,
+    applier: &Applier,
+    mut reconnected: tokio::sync::mpsc::UnboundedReceiver<()>,
+) {
+    // The first Connected is the initial connection.
+    let _ = reconnected.recv().await;
+    while reconnected.recv().await.is_some() {
+        // A burst of reconnections is one report.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        while reconnected.try_recv().is_ok() {}
         applier.report(client, None).await;
     }
 }

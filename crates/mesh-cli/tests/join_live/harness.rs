@@ -177,15 +177,22 @@ pub struct Mesh {
 impl Mesh {
     /// `mesh init` on a free port and the broker on its configuration.
     pub fn new(backend: Backend) -> Mesh {
+        match backend {
+            Backend::Sqlite => Mesh::with_store(None),
+            Backend::Postgres => Mesh::with_store(Some(
+                mesh_testkit::fresh_database().expect("a PostgreSQL database"),
+            )),
+        }
+    }
+
+    /// A mesh on `db` (a database of a cluster the test may stop), or on
+    /// SQLite in its own directory.
+    pub fn with_store(db: Option<TestDatabase>) -> Mesh {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("ctl");
-        let (db, store_url) = match backend {
-            Backend::Sqlite => (None, format!("sqlite://{}", dir.join("mesh.db").display())),
-            Backend::Postgres => {
-                let db = mesh_testkit::fresh_database().expect("a PostgreSQL database");
-                let url = db.url().to_string();
-                (Some(db), url)
-            }
+        let store_url = match &db {
+            None => format!("sqlite://{}", dir.join("mesh.db").display()),
+            Some(db) => db.url().to_string(),
         };
         let port = mesh_testkit::broker::free_port().unwrap().to_string();
         let out = Command::new(mesh_bin())
@@ -218,19 +225,22 @@ impl Mesh {
     }
 
     pub fn start_controller(&mut self) -> &Daemon {
-        let log = self.tmp.path().join("controller.log");
-        let d = Daemon::spawn(
+        self.start_controller_with(&[])
+    }
+
+    /// Starts (or starts again) the controller with extra arguments, each
+    /// start with a log of its own.
+    pub fn start_controller_with(&mut self, extra: &[&str]) -> &Daemon {
+        let log = self.tmp.path().join(format!("controller-{}.log", unique()));
+        let mut args = vec![
             "controller",
-            &[
-                "controller",
-                "--dir",
-                self.dir.to_str().unwrap(),
-                "--store",
-                &self.store_url,
-            ],
-            log,
-            self.tmp.path(),
-        );
+            "--dir",
+            self.dir.to_str().unwrap(),
+            "--store",
+            &self.store_url,
+        ];
+        args.extend(extra);
+        let d = Daemon::spawn("controller", &args, log, self.tmp.path());
         d.wait_log("controller running", Duration::from_secs(30));
         self.controller = Some(d);
         self.controller.as_ref().unwrap()

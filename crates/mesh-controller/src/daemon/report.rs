@@ -10,7 +10,7 @@ use mesh_core::report::{ModuleState, Report};
 use mesh_core::store_window::Decision;
 use mesh_core::users_file::UserCredential;
 use mesh_store::StoreError;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::{Counters, Ctx, error_chain};
 
@@ -24,6 +24,12 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
             return;
         }
     };
+    let deliveries = msg.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1);
+    let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+    if let Some(d) = ctx.window_without_trying(now, deliveries) {
+        window(ctx, &msg, &report, d).await;
+        return;
+    }
     match record(ctx, &report).await {
         Ok(outcome) => {
             ctx.close_window();
@@ -41,27 +47,33 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
             let _ = msg.ack().await;
         }
         Err(e) if e.is_unavailable() => {
-            let deliveries = msg.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1);
+            warn!(node = %report.node, sequence = report.sequence, error = %error_chain(&e), "the store cannot take the report");
             let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
-            match ctx.window_decision(now, deliveries) {
-                Decision::Nak { delay_ms } => {
-                    warn!(node = %report.node, sequence = report.sequence, error = %error_chain(&e), retry_in_ms = delay_ms, "the store cannot take the report; it stays in CONTROL");
-                    let _ = msg
-                        .ack_with(AckKind::Nak(Some(Duration::from_millis(delay_ms))))
-                        .await;
-                }
-                Decision::LetGo { open_for_ms } => {
-                    Counters::bump(&ctx.counters.let_go);
-                    warn!(node = %report.node, sequence = report.sequence, id = %report.id, open_for_ms, "the store has been unavailable past the bound; report let go");
-                    let _ = msg.ack_with(AckKind::Term).await;
-                }
-            }
+            let d = ctx.window_decision(now, deliveries);
+            window(ctx, &msg, &report, d).await;
         }
         Err(e) => {
             // A node forgotten meanwhile, or a report the store refuses:
             // redelivering would fail the same way.
             Counters::bump(&ctx.counters.terminated);
             warn!(node = %report.node, error = %error_chain(&e), "report terminated");
+            let _ = msg.ack_with(AckKind::Term).await;
+        }
+    }
+}
+
+/// Carries out the store window's decision for one report.
+async fn window(ctx: &Ctx, msg: &jetstream::Message, report: &Report, d: Decision) {
+    match d {
+        Decision::Nak { delay_ms } => {
+            debug!(node = %report.node, sequence = report.sequence, retry_in_ms = delay_ms, "report stays in CONTROL");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_millis(delay_ms))))
+                .await;
+        }
+        Decision::LetGo { open_for_ms } => {
+            Counters::bump(&ctx.counters.let_go);
+            warn!(node = %report.node, sequence = report.sequence, id = %report.id, open_for_ms, "the store has been unavailable past the bound; report let go");
             let _ = msg.ack_with(AckKind::Term).await;
         }
     }

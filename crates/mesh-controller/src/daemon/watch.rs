@@ -64,7 +64,11 @@ pub(crate) async fn follow(ctx: Arc<Ctx>, started_at: i64) {
     loop {
         tick.tick().await;
         let revision = match ctx.store.records_revision().await {
-            Ok(r) => r,
+            Ok(r) => {
+                // The store answers again: reports are tried again.
+                ctx.close_window();
+                r
+            }
             Err(e) => {
                 warn!(error = %error_chain(&e), "cannot read the records revision");
                 continue;
