@@ -106,6 +106,16 @@ impl Report {
                 reason: "the report id is not 1 to 64 of letters, digits, '_' and '-'".into(),
             });
         }
+        // Declarations are recorded with an i64 version: a sequence past it
+        // answers no declaration there can ever be.
+        if i64::try_from(r.sequence).is_err() {
+            return Err(BadMessage::Json {
+                reason: format!(
+                    "the sequence is beyond {}, the largest a declaration can have",
+                    i64::MAX
+                ),
+            });
+        }
         let mut names: Vec<&Name> = r.modules.iter().map(|m| &m.name).collect();
         names.sort();
         if names.windows(2).any(|w| w[0] == w[1]) {
@@ -223,6 +233,15 @@ mod tests {
             Report::parse(sub, &big),
             Err(BadMessage::TooLarge { .. })
         ));
+        let mut future = report();
+        future.sequence = u64::MAX;
+        assert!(matches!(
+            Report::parse(sub, &future.to_json()),
+            Err(BadMessage::Json { .. })
+        ));
+        let mut largest = report();
+        largest.sequence = i64::MAX as u64;
+        assert_eq!(Report::parse(sub, &largest.to_json()).unwrap(), largest);
         let mut exact = report().to_json();
         exact.resize(MAX_REPORT_BYTES, b' ');
         assert!(Report::parse(sub, &exact).is_ok());

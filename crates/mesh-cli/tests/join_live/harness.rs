@@ -60,11 +60,16 @@ pub struct Daemon {
 
 impl Daemon {
     fn spawn(name: &str, args: &[&str], log: PathBuf, cwd: &Path) -> Daemon {
+        Daemon::spawn_logging(name, args, log, cwd, "info,async_nats=off")
+    }
+
+    /// As [`Daemon::spawn`] with `filter` as `MESH_LOG`.
+    fn spawn_logging(name: &str, args: &[&str], log: PathBuf, cwd: &Path, filter: &str) -> Daemon {
         let out = File::create(&log).unwrap();
         let child = Command::new(mesh_bin())
             .args(args)
             .current_dir(cwd)
-            .env("MESH_LOG", "info,async_nats=off")
+            .env("MESH_LOG", filter)
             .env("PATH", path_with_bins())
             .env_remove("MESH_STORE")
             .env_remove("MESH_TOKEN")
@@ -82,6 +87,11 @@ impl Daemon {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Whether the process has not exited.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     pub fn log(&self) -> String {
@@ -231,6 +241,16 @@ impl Mesh {
     /// Starts (or starts again) the controller with extra arguments, each
     /// start with a log of its own.
     pub fn start_controller_with(&mut self, extra: &[&str]) -> &Daemon {
+        self.start_controller_full(extra, "info,async_nats=off")
+    }
+
+    /// The controller with `filter` as `MESH_LOG` (e.g. debug for what it
+    /// ignores quietly).
+    pub fn start_controller_logging(&mut self, filter: &str) -> &Daemon {
+        self.start_controller_full(&[], filter)
+    }
+
+    fn start_controller_full(&mut self, extra: &[&str], filter: &str) -> &Daemon {
         let log = self.tmp.path().join(format!("controller-{}.log", unique()));
         let mut args = vec![
             "controller",
@@ -240,7 +260,7 @@ impl Mesh {
             &self.store_url,
         ];
         args.extend(extra);
-        let d = Daemon::spawn("controller", &args, log, self.tmp.path());
+        let d = Daemon::spawn_logging("controller", &args, log, self.tmp.path(), filter);
         d.wait_log("controller running", Duration::from_secs(30));
         self.controller = Some(d);
         self.controller.as_ref().unwrap()
