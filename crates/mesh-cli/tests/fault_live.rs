@@ -20,8 +20,10 @@ const LONG: Duration = Duration::from_secs(90);
 
 /// fault → (sent, recorded, lost, duplicated), printed when the binary's
 /// last table-writing test finishes.
-static TABLE: Mutex<BTreeMap<&'static str, (usize, usize, usize, usize)>> =
-    Mutex::new(BTreeMap::new());
+static TABLE: Mutex<BTreeMap<&'static str, Row>> = Mutex::new(BTreeMap::new());
+
+/// sent, recorded, lost, duplicated.
+type Row = (usize, usize, usize, usize);
 
 fn tally(fault: &'static str, sent: usize, recorded: usize, duplicated: usize) {
     let mut t = TABLE.lock().unwrap();
