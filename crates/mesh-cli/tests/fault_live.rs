@@ -31,14 +31,29 @@ fn tally(fault: &'static str, sent: usize, recorded: usize, duplicated: usize) {
         fault,
         (sent, recorded, sent.saturating_sub(recorded), duplicated),
     );
-    eprintln!("fault table:");
-    eprintln!(
-        "  {:<44} {:>5} {:>9} {:>5} {:>11}",
+}
+
+/// The report faults one after another (each its own mesh), then the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fault_table_loses_nothing_and_duplicates_nothing() {
+    the_controller_killed_mid_stream_records_every_report_once().await;
+    the_controller_killed_mid_stream_on_postgres_records_every_report_once().await;
+    postgres_stopped_under_reports_keeps_them_until_it_is_back().await;
+    past_the_store_window_a_report_is_let_go_and_logged().await;
+    let t = TABLE.lock().unwrap();
+    println!("fault table:");
+    println!(
+        "  {:<46} {:>5} {:>9} {:>5} {:>11}",
         "fault", "sent", "recorded", "lost", "duplicated"
     );
     for (f, (s, r, l, d)) in t.iter() {
-        eprintln!("  {f:<44} {s:>5} {r:>9} {l:>5} {d:>11}");
+        println!("  {f:<46} {s:>5} {r:>9} {l:>5} {d:>11}");
     }
+    assert_eq!(t.len(), 4);
+    assert!(
+        t.values().all(|(_, _, lost, dup)| *lost == 0 && *dup == 0),
+        "{t:?}"
+    );
 }
 
 /// A client with host n's own key (from its state dir).
@@ -120,7 +135,6 @@ async fn mesh_with_host(mut mesh: Mesh, extra: &[&str]) -> (Mesh, harness::Daemo
     (mesh, host)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_killed_mid_stream_records_every_report_once() {
     let (mut mesh, _host) = mesh_with_host(Mesh::new(Backend::Sqlite), &[]).await;
     let client = as_host(&mesh, "n1").await;
@@ -142,7 +156,6 @@ async fn the_controller_killed_mid_stream_records_every_report_once() {
     assert_eq!((recorded, duplicated), (500, 0));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_stopped_under_reports_keeps_them_until_it_is_back() {
     let cluster = mesh_testkit::PgCluster::start().unwrap();
     let db = cluster.create_database().unwrap();
@@ -163,7 +176,6 @@ async fn postgres_stopped_under_reports_keeps_them_until_it_is_back() {
     mesh.controller().wait_log("store window closed", LONG);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_store_window_a_report_is_let_go_and_logged() {
     let cluster = mesh_testkit::PgCluster::start().unwrap();
     let db = cluster.create_database().unwrap();
@@ -214,5 +226,195 @@ async fn past_the_store_window_a_report_is_let_go_and_logged() {
         50,
         recorded,
         duplicated,
+    );
+}
+
+async fn the_controller_killed_mid_stream_on_postgres_records_every_report_once() {
+    let (mut mesh, _host) = mesh_with_host(Mesh::new(Backend::Postgres), &[]).await;
+    let client = as_host(&mesh, "n1").await;
+    send_reports(&client, "n1", "kp", 0..500).await;
+    assert!(wait_count(&mesh.store_url, "n1", "kp", 50).await.0 >= 50);
+    let ctl = mesh.controller.as_mut().unwrap();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(ctl.pid() as i32, libc::SIGKILL) };
+    ctl.wait_exit(Duration::from_secs(10));
+    mesh.start_controller();
+    let (recorded, duplicated) = wait_count(&mesh.store_url, "n1", "kp", 500).await;
+    tally(
+        "controller SIGKILLed mid-stream (PostgreSQL)",
+        500,
+        recorded,
+        duplicated,
+    );
+    assert_eq!((recorded, duplicated), (500, 0));
+}
+
+/// A mesh with echo running on each of `names`, every host bound.
+async fn mesh_running_echo(names: &[&str]) -> (Mesh, Vec<harness::Daemon>) {
+    let mut mesh = Mesh::new(Backend::Sqlite);
+    mesh.start_controller();
+    mesh.register(&Mesh::examples());
+    let hosts: Vec<_> = names
+        .iter()
+        .map(|n| {
+            let t = mesh.node_add(n, "1h");
+            mesh.host(n, Some(&t))
+        })
+        .collect();
+    let js = jetstream::new(mesh.observer().await);
+    wait_bound(&js, names, LONG).await;
+    for n in names {
+        mesh.assign("echo", n, true);
+    }
+    for n in names {
+        wait_echo_heard(&mesh, n, "up").await;
+    }
+    (mesh, hosts)
+}
+
+/// Talks to echo on `node` until its `heard` event for `line` is in
+/// EVENTS (the module is connected and its emits are stored).
+async fn wait_echo_heard(mesh: &Mesh, node: &str, line: &str) {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let js = jetstream::new(mesh.observer().await);
+    let addr_file = mesh.module_dir(node, "echo").join("work/echo.addr");
+    let want = format!("{line}-{node}");
+    for _ in 0..(LONG.as_millis() / 200) {
+        let addr = std::fs::read_to_string(&addr_file).unwrap_or_default();
+        if let Ok(mut s) = std::net::TcpStream::connect(addr.trim()) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = writeln!(s, "{want}");
+            let mut answer = String::new();
+            let _ = BufReader::new(s).read_line(&mut answer);
+        }
+        if let Ok(events) = js.get_stream("EVENTS").await
+            && let Ok(m) = events
+                .get_last_raw_message_by_subject("mesh.mod.echo.event.heard")
+                .await
+            && String::from_utf8_lossy(&m.payload).contains(&want)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("echo on {node} never emitted heard {want}");
+}
+
+/// The id of `node`'s newest report, if any.
+async fn newest_report(url: &str, node: &str) -> i64 {
+    let s = mesh_store::Store::open(url).await.unwrap();
+    let r = s.latest_report(&Name::new(node).unwrap()).await.unwrap();
+    s.close().await;
+    r.map_or(0, |r| r.id)
+}
+
+async fn wait_report_after(url: &str, node: &str, after: i64) {
+    for _ in 0..(LONG.as_millis() / 100) {
+        if newest_report(url, node).await > after {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no report from {node} after report {after}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_restarted_under_running_modules_is_rejoined_by_every_host_and_module() {
+    let names = ["n1", "n2", "n3"];
+    let (mut mesh, hosts) = mesh_running_echo(&names).await;
+    let pids: Vec<u32> = hosts.iter().map(|h| h.pid()).collect();
+    let mut before = Vec::new();
+    for n in names {
+        before.push(newest_report(&mesh.store_url, n).await);
+    }
+    mesh.broker.restart().unwrap();
+    for (n, b) in names.iter().zip(&before) {
+        wait_report_after(&mesh.store_url, n, *b).await;
+    }
+    for n in names {
+        wait_echo_heard(&mesh, n, "again").await;
+    }
+    // No host was restarted to get there.
+    assert_eq!(hosts.iter().map(|h| h.pid()).collect::<Vec<_>>(), pids);
+    assert!(pids.iter().all(|p| mesh_testkit::pid_alive(*p)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_objects_and_a_wiped_jetstream_directory_converge_on_the_next_start() {
+    let names = ["n1", "n2"];
+    let (mut mesh, _hosts) = mesh_running_echo(&names).await;
+    let js = jetstream::new(mesh.observer().await);
+
+    // 1. Streams and consumers deleted while the controller is down.
+    assert!(mesh.controller.as_mut().unwrap().stop().success());
+    for stream in ["CONTROL", "EVENTS", "NODES"] {
+        js.delete_stream(stream).await.unwrap();
+    }
+    let mut before = Vec::new();
+    for n in names {
+        before.push(newest_report(&mesh.store_url, n).await);
+    }
+    mesh.start_controller();
+    mesh.controller()
+        .wait_log("declaration published again", LONG);
+    wait_bound(&js, &names, LONG).await;
+    for (n, b) in names.iter().zip(&before) {
+        wait_report_after(&mesh.store_url, n, *b).await;
+    }
+
+    // 2. The broker's JetStream directory wiped.
+    assert!(mesh.controller.as_mut().unwrap().stop().success());
+    let store_dir = mesh.dir.join("jetstream");
+    mesh.broker.stop_for(|| {
+        std::fs::remove_dir_all(&store_dir).unwrap();
+        std::fs::create_dir(&store_dir).unwrap();
+    });
+    let mut before = Vec::new();
+    for n in names {
+        before.push(newest_report(&mesh.store_url, n).await);
+    }
+    mesh.start_controller();
+    let js = jetstream::new(mesh.observer().await);
+    wait_bound(&js, &names, LONG).await;
+    for (n, b) in names.iter().zip(&before) {
+        wait_report_after(&mesh.store_url, n, *b).await;
+    }
+    for n in names {
+        wait_echo_heard(&mesh, n, "wiped").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_host_goes_stale_then_down_and_is_ready_again_when_resumed() {
+    let (mesh, host) = mesh_with_host(Mesh::new(Backend::Sqlite), &[]).await;
+    let live = |m: &Mesh| {
+        m.nodes()
+            .into_iter()
+            .find(|r| r["node"] == "n1")
+            .map(|r| r["liveness"].as_str().unwrap_or_default().to_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        wait_until(LONG, || live(&mesh) == "ready"),
+        "{}",
+        live(&mesh)
+    );
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(host.pid() as i32, libc::SIGSTOP) };
+    assert!(
+        wait_until(LONG, || live(&mesh) == "stale"),
+        "{}",
+        live(&mesh)
+    );
+    assert!(
+        wait_until(LONG, || live(&mesh) == "down"),
+        "{}",
+        live(&mesh)
+    );
+    unsafe { libc::kill(host.pid() as i32, libc::SIGCONT) };
+    assert!(
+        wait_until(LONG, || live(&mesh) == "ready"),
+        "{}",
+        live(&mesh)
     );
 }

@@ -63,6 +63,17 @@ impl Broker {
         self.wait_ready(self.starts)
     }
 
+    /// Stops the server, runs `meanwhile` (a wiped store, say), and starts
+    /// it again on the same configuration.
+    pub fn stop_for(&mut self, meanwhile: impl FnOnce()) {
+        stop_child(&mut self.child, libc::SIGTERM, Duration::from_secs(10));
+        meanwhile();
+        self.child = spawn(&self.conf, &self.log).expect("start the broker again");
+        self.starts += 1;
+        let n = self.starts;
+        self.wait_ready(n).expect("the broker is ready again");
+    }
+
     /// Waits for the `n`th "Server is ready" in the log (the log is
     /// appended across restarts).
     fn wait_ready(&mut self, n: u32) -> Result<(), TestkitError> {
