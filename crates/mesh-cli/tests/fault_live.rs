@@ -251,18 +251,7 @@ async fn the_controller_killed_mid_stream_on_postgres_records_every_report_once(
 
 /// A mesh with echo running on each of `names`, every host bound.
 async fn mesh_running_echo(names: &[&str]) -> (Mesh, Vec<harness::Daemon>) {
-    let mut mesh = Mesh::new(Backend::Sqlite);
-    mesh.start_controller();
-    mesh.register(&Mesh::examples());
-    let hosts: Vec<_> = names
-        .iter()
-        .map(|n| {
-            let t = mesh.node_add(n, "1h");
-            mesh.host(n, Some(&t))
-        })
-        .collect();
-    let js = jetstream::new(mesh.observer().await);
-    wait_bound(&js, names, LONG).await;
+    let (mesh, hosts) = Mesh::with_hosts(Backend::Sqlite, names).await;
     for n in names {
         mesh.assign("echo", n, true);
     }

@@ -124,25 +124,8 @@ fn running(r: &mesh_store::Report, module: &str) -> bool {
         .any(|o| o.module.as_str() == module && o.state == mesh_store::ModuleState::Running)
 }
 
-/// A mesh with `n` enrolled, bound hosts and the example catalogue registered.
-async fn mesh_with_hosts(backend: Backend, names: &[&str]) -> (Mesh, Vec<harness::Daemon>) {
-    let mut mesh = Mesh::new(backend);
-    mesh.start_controller();
-    mesh.register(&Mesh::examples());
-    let hosts: Vec<_> = names
-        .iter()
-        .map(|n| {
-            let t = mesh.node_add(n, "1h");
-            mesh.host(n, Some(&t))
-        })
-        .collect();
-    let js = jetstream::new(mesh.observer().await);
-    harness::wait_bound(&js, names, LONG).await;
-    (mesh, hosts)
-}
-
 async fn echo_on_two_of_three(backend: Backend) {
-    let (mesh, mut hosts) = mesh_with_hosts(backend, &["n1", "n2", "n3"]).await;
+    let (mesh, mut hosts) = Mesh::with_hosts(backend, &["n1", "n2", "n3"]).await;
     mesh.assign("echo", "n1", true);
     mesh.assign("echo", "n2", true);
     for n in ["n1", "n2"] {
@@ -241,7 +224,7 @@ fn module_seed(mesh: &Mesh, host: &str, module: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_emits_what_it_declares_and_nothing_else_unassigned_it_is_gone() {
-    let (mesh, _hosts) = mesh_with_hosts(Backend::Sqlite, &["n1"]).await;
+    let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
     mesh.assign("echo", "n1", true);
     let addr = wait_echo(&mesh, "n1");
     talk(&addr, "hello").unwrap();
@@ -338,7 +321,7 @@ async fn a_module_emits_what_it_declares_and_nothing_else_unassigned_it_is_gone(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_module_is_restarted_and_reported_failed_with_its_status_and_last_lines() {
-    let (mesh, _hosts) = mesh_with_hosts(Backend::Sqlite, &["n1"]).await;
+    let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
     let dir = mesh.tmp.path().join("crash-catalogue/crash");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -378,7 +361,7 @@ command = ["sh", "-c", "echo boom >&2; exit 3"]
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_killed_and_started_again_runs_each_module_once() {
-    let (mesh, mut hosts) = mesh_with_hosts(Backend::Sqlite, &["n1"]).await;
+    let (mesh, mut hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
     mesh.assign("echo", "n1", true);
     wait_echo(&mesh, "n1");
     let work: PathBuf = mesh.module_dir("n1", "echo").join("work");
@@ -410,7 +393,7 @@ async fn a_host_killed_and_started_again_runs_each_module_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flipped_a_foreign_and_a_replayed_declaration_are_refused_and_nothing_applied() {
     use mesh_core::declaration::{Declaration, Envelope};
-    let (mesh, hosts) = mesh_with_hosts(Backend::Sqlite, &["n1"]).await;
+    let (mesh, hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
     mesh.assign("echo", "n1", true);
     wait_echo(&mesh, "n1");
     let s = store(&mesh).await;

@@ -356,6 +356,24 @@ impl Mesh {
             .expect("the controller's key connects")
     }
 
+    /// A mesh with its controller, the example catalogue registered, and a
+    /// real host per name, enrolled and bound.
+    pub async fn with_hosts(backend: Backend, names: &[&str]) -> (Mesh, Vec<Daemon>) {
+        let mut mesh = Mesh::new(backend);
+        mesh.start_controller();
+        mesh.register(&Mesh::examples());
+        let hosts: Vec<_> = names
+            .iter()
+            .map(|n| {
+                let t = mesh.node_add(n, "1h");
+                mesh.host(n, Some(&t))
+            })
+            .collect();
+        let js = async_nats::jetstream::new(mesh.observer().await);
+        wait_bound(&js, names, Duration::from_secs(60)).await;
+        (mesh, hosts)
+    }
+
     /// `mesh catalogue register PATH`.
     pub fn register(&self, catalogue: &Path) {
         let out = self.mesh(&["catalogue", "register", catalogue.to_str().unwrap()]);
