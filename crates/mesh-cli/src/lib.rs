@@ -14,6 +14,7 @@ pub mod files;
 pub mod fleet;
 pub mod host;
 pub mod init;
+pub mod listings;
 pub mod logging;
 pub mod node;
 pub mod output;
@@ -86,6 +87,17 @@ pub enum Command {
     /// Stop running a module on a node; its key is refused once recomposed.
     #[command(after_help = "Example:\n  mesh unassign echo n1")]
     Unassign(assign::AssignArgs),
+    /// What runs where: every assignment and its state in its node's newest
+    /// report.
+    #[command(after_help = "Examples:
+  mesh modules
+  mesh modules --output json")]
+    Modules(listings::ModulesArgs),
+    /// A node's reports, newest first: each module's state, refusals.
+    #[command(after_help = "Examples:
+  mesh reports n1
+  mesh reports n1 --limit 3 --output json")]
+    Reports(listings::ReportsArgs),
     /// List the nodes: enrolled or not, last seen, host key.
     #[command(after_help = "Examples:
   mesh nodes
@@ -146,6 +158,8 @@ where
         Command::Up(args) => up::run(&args),
         Command::Node(args) => node::run(&args),
         Command::Nodes(args) => node::run_list(&args),
+        Command::Modules(args) => listings::run_modules(&args),
+        Command::Reports(args) => listings::run_reports(&args),
         Command::Catalogue(args) => assign::run_catalogue(&args),
         Command::Assign(args) => assign::run_assign(&args, true),
         Command::Unassign(args) => assign::run_assign(&args, false),
@@ -229,8 +243,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 20,
-            "mesh, version, check, init, authority (2), up, controller, node (2), nodes, catalogue (1), assign, unassign, fleet (1), host"
+            seen, 22,
+            "mesh, version, check, init, authority (2), up, controller, node (2), nodes, modules, reports, catalogue (1), assign, unassign, fleet (1), host"
         );
     }
 }

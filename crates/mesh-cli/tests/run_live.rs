@@ -134,6 +134,49 @@ async fn echo_on_two_of_three(backend: Backend) {
         let r = wait_report(&mesh, n, |r| running(r, "echo")).await;
         assert_eq!(r.refused, None);
     }
+    // The listings say the same, as JSON a script can read.
+    let out = mesh.mesh(&["modules", "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let mut seen: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["node"].as_str().unwrap().into(),
+                r["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("n1".into(), "running".into()),
+            ("n2".into(), "running".into())
+        ],
+        "{rows:?}"
+    );
+    let out = mesh.mesh(&["reports", "n1", "--limit", "3", "--output", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reports: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!reports.is_empty() && reports.len() <= 3, "{reports:?}");
+    assert_eq!(reports[0]["modules"][0]["module"], "echo");
+    let out = mesh.mesh(&["reports", "n3", "--output", "json"]);
+    assert_eq!(
+        serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout)
+            .unwrap()
+            .len(),
+        0
+    );
+
     // Nothing declared for n3: nothing runs there, nothing is reported.
     assert!(echo_addr(&mesh, "n3").is_none());
     let s = store(&mesh).await;
