@@ -168,5 +168,21 @@ mod tests {
         let mut at_bound = envelope().to_json().unwrap();
         at_bound.resize(MAX_ENVELOPE_BYTES, b' ');
         assert_eq!(parse(&at_bound).unwrap(), envelope());
+        // Sending: an envelope of exactly the bound is sent, one byte more
+        // is not; and the bound is the broker's 1 MiB, not less.
+        let with = |n: usize| EventEnvelope {
+            payload: serde_json::Value::String("x".repeat(n)),
+            ..envelope()
+        };
+        let base = with(0).to_json().unwrap().len();
+        let exact = with(MAX_ENVELOPE_BYTES - base);
+        assert_eq!(exact.to_json().unwrap().len(), MAX_ENVELOPE_BYTES);
+        let over = with(MAX_ENVELOPE_BYTES - base + 1);
+        assert!(matches!(over.to_json(), Err(EventError::TooLarge { .. })));
+        let half_mib = EventEnvelope {
+            payload: serde_json::Value::String("x".repeat(512 * 1024)),
+            ..envelope()
+        };
+        assert!(half_mib.to_json().is_ok());
     }
 }
