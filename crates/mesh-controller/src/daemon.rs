@@ -442,7 +442,7 @@ async fn bind_control(ctx: &Ctx) -> Result<push::Messages, DaemonError> {
     let bind = |e: Box<dyn std::error::Error + Send + Sync>| DaemonError::Bind(e);
     let consumer: jetstream::consumer::Consumer<push::Config> = ctx
         .js
-        .get_consumer_from_stream(CONTROLLER_CONTROL, CONTROL)
+        .get_consumer_from_stream(consumer::CONTROLLER_CONTROL, STREAM_CONTROL)
         .await
         .map_err(|e| bind(Box::new(e)))?;
     consumer.messages().await.map_err(|e| bind(Box::new(e)))
@@ -480,7 +480,7 @@ async fn deliver(ctx: &Arc<Ctx>, permits: &Arc<Semaphore>, messages: &mut push::
                 continue;
             }
         };
-        if msg.subject.starts_with("mesh.control.enrol.") {
+        if subjects::is_enrolment(&msg.subject) {
             let Ok(permit) = permits.clone().acquire_owned().await else {
                 return;
             };
@@ -506,6 +506,3 @@ pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     }
     s
 }
-
-pub(crate) use consumer::CONTROLLER_CONTROL;
-pub(crate) const CONTROL: &str = STREAM_CONTROL;

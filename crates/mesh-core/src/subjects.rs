@@ -95,6 +95,12 @@ pub fn heartbeat(node: &Name) -> String {
 pub const ALL_REPORTS: &str = "mesh.control.report.*";
 /// Every enrolment subject (a CONTROL stream filter).
 pub const ALL_ENROLMENTS: &str = "mesh.control.enrol.*";
+
+/// Whether `subject` is some node's enrolment subject (what CONTROL holds
+/// besides reports).
+pub fn is_enrolment(subject: &str) -> bool {
+    pattern::covers(ALL_ENROLMENTS, subject)
+}
 /// Every heartbeat subject (what the controller hears).
 pub const ALL_HEARTBEATS: &str = "mesh.control.heartbeat.*";
 /// Every declaration subject (the NODES stream).
@@ -271,6 +277,15 @@ mod tests {
 
     fn n(s: &str) -> Name {
         Name::new(s).unwrap()
+    }
+
+    #[test]
+    fn an_enrolment_subject_is_known_from_a_report() {
+        let n1 = Name::new("n1").unwrap();
+        assert!(is_enrolment(&enrol(&n1)));
+        assert!(!is_enrolment(&report(&n1)));
+        assert!(!is_enrolment("mesh.control.enrol.n1.extra"));
+        assert!(!is_enrolment("mesh.control.enrol"));
     }
 
     #[test]
