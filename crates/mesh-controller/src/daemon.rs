@@ -315,7 +315,6 @@ pub async fn run(
     let published = declare::declare_all(&ctx, true).await;
     info!(published, "declarations composed");
 
-    let control = bind_control(&ctx).await?;
     let heartbeats = ctx
         .client
         .subscribe(subjects::ALL_HEARTBEATS)
@@ -326,7 +325,7 @@ pub async fn run(
     let tasks = vec![
         tokio::spawn(watch::log_compositions(ctx.composer.watch())),
         tokio::spawn(watch::follow(ctx.clone(), revision)),
-        tokio::spawn(take_control(ctx.clone(), control)),
+        tokio::spawn(take_control(ctx.clone())),
         tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
         tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),
     ];
@@ -449,25 +448,25 @@ async fn bind_control(ctx: &Ctx) -> Result<push::Messages, DaemonError> {
 }
 
 /// Takes what CONTROL delivers: enrolments (several at once: each waits for
-/// a composition) and reports (in order). Binds again whenever the delivery
-/// ends.
-async fn take_control(ctx: Arc<Ctx>, first: push::Messages) {
+/// a composition) and reports (in order). Binds, and binds again whenever
+/// the delivery ends; a bind the server fails (a consumer just asserted,
+/// a broker just restarted) is retried, never the end of the controller.
+async fn take_control(ctx: Arc<Ctx>) {
     let permits = Arc::new(Semaphore::new(ctx.opts.enrolments_at_once));
-    let mut messages = first;
     loop {
-        deliver(&ctx, &permits, &mut messages).await;
-        warn!("the CONTROL consumer stopped delivering; binding again");
         let mut waits = retry_waits();
-        messages = loop {
+        let mut messages = loop {
             match bind_control(&ctx).await {
                 Ok(m) => break m,
                 Err(e) => {
                     let wait = waits.next().unwrap_or(Duration::from_secs(5));
-                    warn!(error = %error_chain(&e), retry_in = ?wait, "cannot bind CONTROL");
+                    warn!(error = %error_chain(&e), retry_in = ?wait, "cannot bind CONTROL yet");
                     tokio::time::sleep(wait).await;
                 }
             }
         };
+        deliver(&ctx, &permits, &mut messages).await;
+        warn!("the CONTROL consumer stopped delivering; binding again");
     }
 }
 
