@@ -20,7 +20,7 @@ pub use mint::credentials_to_mint;
 use crate::catalogue::{Catalogue, SeatEntry, SeatRef};
 use crate::diagnostic::Location;
 use crate::jetstream::{self, ConsumerSpec, Objects};
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, Scope};
 use crate::names::Name;
 use crate::records::{Assignment, ControllerSpec, PersonRecord, Records, ToolAccess};
 use crate::subjects::{self, EventSelector, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, consumer};
@@ -447,9 +447,21 @@ pub fn module_principal(
                 why(format!("the seat emits {}", e.value)),
             );
         }
+        let node_scoped = entry.decl.scope.value == Scope::Node;
         for t in &entry.decl.tools {
-            let cause = why(format!("the seat serves tool {}", t.value));
-            p.subscribe(subjects::seat_tool(&seat, &t.value), cause.clone());
+            // A node-scoped seat's holder answers for its own node only.
+            let (subject, cause) = if node_scoped {
+                (
+                    subjects::seat_node_tool(&seat, node, &t.value),
+                    why(format!("the seat serves tool {} on node {node}", t.value)),
+                )
+            } else {
+                (
+                    subjects::seat_tool(&seat, &t.value),
+                    why(format!("the seat serves tool {}", t.value)),
+                )
+            };
+            p.subscribe(subject, cause.clone());
             serves_tools.get_or_insert(cause);
         }
         if let Some(worker) = jetstream::seat_worker(entry) {
@@ -458,13 +470,27 @@ pub fn module_principal(
                 why("the seat accepts work (its worker consumer)".into()),
             );
         }
+        if let Some(worker) = jetstream::seat_node_worker(entry, node) {
+            p.consume(
+                &worker,
+                why(format!(
+                    "the seat accepts work (node {node}'s worker consumer)"
+                )),
+            );
+        }
     }
     for used in catalogue.used_seats(m) {
         let seat = used.seat.clone();
         let entry = seat_entry(catalogue, &used)?;
         for kind in &entry.decl.accepts {
+            // Work for any node's holder of a node-scoped seat: the node
+            // token says whose.
+            let subject = match entry.decl.scope.value {
+                Scope::Mesh => subjects::seat_work(&seat, &kind.value),
+                Scope::Node => subjects::seat_any_node_work(&seat, &kind.value),
+            };
             p.publish(
-                subjects::seat_work(&seat, &kind.value),
+                subject,
                 Cause::Manifest {
                     at: used.location.clone(),
                     what: format!("uses seat {seat}, which accepts {} work", kind.value),

@@ -126,6 +126,25 @@ pub fn seat_work(seat: &Name, kind: &Name) -> String {
     format!("mesh.seat.{seat}.work.{kind}")
 }
 
+/// `mesh.seat.<seat>.node.<node>.work.<kind>`: work for one node's holder
+/// of a node-scoped seat.
+pub fn seat_node_work(seat: &Name, node: &Name, kind: &Name) -> String {
+    format!("mesh.seat.{seat}.node.{node}.work.{kind}")
+}
+
+/// `mesh.seat.<seat>.node.*.work.<kind>`: the stream's filter, and what a
+/// user of a node-scoped seat may submit (to any node's holder).
+pub fn seat_any_node_work(seat: &Name, kind: &Name) -> String {
+    format!("mesh.seat.{seat}.node.*.work.{kind}")
+}
+
+/// `mesh.seat.<seat>.node.<node>.work.*`: a node's worker consumer filter.
+/// One token per node, so the workers of two nodes never overlap (a
+/// work-queue stream refuses overlapping consumers).
+pub fn seat_node_work_all(seat: &Name, node: &Name) -> String {
+    format!("mesh.seat.{seat}.node.{node}.work.*")
+}
+
 /// `mesh.mod.<module>.tool.<tool>`
 pub fn module_tool(module: &Name, tool: &Name) -> String {
     format!("mesh.mod.{module}.tool.{tool}")
@@ -136,8 +155,25 @@ pub fn seat_tool(seat: &Name, tool: &Name) -> String {
     format!("mesh.seat.{seat}.tool.{tool}")
 }
 
-/// Every tool of every module and seat (a person granted `*`).
-pub const ALL_TOOLS: [&str; 2] = ["mesh.mod.*.tool.*", "mesh.seat.*.tool.*"];
+/// `mesh.seat.<seat>.node.<node>.tool.<tool>`: a node-scoped seat's tool,
+/// answered by that node's holder.
+pub fn seat_node_tool(seat: &Name, node: &Name, tool: &Name) -> String {
+    format!("mesh.seat.{seat}.node.{node}.tool.{tool}")
+}
+
+/// `mesh.seat.<seat>.node.*.tool.<tool>`: what a user of a node-scoped
+/// seat's tool may call (any node's holder).
+pub fn seat_any_node_tool(seat: &Name, tool: &Name) -> String {
+    format!("mesh.seat.{seat}.node.*.tool.{tool}")
+}
+
+/// Every tool of every module and seat, node-scoped seats' too (a person
+/// granted `*`).
+pub const ALL_TOOLS: [&str; 3] = [
+    "mesh.mod.*.tool.*",
+    "mesh.seat.*.tool.*",
+    "mesh.seat.*.node.*.tool.*",
+];
 
 /// `mesh.deliver.<consumer>`: where the server pushes a consumer's messages.
 pub fn deliver(consumer: &str) -> String {
@@ -204,6 +240,13 @@ pub mod consumer {
     /// The worker consumer on a seat's work-queue stream.
     pub fn seat_worker(seat: &Name) -> String {
         format!("seat_{seat}")
+    }
+
+    /// The worker consumer of one node's holder of a node-scoped seat.
+    /// `_` joins names that cannot contain it, so `seat_<seat>_<node>`
+    /// never equals another seat's worker.
+    pub fn seat_node_worker(seat: &Name, node: &Name) -> String {
+        format!("seat_{seat}_{node}")
     }
 
     /// The controller's consumer of reports and enrolments on CONTROL.

@@ -8,6 +8,7 @@ use crate::subjects::pattern::covers;
 use crate::users_file::{self, UserCredential};
 
 mod golden;
+mod node_seat;
 mod users;
 
 const GIT: &str = r#"

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::{Aliases, builtin_roles};
 use crate::diagnostic::{Diagnostic, Kind, Location};
-use crate::manifest::{EventRef, Located, Manifest, SeatDecl, Target, ToolRef};
+use crate::manifest::{EventRef, Located, Manifest, Scope, SeatDecl, Target, ToolRef};
 use crate::names::Name;
 use crate::subjects::{self, EventSelector};
 
@@ -254,9 +254,21 @@ impl Catalogue {
             provider: self.resolve_target(&written.provider),
             tool: written.tool.clone(),
         };
+        // A node-scoped seat's tool is answered by each node's holder; a
+        // caller may ask any of them.
+        let subject = match &resolved.provider {
+            Target::Seat(seat)
+                if self
+                    .seat(seat)
+                    .is_some_and(|e| e.decl.scope.value == Scope::Node) =>
+            {
+                subjects::seat_any_node_tool(seat, &resolved.tool)
+            }
+            _ => resolved.subject(),
+        };
         ToolUse {
             written: written.clone(),
-            subject: resolved.subject(),
+            subject,
             provider: resolved.provider,
             tool: resolved.tool,
             location,

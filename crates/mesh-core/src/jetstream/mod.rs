@@ -5,12 +5,12 @@
 
 mod plan;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use crate::catalogue::{Catalogue, SeatEntry};
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, Scope};
 use crate::names::Name;
 use crate::records::{ControllerSpec, Records};
 use crate::subjects::{self, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, consumer, pattern};
@@ -99,7 +99,8 @@ pub fn node_consumer(node: &Name) -> ConsumerSpec {
 /// The worker consumer on a seat's work-queue stream; `None` for a seat that
 /// accepts no work, which has neither stream nor worker.
 pub fn seat_worker(entry: &SeatEntry) -> Option<ConsumerSpec> {
-    if entry.decl.accepts.is_empty() {
+    // A node-scoped seat has a worker per holding node instead.
+    if entry.decl.accepts.is_empty() || entry.decl.scope.value == Scope::Node {
         return None;
     }
     let seat = &entry.decl.name.value;
@@ -111,6 +112,38 @@ pub fn seat_worker(entry: &SeatEntry) -> Option<ConsumerSpec> {
         deliver_group: Some(name.clone()),
         ..ConsumerSpec::new(&subjects::seat_stream(seat), &name)
     })
+}
+
+/// The worker consumer of `node`'s holder of a node-scoped seat, filtered on
+/// that node's token alone: work meant for one node's holder can never be
+/// taken by another's. `None` for a mesh-scoped seat or one that accepts
+/// no work.
+pub fn seat_node_worker(entry: &SeatEntry, node: &Name) -> Option<ConsumerSpec> {
+    if entry.decl.accepts.is_empty() || entry.decl.scope.value != Scope::Node {
+        return None;
+    }
+    let seat = &entry.decl.name.value;
+    let name = consumer::seat_node_worker(seat, node);
+    Some(ConsumerSpec {
+        // A group for the same reason as a mesh seat's worker.
+        deliver_group: Some(name.clone()),
+        filter_subjects: vec![subjects::seat_node_work_all(seat, node)],
+        ..ConsumerSpec::new(&subjects::seat_stream(seat), &name)
+    })
+}
+
+/// The work subjects a seat's stream holds: one per kind it accepts, with a
+/// node token for a node-scoped seat.
+fn seat_stream_subjects(entry: &SeatEntry) -> Vec<String> {
+    let seat = &entry.decl.name.value;
+    let kinds: BTreeSet<&Name> = entry.decl.accepts.iter().map(|k| &k.value).collect();
+    kinds
+        .into_iter()
+        .map(|k| match entry.decl.scope.value {
+            Scope::Mesh => subjects::seat_work(seat, k),
+            Scope::Node => subjects::seat_any_node_work(seat, k),
+        })
+        .collect()
 }
 
 /// A module's consumer on EVENTS; `None` for a module that consumes nothing.
@@ -197,18 +230,16 @@ pub fn derive(
         max_msgs_per_subject: Some(1),
     });
     for entry in catalogue.seats() {
-        let Some(worker) = seat_worker(entry) else {
+        if entry.decl.accepts.is_empty() {
             continue;
-        };
-        let seat = &entry.decl.name.value;
-        let kinds: BTreeSet<&Name> = entry.decl.accepts.iter().map(|k| &k.value).collect();
+        }
         o.streams.push(StreamSpec {
-            name: worker.stream.clone(),
-            subjects: kinds.iter().map(|k| subjects::seat_work(seat, k)).collect(),
+            name: subjects::seat_stream(&entry.decl.name.value),
+            subjects: seat_stream_subjects(entry),
             retention: Retention::WorkQueue,
             max_msgs_per_subject: None,
         });
-        o.consumers.push(worker);
+        o.consumers.extend(seat_worker(entry));
     }
 
     // No max-deliver: the store window's bound is the controller's; a server
@@ -230,6 +261,26 @@ pub fn derive(
     for node in nodes {
         o.consumers.push(node_consumer(node));
     }
+
+    // A node-scoped seat's worker for each node its holder is assigned to:
+    // work for a node with no holder yet waits in the stream.
+    // Keyed by name: the same objects in the same order whatever order the
+    // assignments were read in.
+    let mut node_workers: BTreeMap<String, ConsumerSpec> = BTreeMap::new();
+    for a in &records.assignments {
+        let Some(m) = catalogue.module(&a.module) else {
+            continue;
+        };
+        for held in catalogue.held_seats(m) {
+            if let Some(w) = catalogue
+                .seat(&held.seat)
+                .and_then(|entry| seat_node_worker(entry, &a.node))
+            {
+                node_workers.insert(w.name.clone(), w);
+            }
+        }
+    }
+    o.consumers.extend(node_workers.into_values());
 
     let assigned: BTreeSet<&Name> = records.assignments.iter().map(|a| &a.module).collect();
     for module in assigned {
