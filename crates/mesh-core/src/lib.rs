@@ -34,4 +34,5 @@ pub mod secret;
 pub mod store_window;
 pub mod subjects;
 pub mod token;
+pub mod tool;
 pub mod users_file;

@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 
 use super::*;
+use mesh_bus::CertPin;
 
 const PIN: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 

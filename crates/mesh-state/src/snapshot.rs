@@ -44,5 +44,11 @@ pub async fn read(store: &Store) -> Result<Snapshot, StoreError> {
     for c in store.credentials().await? {
         s.credentials.insert(c.principal, c.credential);
     }
+    // A person's key wins over their password: it is what `mesh call --as`
+    // signs with, and holds nothing worth stealing in the users file.
+    for (person, key) in store.person_keys().await? {
+        s.credentials
+            .insert(principal::person(&person), UserCredential::NKey(key));
+    }
     Ok(s)
 }

@@ -24,7 +24,14 @@ impl Migration {
         self.sql
             .replace("{{id}}", id)
             .replace("{{store_id}}", store_id)
-            .replace("{{revision_triggers}}", &revision_triggers(backend))
+            .replace(
+                "{{revision_triggers}}",
+                &revision_triggers(backend, REVISION_SOURCES),
+            )
+            .replace(
+                "{{revision_triggers:person_keys}}",
+                &revision_triggers(backend, &[("person_keys", None)]),
+            )
     }
 }
 
@@ -48,11 +55,11 @@ const BUMP: &str = "UPDATE records_revision SET revision = revision + 1 WHERE id
 
 /// The triggers, in each backend's dialect: SQLite's are per row and per
 /// event, PostgreSQL's per statement through one function.
-fn revision_triggers(backend: BackendKind) -> String {
+fn revision_triggers(backend: BackendKind, sources: &[(&str, Option<&str>)]) -> String {
     let mut out = String::new();
     match backend {
         BackendKind::Sqlite => {
-            for (table, columns) in REVISION_SOURCES {
+            for (table, columns) in sources {
                 let update = match columns {
                     Some(c) => format!("UPDATE OF {c}"),
                     None => "UPDATE".to_string(),
@@ -74,7 +81,7 @@ fn revision_triggers(backend: BackendKind) -> String {
                 "CREATE OR REPLACE FUNCTION mesh_bump_revision() RETURNS trigger AS $$ \
                  BEGIN {BUMP}; RETURN NULL; END; $$ LANGUAGE plpgsql;\n"
             ));
-            for (table, columns) in REVISION_SOURCES {
+            for (table, columns) in sources {
                 let update = match columns {
                     Some(c) => format!("UPDATE OF {c}"),
                     None => "UPDATE".to_string(),
@@ -135,10 +142,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "report_ids",
         sql: include_str!("../migrations/0009_report_ids.sql"),
     },
+    Migration {
+        version: 10,
+        name: "person_keys",
+        sql: include_str!("../migrations/0010_person_keys.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

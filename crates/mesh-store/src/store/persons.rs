@@ -8,6 +8,7 @@ use mesh_core::records::{ToolAccess, ToolListError};
 use super::name;
 use crate::error::{MalformedValue, StoreError};
 use crate::records::Person;
+use crate::secret::check_user_key;
 use crate::{BeginWrite, Store, now_ms, principal, with_pool};
 
 const PERSON_COLUMNS: &str = "name, all_tools, created_at";
@@ -124,5 +125,65 @@ impl Store {
             tx.commit().await?;
             Ok(gone.rows_affected() == 1)
         })
+    }
+
+    /// Records `key` (an NKey user public key, `U…`) as how `person` signs
+    /// in, replacing an earlier one. A key already another person's is
+    /// refused: two persons on one key would be one person with two names.
+    pub async fn set_person_key(&self, person: &Name, key: &str) -> Result<(), StoreError> {
+        check_user_key("a person's key", key)?;
+        let now = now_ms();
+        with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            let owner: Option<(String,)> =
+                sqlx::query_as("SELECT person FROM person_keys WHERE nkey = $1")
+                    .bind(key)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if let Some((owner,)) = owner.filter(|(o,)| o != person.as_str()) {
+                return Err(StoreError::Invalid {
+                    what: "a person's key",
+                    detail: format!("it is already the key of person {owner}"),
+                }
+                .into());
+            }
+            let exists: Option<(String,)> =
+                sqlx::query_as("SELECT name FROM persons WHERE name = $1")
+                    .bind(person.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if exists.is_none() {
+                return Err(StoreError::Invalid {
+                    what: "a person's key",
+                    detail: format!("there is no person {person}; add them first"),
+                }
+                .into());
+            }
+            sqlx::query(
+                "INSERT INTO person_keys (person, nkey, created_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (person) DO UPDATE SET nkey = excluded.nkey, created_at = excluded.created_at",
+            )
+            .bind(person.as_str())
+            .bind(key)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    /// Every person's NKey public key, by person.
+    pub async fn person_keys(&self) -> Result<Vec<(Name, String)>, StoreError> {
+        let rows: Vec<(String, String)> = with_pool!(self, |pool| {
+            Ok(
+                sqlx::query_as("SELECT person, nkey FROM person_keys ORDER BY person")
+                    .fetch_all(pool)
+                    .await?,
+            )
+        })?;
+        rows.into_iter()
+            .map(|(p, k)| Ok((name("person", p)?, k)))
+            .collect()
     }
 }

@@ -120,7 +120,45 @@ async fn tools_that_do_not_read_make_the_person_malformed(fx: &Fixture) {
     }
 }
 
+async fn a_persons_key_is_theirs_alone_moves_the_revision_and_goes_with_them(fx: &Fixture) {
+    let s = &fx.store;
+    let ada_key = nkeys::KeyPair::new_user().public_key();
+    let bob_key = nkeys::KeyPair::new_user().public_key();
+    let err = s.set_person_key(&n("ada"), &ada_key).await.unwrap_err();
+    assert!(err.to_string().contains("there is no person ada"), "{err}");
+    s.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
+    s.put_person(&n("bob"), &ToolAccess::All).await.unwrap();
+
+    let before = s.records_revision().await.unwrap();
+    s.set_person_key(&n("ada"), &ada_key).await.unwrap();
+    assert!(
+        s.records_revision().await.unwrap() > before,
+        "a key changes who may connect"
+    );
+    let err = s.set_person_key(&n("bob"), &ada_key).await.unwrap_err();
+    assert!(
+        err.to_string().contains("already the key of person ada"),
+        "{err}"
+    );
+    let err = s.set_person_key(&n("bob"), "SUAAAA").await.unwrap_err();
+    assert!(
+        err.to_string().contains("not an nkey user public key"),
+        "{err}"
+    );
+    s.set_person_key(&n("bob"), &bob_key).await.unwrap();
+    // Replacing one's own key is allowed.
+    let ada_new = nkeys::KeyPair::new_user().public_key();
+    s.set_person_key(&n("ada"), &ada_new).await.unwrap();
+    assert_eq!(
+        s.person_keys().await.unwrap(),
+        [(n("ada"), ada_new), (n("bob"), bob_key.clone())]
+    );
+    assert!(s.remove_person(&n("ada")).await.unwrap());
+    assert_eq!(s.person_keys().await.unwrap(), [(n("bob"), bob_key)]);
+}
+
 conformance!(
     persons_round_trip,
     tools_that_do_not_read_make_the_person_malformed,
+    a_persons_key_is_theirs_alone_moves_the_revision_and_goes_with_them,
 );

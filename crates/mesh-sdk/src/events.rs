@@ -1,0 +1,103 @@
+//! Events a module consumes: from its own consumer on `EVENTS`, created by
+//! the controller with every filter the manifest's `[events] consumes`
+//! implies, shared by the module's instances through its deliver group.
+
+use async_nats::jetstream::AckKind;
+use mesh_core::event::{self, EventEnvelope};
+use mesh_core::subjects::{self, STREAM_EVENTS};
+
+use crate::bind::{Bound, bind};
+use crate::{Module, SdkError};
+
+/// The module's stream of events, oldest first: a consumer created after
+/// events were published still receives them (a stream is a log).
+pub struct Events {
+    bound: Bound,
+}
+
+/// One event delivered; acknowledge it once handled, or it comes again
+/// after the consumer's ack wait (30 s).
+pub struct Event {
+    /// The subject it was published on (`mesh.mod.<m>.event.<e>` or
+    /// `mesh.seat.<s>.event.<e>`).
+    pub subject: String,
+    /// The event's name: the subject's last token.
+    pub name: String,
+    pub envelope: EventEnvelope,
+    message: async_nats::jetstream::Message,
+}
+
+impl Module {
+    /// Binds this module's consumer on `EVENTS`.
+    pub async fn events(&self) -> Result<Events, SdkError> {
+        let consumer = subjects::consumer::module(self.module());
+        let bound = bind(
+            self,
+            STREAM_EVENTS,
+            &consumer,
+            "the manifest declares no [events] consumes, or the module is not registered and assigned",
+        )
+        .await?;
+        Ok(Events { bound })
+    }
+}
+
+impl Events {
+    /// The next event. A delivery that is not an envelope is terminated
+    /// (never redelivered) and returned as [`SdkError::Malformed`]; the
+    /// stream goes on after it. `None` once the connection is closed.
+    pub async fn next(&mut self) -> Option<Result<Event, SdkError>> {
+        let message = match self.bound.next().await? {
+            Ok(m) => m,
+            Err(e) => return Some(Err(e)),
+        };
+        let subject = message.subject.to_string();
+        match event::parse(&message.payload) {
+            Ok(envelope) => Some(Ok(Event {
+                name: subject.rsplit('.').next().unwrap_or_default().to_string(),
+                subject,
+                envelope,
+                message,
+            })),
+            Err(e) => Some(Err(terminate(&message, subject, e.to_string()).await)),
+        }
+    }
+}
+
+/// Terminates a delivery that can never be handled, so it is not
+/// redelivered forever, and says why.
+pub(crate) async fn terminate(
+    message: &async_nats::jetstream::Message,
+    subject: String,
+    reason: String,
+) -> SdkError {
+    match message.ack_with(AckKind::Term).await {
+        Ok(()) => SdkError::Malformed { subject, reason },
+        Err(e) => SdkError::Ack {
+            what: "terminate",
+            subject,
+            reason: format!("{reason}; and terminating it failed: {e}"),
+        },
+    }
+}
+
+impl Event {
+    /// Acknowledges the event, confirmed by the server: once this returns,
+    /// it will not come again.
+    pub async fn ack(&self) -> Result<(), SdkError> {
+        self.message.double_ack().await.map_err(|e| SdkError::Ack {
+            what: "acknowledge",
+            subject: self.subject.clone(),
+            reason: e.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Debug for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Event")
+            .field("subject", &self.subject)
+            .field("envelope", &self.envelope)
+            .finish()
+    }
+}

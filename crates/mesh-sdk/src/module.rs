@@ -1,0 +1,210 @@
+//! A module's connection as its own principal, and its events.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_nats::Client;
+use async_nats::jetstream::context::PublishErrorKind;
+use mesh_bus::{BusConfig, ClientCredential};
+use mesh_core::event::EventEnvelope;
+use mesh_core::names::Name;
+use mesh_core::subjects::{self, EventSelector};
+
+use crate::env::read_seed;
+use crate::refusal::{Denied, ServerErrors};
+use crate::{ModuleEnv, SdkError};
+
+/// A module connected to the bus as its own principal.
+#[derive(Debug)]
+pub struct Module {
+    client: Client,
+    js: async_nats::jetstream::Context,
+    node: Name,
+    module: Name,
+    ack_timeout: Duration,
+    /// The server's error messages on this connection: a refused publish is
+    /// reported here (`Permissions Violation for Publish to "…"`), not on the
+    /// publish itself.
+    server_errors: ServerErrors,
+}
+
+impl Module {
+    /// Connects from the environment the host started the module with.
+    pub async fn connect() -> Result<Module, SdkError> {
+        Module::connect_with(&ModuleEnv::from_env()?).await
+    }
+
+    /// Connects as `env` describes: each address in turn, pinning the
+    /// broker's certificate, with the module's seed and inbox prefix.
+    pub async fn connect_with(env: &ModuleEnv) -> Result<Module, SdkError> {
+        let seed = read_seed(&env.nkey_file)?;
+        let principal = env.principal();
+        let mut last = None;
+        for url in &env.bus_urls {
+            let cfg = BusConfig {
+                url: url.clone(),
+                principal: principal.clone(),
+                credential: ClientCredential::NKey(seed.clone()),
+                ca_file: None,
+                inbox_prefix: Some(env.inbox_prefix.clone()),
+                pin: Some(env.pin),
+            };
+            match ServerErrors::connect(&cfg).await {
+                Ok((client, server_errors)) => {
+                    let js = async_nats::jetstream::context::ContextBuilder::new()
+                        .timeout(env.ack_timeout)
+                        .build(client.clone());
+                    return Ok(Module {
+                        client,
+                        js,
+                        node: env.node.clone(),
+                        module: env.module.clone(),
+                        ack_timeout: env.ack_timeout,
+                        server_errors,
+                    });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(SdkError::Connect {
+            principal,
+            urls: env.bus_urls.join(","),
+            source: last.expect("from_lookup refuses an empty address list"),
+        })
+    }
+
+    /// Emits `event` with `payload`: a JetStream publish of an
+    /// [`EventEnvelope`] on `mesh.mod.<module>.event.<event>`, returning once
+    /// `EVENTS` has acknowledged storing it. An event the manifest does not
+    /// declare is refused by the server; that is reported as
+    /// [`SdkError::Refused`] as soon as the server says so, or as
+    /// [`SdkError::NoAck`] after the acknowledgement timeout.
+    pub async fn emit(&self, event: &str, payload: serde_json::Value) -> Result<(), SdkError> {
+        let name = event_name(event)?;
+        let subject = subjects::module_event(&self.module, &EventSelector::Named(name));
+        self.publish_event(event, subject, payload).await
+    }
+
+    /// Emits `event` of a seat this module holds: `mesh.seat.<seat>.event.<event>`.
+    /// The envelope names this module and node, so the events of a
+    /// node-scoped seat's holders, which share the subject, tell apart.
+    pub async fn emit_seat(
+        &self,
+        seat: &str,
+        event: &str,
+        payload: serde_json::Value,
+    ) -> Result<(), SdkError> {
+        let seat = crate::name("seat", seat)?;
+        let name = event_name(event)?;
+        let subject = subjects::seat_event(&seat, &EventSelector::Named(name));
+        self.publish_event(event, subject, payload).await
+    }
+
+    async fn publish_event(
+        &self,
+        event: &str,
+        subject: String,
+        payload: serde_json::Value,
+    ) -> Result<(), SdkError> {
+        let bytes = self
+            .envelope(payload)
+            .to_json()
+            .map_err(|source| SdkError::Envelope {
+                event: event.to_string(),
+                source,
+            })?;
+        // Listening before publishing, so the refusal cannot slip past.
+        let refused = self.refusal(Denied::Publish, &subject);
+        let stored = async {
+            let ack = self.js.publish(subject.clone(), bytes.into()).await?;
+            ack.await
+        };
+        tokio::select! {
+            () = refused => Err(SdkError::Refused {
+                event: event.to_string(),
+                module: self.module.clone(),
+                subject: subject.clone(),
+            }),
+            r = tokio::time::timeout(self.ack_timeout, stored) => match r {
+                Ok(Ok(_ack)) => Ok(()),
+                Ok(Err(e)) if e.kind() != PublishErrorKind::TimedOut => Err(SdkError::Publish {
+                    event: event.to_string(),
+                    module: self.module.clone(),
+                    subject: subject.clone(),
+                    source: e,
+                }),
+                Ok(Err(_)) | Err(_) => Err(SdkError::NoAck {
+                    event: event.to_string(),
+                    module: self.module.clone(),
+                    subject: subject.clone(),
+                    timeout: self.ack_timeout,
+                }),
+            },
+        }
+    }
+
+    /// A fresh envelope from this module on this node: events and work
+    /// travel in the same one.
+    pub(crate) fn envelope(&self, payload: serde_json::Value) -> EventEnvelope {
+        EventEnvelope {
+            id: hex::encode(rand::random::<[u8; 16]>()),
+            module: self.module.clone(),
+            node: self.node.clone(),
+            at: now_ms(),
+            payload,
+        }
+    }
+
+    /// Resolves once the server refuses this connection `what` on `subject`.
+    pub(crate) fn refusal(
+        &self,
+        what: Denied,
+        subject: &str,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.server_errors.refusal(what, subject)
+    }
+
+    pub(crate) fn js(&self) -> &async_nats::jetstream::Context {
+        &self.js
+    }
+
+    pub(crate) fn ack_timeout(&self) -> Duration {
+        self.ack_timeout
+    }
+
+    /// This module's principal name on the bus, `module_<node>_<module>`.
+    pub fn principal(&self) -> String {
+        mesh_core::authority::PrincipalKind::Module {
+            node: self.node.clone(),
+            module: self.module.clone(),
+        }
+        .principal_name()
+    }
+
+    pub fn node(&self) -> &Name {
+        &self.node
+    }
+
+    pub fn module(&self) -> &Name {
+        &self.module
+    }
+
+    /// The underlying connection, for what the SDK does not cover yet.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+}
+
+fn event_name(event: &str) -> Result<Name, SdkError> {
+    Name::new(event).map_err(|source| SdkError::BadEventName {
+        event: event.to_string(),
+        source,
+    })
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        // A clock before 1970 is wrong, but not a reason to lose the event.
+        .unwrap_or(0)
+}

@@ -1,0 +1,74 @@
+//! Hearing the server refuse: nats-server answers a publish or subscription
+//! a principal may not make with an error on the connection
+//! (`Permissions Violation for Publish to "…"`), not on the operation, so
+//! an operation that must fail loudly races the error stream.
+
+use async_nats::{Client, ConnectOptions, Event, ServerError};
+use mesh_bus::{BusConfig, ConnectError};
+use tokio::sync::broadcast;
+
+/// What the server may refuse a connection.
+#[derive(Debug, Clone, Copy)]
+pub enum Denied {
+    Publish,
+    Subscription,
+}
+
+impl Denied {
+    /// As nats-server words it.
+    fn word(self) -> &'static str {
+        match self {
+            Denied::Publish => "publish",
+            Denied::Subscription => "subscription",
+        }
+    }
+}
+
+/// The server's error messages on one connection.
+#[derive(Debug, Clone)]
+pub struct ServerErrors(broadcast::Sender<String>);
+
+impl ServerErrors {
+    /// Connects as `cfg` says, hearing the server's errors.
+    pub async fn connect(cfg: &BusConfig) -> Result<(Client, ServerErrors), ConnectError> {
+        let (tx, _) = broadcast::channel(64);
+        let errors = ServerErrors(tx);
+        let heard = errors.clone();
+        let client = mesh_bus::connect_with(cfg, move |opts| heard.listen(opts)).await?;
+        Ok((client, errors))
+    }
+
+    fn listen(self, opts: ConnectOptions) -> ConnectOptions {
+        opts.event_callback(move |event| {
+            let tx = self.0.clone();
+            async move {
+                if let Event::ServerError(ServerError::Other(e)) = event {
+                    // No receiver means nothing is waiting: nothing to tell.
+                    let _ = tx.send(e);
+                }
+            }
+        })
+    }
+
+    /// Resolves once the server says it refused this connection `what` on
+    /// `subject`. Subscribed at the call, not when first polled: a refusal
+    /// that arrives before the caller awaits is still heard.
+    pub fn refusal(
+        &self,
+        what: Denied,
+        subject: &str,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut errors = self.0.subscribe();
+        let wanted = format!("permissions violation for {} to \"{subject}\"", what.word());
+        async move {
+            loop {
+                match errors.recv().await {
+                    Ok(e) if e.to_lowercase().contains(&wanted) => return,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    // Every sender gone: no refusal will come.
+                    Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
+                }
+            }
+        }
+    }
+}
