@@ -8,8 +8,10 @@ use clap::{Parser, Subcommand};
 
 pub mod assign;
 pub mod authority;
+pub mod call;
 pub mod check;
 pub mod controller;
+pub mod events;
 pub mod files;
 pub mod fleet;
 pub mod host;
@@ -18,6 +20,7 @@ pub mod listings;
 pub mod logging;
 pub mod node;
 pub mod output;
+pub mod person;
 pub mod state;
 pub mod up;
 
@@ -114,6 +117,20 @@ pub enum Command {
   mesh host --token - < token.txt
   mesh host --state /var/lib/mesh-host")]
     Host(host::HostArgs),
+    /// Operators: their keys and the tools each may call.
+    #[command(after_help = "Examples:
+  mesh person key --out ada.seed
+  mesh person add ada --tools '*' --nkey UAB3…
+  mesh person remove ada")]
+    Person(person::PersonArgs),
+    /// Call a tool as a person and print its answer.
+    #[command(after_help = "Examples:
+  mesh call greeter.greet '{\"name\": \"ada\"}' --as ada.seed
+  mesh call seat:node-jobs.status --node n1 --as ada.seed")]
+    Call(call::CallArgs),
+    /// Watch the events the mesh stores.
+    #[command(after_help = "Example:\n  mesh events tail ticker.tick --all")]
+    Events(events::EventsArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -167,6 +184,9 @@ where
             command: FleetSubcommand::Load(args),
         }) => fleet::run(&args),
         Command::Host(args) => host::run(&args),
+        Command::Person(args) => person::run(&args),
+        Command::Call(args) => call::run(&args),
+        Command::Events(args) => events::run(&args),
     };
     result.unwrap_or_else(edge_error)
 }
@@ -243,8 +263,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 22,
-            "mesh, version, check, init, authority (2), up, controller, node (2), nodes, modules, reports, catalogue (1), assign, unassign, fleet (1), host"
+            seen, 29,
+            "mesh, version, check, init, authority (2), up, controller, node (2), nodes, modules, reports, catalogue (1), assign, unassign, fleet (1), host, person (3), call, events (1)"
         );
     }
 }

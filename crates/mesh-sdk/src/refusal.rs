@@ -59,16 +59,58 @@ impl ServerErrors {
         subject: &str,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
         let mut errors = self.0.subscribe();
-        let wanted = format!("permissions violation for {} to \"{subject}\"", what.word());
+        let (what, subject) = (what.word(), subject.to_string());
         async move {
             loop {
                 match errors.recv().await {
-                    Ok(e) if e.to_lowercase().contains(&wanted) => return,
+                    Ok(e) if is_refusal(&e, what, &subject) => return,
                     Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                     // Every sender gone: no refusal will come.
                     Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
                 }
             }
         }
+    }
+}
+
+/// Whether the server's error `e` refuses `what` on `subject`. The words
+/// are compared without case, the subject exactly: subjects are case
+/// sensitive, and `$JS.API.CONSUMER.INFO.SEAT_x…` is not `$js.api…`.
+fn is_refusal(e: &str, what: &str, subject: &str) -> bool {
+    let prefix = format!("permissions violation for {what} to ");
+    e.to_lowercase().contains(&prefix) && e.contains(&format!("\"{subject}\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_refusal;
+
+    #[test]
+    fn a_refusal_is_matched_by_its_words_and_its_exact_subject() {
+        let e =
+            r#"Permissions Violation for Publish to "$JS.API.CONSUMER.INFO.SEAT_jobs.seat_jobs""#;
+        assert!(is_refusal(
+            e,
+            "publish",
+            "$JS.API.CONSUMER.INFO.SEAT_jobs.seat_jobs"
+        ));
+        assert!(!is_refusal(
+            e,
+            "subscription",
+            "$JS.API.CONSUMER.INFO.SEAT_jobs.seat_jobs"
+        ));
+        assert!(!is_refusal(
+            e,
+            "publish",
+            "$js.api.consumer.info.seat_jobs.seat_jobs"
+        ));
+        // A subject that only starts like the refused one is another subject.
+        assert!(!is_refusal(
+            e,
+            "publish",
+            "$JS.API.CONSUMER.INFO.SEAT_jobs.seat_jo"
+        ));
+        let q = r#"Permissions Violation for Subscription to "mesh.mod.a.tool.t" using queue "q""#;
+        assert!(is_refusal(q, "subscription", "mesh.mod.a.tool.t"));
     }
 }

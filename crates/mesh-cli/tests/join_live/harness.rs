@@ -28,19 +28,36 @@ pub fn path_with_bins() -> std::ffi::OsString {
     std::env::join_paths(dirs).unwrap()
 }
 
+/// The example modules' programs, built beside `mesh`.
+pub const EXAMPLE_BINS: [&str; 5] = [
+    "mesh-echo",
+    "mesh-ticker",
+    "mesh-recorder",
+    "mesh-greeter",
+    "mesh-worker",
+];
+
 /// `cargo test -p mesh-cli` alone does not build other packages' binaries.
 fn ensure_example_built(bins: &Path) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        if bins.join("mesh-echo").is_file() {
+        if EXAMPLE_BINS.iter().all(|b| bins.join(b).is_file()) {
             return;
         }
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "-q", "-p", "mesh-echo", "--bin", "mesh-echo"])
+            .args([
+                "build",
+                "-q",
+                "-p",
+                "mesh-echo",
+                "-p",
+                "mesh-example-modules",
+                "--bins",
+            ])
             .status()
             .unwrap();
-        assert!(status.success(), "building mesh-echo");
+        assert!(status.success(), "building the example modules");
     });
 }
 

@@ -1,0 +1,107 @@
+//! `mesh call TOOL [JSON] --as SEEDFILE`: a person calls a tool and the
+//! answer is printed. A tool the person may not call is refused by the
+//! server and said so at once, naming the tool and the person, not after a
+//! timeout.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
+use mesh_controller::Genesis;
+use mesh_core::authority::PrincipalKind;
+use mesh_core::names::Name;
+use mesh_core::subjects;
+use mesh_sdk::{Denied, ServerErrors, ToolAddress};
+
+use crate::authority::open_existing_store;
+use crate::node::parse_ttl;
+use crate::output;
+use crate::person::read_seed;
+use crate::state::MeshArgs;
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// The tool, as a manifest writes it: `module.tool` or `seat:seat.tool`.
+    pub tool: String,
+    /// The request: any JSON value (default `null`).
+    pub payload: Option<String>,
+    /// The person's seed file (from `mesh person key`).
+    #[arg(long = "as", value_name = "SEEDFILE")]
+    pub seed: PathBuf,
+    /// The person's name; default: the person the store records the seed's
+    /// public key for.
+    #[arg(long)]
+    pub person: Option<String>,
+    /// For a node-scoped seat's tool: the node whose holder answers.
+    #[arg(long)]
+    pub node: Option<String>,
+    /// How long to wait for the answer.
+    #[arg(long, default_value = "10s", value_parser = parse_ttl)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+pub fn run(args: &CallArgs) -> anyhow::Result<ExitCode> {
+    let payload: serde_json::Value = match &args.payload {
+        None => serde_json::Value::Null,
+        Some(text) => serde_json::from_str(text).with_context(|| {
+            format!("the request {text:?} is not JSON; write e.g. '{{\"name\": \"ada\"}}'")
+        })?,
+    };
+    let address = match &args.node {
+        None => ToolAddress::parse(&args.tool),
+        Some(node) => ToolAddress::on_node(&args.tool, node),
+    }?;
+    let kp = read_seed(&args.seed)?;
+    let genesis = Genesis::open(&args.mesh.dir)?;
+    let answer = crate::block_on(async {
+        let person = match &args.person {
+            Some(p) => Name::new(p).with_context(|| format!("{p:?} is not a person name"))?,
+            None => person_of(&args.mesh, &kp.public_key()).await?,
+        };
+        let principal = PrincipalKind::Person {
+            person: person.clone(),
+        }
+        .principal_name();
+        let cfg = BusConfig {
+            url: genesis.local_url(),
+            principal: principal.clone(),
+            credential: ClientCredential::NKey(Secret::new(kp.seed().context("reading the seed")?)),
+            ca_file: None,
+            inbox_prefix: Some(subjects::inbox_prefix(&principal)),
+            pin: Some(CertPin::from_hex(&genesis.cert_sha256)?),
+        };
+        let (client, errors) = ServerErrors::connect(&cfg)
+            .await
+            .with_context(|| format!("connecting as person {person}"))?;
+        let r = mesh_sdk::call(
+            &client,
+            errors.refusal(Denied::Publish, &address.subject),
+            &format!("person {person}"),
+            &address,
+            payload,
+            args.timeout,
+        )
+        .await;
+        anyhow::Ok(r?)
+    })??;
+    output::print(&format!("{}\n", serde_json::to_string_pretty(&answer)?))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The person whose recorded key `public_key` is.
+async fn person_of(mesh: &MeshArgs, public_key: &str) -> anyhow::Result<Name> {
+    let store = open_existing_store(&mesh.store_url()).await?;
+    let keys = store.person_keys().await;
+    store.close().await;
+    match keys?.into_iter().find(|(_, k)| k == public_key) {
+        Some((person, _)) => Ok(person),
+        None => bail!(
+            "no person is recorded with key {public_key}; record it with `mesh person add NAME --tools … --nkey {public_key}`, or name the person with --person"
+        ),
+    }
+}

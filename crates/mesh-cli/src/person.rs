@@ -1,0 +1,178 @@
+//! `mesh person key|add|remove`: operators. A person's key is made on the
+//! person's own machine (`mesh person key`); only its public half is
+//! recorded, and authority (the tools they may call) is derived from the
+//! record like every other principal's.
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand};
+use mesh_core::names::Name;
+use mesh_core::records::ToolAccess;
+
+use crate::authority::open_store;
+use crate::output;
+use crate::state::MeshArgs;
+
+#[derive(Debug, Args)]
+pub struct PersonArgs {
+    #[command(subcommand)]
+    pub command: PersonCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PersonCommand {
+    /// Make a person's NKey: the seed goes to a new file (mode 0600), the
+    /// public key to stdout (give it to `mesh person add --nkey`).
+    #[command(after_help = "Example:\n  mesh person key --out ~/.mesh-person.seed")]
+    Key(KeyArgs),
+    /// Record a person and the tools they may call (`*`: every tool).
+    #[command(after_help = "Examples:
+  mesh person add ada --tools '*' --nkey UAB3…
+  mesh person add bob --tools greeter.greet,seat:git.clone --nkey UCD4…")]
+    Add(AddArgs),
+    /// Forget a person: their key is refused once recomposed.
+    #[command(after_help = "Example:\n  mesh person remove bob")]
+    Remove(RemoveArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// Where the seed is written; an existing file is never replaced.
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    pub name: String,
+    /// The tools they may call, comma-separated as a manifest writes them
+    /// (`module.tool`, `seat:seat.tool`), or `*` for every tool.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub tools: Vec<String>,
+    /// Their NKey public key (`U…`, from `mesh person key`).
+    #[arg(long, value_name = "U…")]
+    pub nkey: Option<String>,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    pub name: String,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+pub fn run(args: &PersonArgs) -> anyhow::Result<ExitCode> {
+    match &args.command {
+        PersonCommand::Key(a) => key(&a.out),
+        PersonCommand::Add(a) => add(a),
+        PersonCommand::Remove(a) => remove(a),
+    }
+}
+
+fn key(out: &Path) -> anyhow::Result<ExitCode> {
+    let kp = nkeys::KeyPair::new_user();
+    let seed = kp.seed().context("encoding the new seed")?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(out)
+        .with_context(|| {
+            format!(
+                "writing the seed to {} (an existing file is never replaced: choose another --out)",
+                out.display()
+            )
+        })?;
+    f.write_all(format!("{seed}\n").as_bytes())
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("writing the seed to {}", out.display()))?;
+    output::print(&format!("{}\n", kp.public_key()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn person_name(s: &str) -> anyhow::Result<Name> {
+    Name::new(s).with_context(|| format!("{s:?} is not a person name"))
+}
+
+fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
+    let name = person_name(&a.name)?;
+    let tools = ToolAccess::from_written(&a.tools)
+        .with_context(|| format!("--tools {}", a.tools.join(",")))?;
+    if let Some(k) = &a.nkey
+        && !mesh_core::users_file::UserCredential::is_user_nkey(k)
+    {
+        bail!(
+            "--nkey {k:?} is not an NKey user public key (U…); `mesh person key --out FILE` prints one"
+        );
+    }
+    crate::block_on(async {
+        let store = open_store(&a.mesh.store_url()).await?;
+        let result = async {
+            store.put_person(&name, &tools).await?;
+            if let Some(k) = &a.nkey {
+                store.set_person_key(&name, k).await?;
+            }
+            anyhow::Ok(())
+        }
+        .await;
+        store.close().await;
+        result
+    })??;
+    let tools = tools.written().join(",");
+    let key = if a.nkey.is_some() {
+        ""
+    } else {
+        " (no key yet: add again with --nkey to let them connect)"
+    };
+    output::print(&format!("person {name} may call {tools}{key}\n"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn remove(a: &RemoveArgs) -> anyhow::Result<ExitCode> {
+    let name = person_name(&a.name)?;
+    let removed = crate::block_on(async {
+        let store = open_store(&a.mesh.store_url()).await?;
+        let r = store.remove_person(&name).await;
+        store.close().await;
+        anyhow::Ok(r?)
+    })??;
+    if !removed {
+        bail!("there is no person {name}; `mesh authority explain` lists the persons");
+    }
+    output::print(&format!("person {name} removed\n"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads a person's seed file, refusing one others may read.
+pub fn read_seed(path: &Path) -> anyhow::Result<nkeys::KeyPair> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        bail!(
+            "{} may be read by others (mode {mode:03o}); a seed file must be mode 0600 (chmod 600 {})",
+            path.display(),
+            path.display()
+        );
+    }
+    if meta.len() > 4096 {
+        bail!("{} is too large to be an NKey seed", path.display());
+    }
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let kp = nkeys::KeyPair::from_seed(text.trim())
+        .ok()
+        .filter(|kp| matches!(kp.key_pair_type(), nkeys::KeyPairType::User));
+    kp.with_context(|| {
+        format!(
+            "{} does not hold an NKey user seed (SU…); `mesh person key --out FILE` makes one",
+            path.display()
+        )
+    })
+}
