@@ -1,6 +1,10 @@
-//! mesh-sdk: what a module links to. Today: connecting as the module's own
-//! principal and emitting its events; consuming, tools and seat work come
-//! later.
+//! mesh-sdk: what a module links to. It connects as the module's own
+//! principal ([`Module::connect`]), emits and consumes events
+//! ([`Module::emit`], [`Module::events`]), serves and calls tools
+//! ([`Module::serve`], [`Module::call`]), and submits and takes seat work
+//! ([`Module::submit`], [`Module::work`], [`Module::work_for_node`]). The wire
+//! formats are public: the README's "What a module says and hears" is the
+//! whole contract for a module in another language.
 //!
 //! # The environment a module is started with
 //!
