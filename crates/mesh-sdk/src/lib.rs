@@ -58,17 +58,19 @@ pub(crate) fn name(what: &'static str, value: &str) -> Result<mesh_core::names::
     })
 }
 
-/// An error and its causes on one line.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
+/// An error and its causes on one line: a module's last log line is what
+/// its host reports, so it must carry the whole reason. A cause whose text
+/// is already there is not said twice.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
         cur = c.source();
     }
-    s
+    out
 }
-
-#[cfg(test)]
-mod tests;

@@ -315,6 +315,42 @@ async fn handed_back_work_comes_round_and_instances_share_events_through_the_gro
     .await;
     assert!(more.is_err(), "an event was delivered twice");
 
+    // A stored message that is no envelope is terminated, not redelivered
+    // for ever, and the stream goes on after it.
+    let obs = w.bus.connect(mesh_testkit::bus::OBSERVER).await;
+    let js = async_nats::jetstream::new(obs.client.clone());
+    js.publish("mesh.mod.greeter.event.greeted", "not json".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    greeter.emit("greeted", json!({"i": 10})).await.unwrap();
+    let mut results = Vec::new();
+    while results.len() < 2 {
+        let r = tokio::select! { e = ea.next() => e, e = eb.next() => e }.unwrap();
+        if let Ok(e) = &r {
+            e.ack().await.unwrap();
+        }
+        results.push(r);
+    }
+    assert!(
+        results
+            .iter()
+            .any(|r| matches!(r, Err(mesh_sdk::SdkError::Malformed { .. }))),
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|r| r.as_ref().is_ok_and(|e| e.envelope.payload["i"] == 10)),
+        "{results:?}"
+    );
+    let more = tokio::time::timeout(Duration::from_secs(35), async {
+        tokio::select! { e = ea.next() => e, e = eb.next() => e }
+    })
+    .await;
+    assert!(more.is_err(), "a terminated message came again: {more:?}");
+
     // A module that consumes nothing has no consumer to bind, and says so.
     let err = greeter.events().await.unwrap_err();
     assert!(

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use mesh_sdk::{Module, ModuleEnv};
+use mesh_sdk::{Module, ModuleEnv, chain};
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::signal::unix::{SignalKind, signal};
@@ -191,22 +191,6 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
-}
-
-/// An error and its causes on one line: the last log line is what a host
-/// reports, so it must carry the whole reason.
-fn chain(e: &(dyn Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -45,17 +45,7 @@ where
     }
 }
 
-/// An error and its causes on one line.
-pub fn chain(e: &dyn Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
-}
+pub use mesh_sdk::chain;
 
 /// Appends one JSON value as a line to `file` and syncs it: a record the
 /// module acknowledged must survive the module.
