@@ -46,7 +46,9 @@ pub fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     let mut raw = Vec::new();
     s.take(16 << 20).read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| bad("no header end"))?;
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| bad("no header end"))?;
     let code = head
         .split_whitespace()
         .nth(1)
@@ -134,10 +136,17 @@ fn print_text(s: &StatusView) -> anyhow::Result<()> {
     out.line(format_args!("composition  {composition}"))?;
     out.line(format_args!(
         "store window {}",
-        yes_no(c.store_window_open, "open: reports wait in CONTROL", "closed")
+        yes_no(
+            c.store_window_open,
+            "open: reports wait in CONTROL",
+            "closed"
+        )
     ))?;
     out.line(format_args!("nodes        {}", counts(&s.nodes, "none")))?;
-    out.line(format_args!("modules      {}", counts(&s.modules, "none assigned")))?;
+    out.line(format_args!(
+        "modules      {}",
+        counts(&s.modules, "none assigned")
+    ))?;
     if s.needs_action.is_empty() {
         out.line("nothing needs action")?;
     } else {

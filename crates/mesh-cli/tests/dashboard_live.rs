@@ -85,7 +85,10 @@ async fn the_dashboard_of_a_live_mesh_shows_its_nodes_and_modules() {
         "<td class=\"running\">running</td>",
         "<td>git-server</td>",
     ] {
-        assert!(dom.contains(cell), "{cell} not in the rendered page:\n{dom}");
+        assert!(
+            dom.contains(cell),
+            "{cell} not in the rendered page:\n{dom}"
+        );
     }
     assert!(dom.contains("<h2>Catalogue</h2>"), "{dom}");
     assert!(dom.contains("class=\"badge ok\">ready<"), "{dom}");

@@ -65,9 +65,8 @@ fn json<T: serde::de::DeserializeOwned>(mesh: &Mesh, args: &[&str]) -> T {
         "{args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout))
-    })
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -128,30 +127,56 @@ async fn metrics_move_when_reports_arrive_and_the_api_says_what_the_listings_say
     assert!(lag_count >= 1.0, "no apply lag observed: {lag_count}");
     // Last seen reaches the store in batches (every 5 s).
     assert!(
-        wait_until(LONG, || value(&scrape(&addr), "mesh_nodes", Some(("state", "ready")))
-            == 1.0),
+        wait_until(LONG, || value(
+            &scrape(&addr),
+            "mesh_nodes",
+            Some(("state", "ready"))
+        ) == 1.0),
         "n1 never counted ready"
     );
 
     // The JSON API prints the listings' very structures.
     let nodes: Vec<NodeView> = get_json(&addr, "/api/nodes");
     let listed: Vec<NodeView> = json(&mesh, &["nodes", "--output", "json"]);
-    let names = |v: &[NodeView]| v.iter().map(|n| (n.node.clone(), n.state.clone())).collect::<Vec<_>>();
-    assert_eq!(names(&nodes), vec![("n1".to_string(), "enrolled".to_string())]);
+    let names = |v: &[NodeView]| {
+        v.iter()
+            .map(|n| (n.node.clone(), n.state.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(&nodes),
+        vec![("n1".to_string(), "enrolled".to_string())]
+    );
     assert_eq!(names(&nodes), names(&listed));
     let modules: Vec<ModuleView> = get_json(&addr, "/api/modules");
     let listed: Vec<ModuleView> = json(&mesh, &["modules", "--output", "json"]);
     assert_eq!(modules, listed);
     let reports: Vec<ReportView> = get_json(&addr, "/api/reports/n1?limit=3");
-    let listed: Vec<ReportView> = json(&mesh, &["reports", "n1", "--limit", "3", "--output", "json"]);
+    let listed: Vec<ReportView> = json(
+        &mesh,
+        &["reports", "n1", "--limit", "3", "--output", "json"],
+    );
     assert_eq!(reports, listed);
-    assert!(reports[0].modules.iter().any(|m| m.module == "echo"), "{reports:?}");
+    assert!(
+        reports[0].modules.iter().any(|m| m.module == "echo"),
+        "{reports:?}"
+    );
     let seats: Vec<SeatView> = get_json(&addr, "/api/seats");
     let listed: Vec<SeatView> = json(&mesh, &["seats", "--output", "json"]);
     assert_eq!(seats, listed);
-    assert!(seats.iter().any(|s| s.seat == "mesh-broker" && s.kind == "role"), "{seats:?}");
+    assert!(
+        seats
+            .iter()
+            .any(|s| s.seat == "mesh-broker" && s.kind == "role"),
+        "{seats:?}"
+    );
     let catalogue: CatalogueView = get_json(&addr, "/api/catalogue");
-    assert!(catalogue.modules.iter().any(|m| m.module == "echo" && m.emits == ["started", "heard"]));
+    assert!(
+        catalogue
+            .modules
+            .iter()
+            .any(|m| m.module == "echo" && m.emits == ["started", "heard"])
+    );
     let (code, body) = get(&addr, "/api/reports/N.1");
     assert_eq!(code, 400, "{body}");
 
@@ -189,7 +214,9 @@ fn readyz_is_503_with_its_reason_until_the_broker_answers() {
     let none: StatusView = json(&mesh, &["status", "--http", &addr, "--output", "json"]);
     assert!(!none.controller.reachable, "{none:?}");
     assert!(
-        none.needs_action[0].what.starts_with("the controller does not answer at http://"),
+        none.needs_action[0]
+            .what
+            .starts_with("the controller does not answer at http://"),
         "{none:?}"
     );
     let mut controller = None;
@@ -197,7 +224,13 @@ fn readyz_is_503_with_its_reason_until_the_broker_answers() {
     let log = mesh.tmp.path().join("controller.log");
     mesh.broker.stop_for(|| {
         let child = Command::new(harness::mesh_bin())
-            .args(["controller", "--dir", dir.to_str().unwrap(), "--store", &store])
+            .args([
+                "controller",
+                "--dir",
+                dir.to_str().unwrap(),
+                "--store",
+                &store,
+            ])
             .args(["--http", &addr])
             .env("MESH_LOG", "info,async_nats=off")
             .env_remove("MESH_STORE")
@@ -208,7 +241,8 @@ fn readyz_is_503_with_its_reason_until_the_broker_answers() {
             .unwrap();
         controller = Some(Controller(child));
         assert!(
-            wait_until(LONG, || http_get(&addr, "/healthz").is_ok_and(|(c, _)| c == 200)),
+            wait_until(LONG, || http_get(&addr, "/healthz")
+                .is_ok_and(|(c, _)| c == 200)),
             "/healthz never answered; log:\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         );

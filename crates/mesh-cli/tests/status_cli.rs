@@ -42,7 +42,10 @@ fn seats_and_status_print_json_with_holders_and_next_steps() {
 
     let seats: Vec<SeatView> =
         serde_json::from_slice(&mesh(&dir, &["seats", "--output", "json"]).stdout).unwrap();
-    let git = seats.iter().find(|s| s.seat == "git").expect("the git seat");
+    let git = seats
+        .iter()
+        .find(|s| s.seat == "git")
+        .expect("the git seat");
     assert_eq!(git.kind, "seat");
     assert_eq!(git.declared_by.as_deref(), Some("git-server"));
     assert_eq!(git.scope, "mesh");
@@ -54,9 +57,16 @@ fn seats_and_status_print_json_with_holders_and_next_steps() {
         [("n1", "git-server")]
     );
     let broker = seats.iter().find(|s| s.seat == "mesh-broker").unwrap();
-    assert_eq!((broker.kind.as_str(), broker.declared_by.as_deref()), ("role", None));
+    assert_eq!(
+        (broker.kind.as_str(), broker.declared_by.as_deref()),
+        ("role", None)
+    );
     let text = String::from_utf8(mesh(&dir, &["seats"]).stdout).unwrap();
-    assert!(text.lines().any(|l| l.starts_with("git ") && l.ends_with("git-server on n1")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("git ") && l.ends_with("git-server on n1")),
+        "{text}"
+    );
 
     let addr = format!("127.0.0.1:{}", mesh_testkit::broker::free_port().unwrap());
     let status: StatusView = serde_json::from_slice(
@@ -66,9 +76,19 @@ fn seats_and_status_print_json_with_holders_and_next_steps() {
     assert!(!status.controller.reachable);
     assert_eq!(status.nodes.get("not enrolled"), Some(&1), "{status:?}");
     assert_eq!(status.modules.get("unreported"), Some(&1), "{status:?}");
-    let steps: Vec<&str> = status.needs_action.iter().map(|a| a.next.as_str()).collect();
+    let steps: Vec<&str> = status
+        .needs_action
+        .iter()
+        .map(|a| a.next.as_str())
+        .collect();
     assert!(steps[0].contains("mesh controller"), "{steps:?}");
-    assert!(steps.contains(&"run `mesh host --token <token>` on n1"), "{steps:?}");
+    assert!(
+        steps.contains(&"run `mesh host --token <token>` on n1"),
+        "{steps:?}"
+    );
     let text = String::from_utf8(mesh(&dir, &["status", "--http", &addr]).stdout).unwrap();
-    assert!(text.starts_with(&format!("controller   not reachable at http://{addr}")), "{text}");
+    assert!(
+        text.starts_with(&format!("controller   not reachable at http://{addr}")),
+        "{text}"
+    );
 }

@@ -41,7 +41,9 @@ pub const DEFAULT_ADDR: &str = "127.0.0.1:7420";
 impl Default for HttpListen {
     fn default() -> Self {
         HttpListen {
-            addr: DEFAULT_ADDR.parse().unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7420))),
+            addr: DEFAULT_ADDR
+                .parse()
+                .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 7420))),
             required: false,
         }
     }

@@ -5,7 +5,9 @@
 mod seats;
 mod status;
 
-pub use seats::{CatalogueModule, CatalogueView, ConsumeView, HolderView, SeatView, catalogue, seats};
+pub use seats::{
+    CatalogueModule, CatalogueView, ConsumeView, HolderView, SeatView, catalogue, seats,
+};
 pub use status::{Action, ControllerView, Refusal, StatusView, needs_action, status};
 
 use mesh_core::liveness::{HEARTBEAT_EVERY, liveness};

@@ -76,12 +76,9 @@ fn seat_views(catalogue: &Catalogue, assignments: &[mesh_store::Assignment]) -> 
             let holders = assignments
                 .iter()
                 .filter(|a| {
-                    catalogue.module(&a.module).is_some_and(|m| {
-                        catalogue
-                            .held_seats(m)
-                            .iter()
-                            .any(|h| &h.seat == seat)
-                    })
+                    catalogue
+                        .module(&a.module)
+                        .is_some_and(|m| catalogue.held_seats(m).iter().any(|h| &h.seat == seat))
                 })
                 .map(|a| HolderView {
                     node: a.node.to_string(),

@@ -174,7 +174,10 @@ pub fn needs_action(
                     .map(|r| format!(": {}", first_line(r)))
                     .unwrap_or_default()
             ),
-            format!("see `mesh reports {}` and the module's log on {}", m.node, m.node),
+            format!(
+                "see `mesh reports {}` and the module's log on {}",
+                m.node, m.node
+            ),
         );
     }
     out
