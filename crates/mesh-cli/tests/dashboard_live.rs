@@ -4,12 +4,14 @@
 
 #[path = "join_live/harness.rs"]
 mod harness;
+#[path = "http_live/serving.rs"]
+mod serving;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::{Backend, Mesh, wait_until};
+use harness::wait_until;
 use mesh_cli::status::http_get;
 
 const LONG: Duration = Duration::from_secs(60);
@@ -54,14 +56,7 @@ fn chromium(profile: &Path, url: &str, extra: &[&str]) -> Output {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_dashboard_of_a_live_mesh_shows_its_nodes_and_modules() {
-    let addr = format!("127.0.0.1:{}", mesh_testkit::broker::free_port().unwrap());
-    let mut mesh = Mesh::new(Backend::Sqlite);
-    mesh.start_controller_with(&["--http", &addr]);
-    mesh.register(&Mesh::examples());
-    let token = mesh.node_add("dash-node", "1h");
-    let _host = mesh.host("dash-node", Some(&token));
-    let js = async_nats::jetstream::new(mesh.observer().await);
-    harness::wait_bound(&js, &["dash-node"], LONG).await;
+    let (mesh, _host, addr) = serving::with_host("dash-node").await;
     mesh.assign("echo", "dash-node", true);
     assert!(
         wait_until(LONG, || http_get(&addr, "/api/modules")

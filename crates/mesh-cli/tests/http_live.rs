@@ -5,6 +5,8 @@
 
 #[path = "join_live/harness.rs"]
 mod harness;
+#[path = "http_live/serving.rs"]
+mod serving;
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -14,10 +16,6 @@ use mesh_cli::status::http_get;
 use mesh_state::views::{CatalogueView, ModuleView, NodeView, ReportView, SeatView, StatusView};
 
 const LONG: Duration = Duration::from_secs(60);
-
-fn free_addr() -> String {
-    format!("127.0.0.1:{}", mesh_testkit::broker::free_port().unwrap())
-}
 
 fn get(addr: &str, path: &str) -> (u16, String) {
     http_get(addr, path).unwrap_or_else(|e| panic!("GET {path} on {addr}: {e}"))
@@ -71,14 +69,7 @@ fn json<T: serde::de::DeserializeOwned>(mesh: &Mesh, args: &[&str]) -> T {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_move_when_reports_arrive_and_the_api_says_what_the_listings_say() {
-    let addr = free_addr();
-    let mut mesh = Mesh::new(Backend::Sqlite);
-    mesh.start_controller_with(&["--http", &addr]);
-    mesh.register(&Mesh::examples());
-    let token = mesh.node_add("n1", "1h");
-    let _host = mesh.host("n1", Some(&token));
-    let js = async_nats::jetstream::new(mesh.observer().await);
-    harness::wait_bound(&js, &["n1"], LONG).await;
+    let (mesh, _host, addr) = serving::with_host("n1").await;
     assert!(
         wait_until(LONG, || get(&addr, "/readyz").0 == 200),
         "never ready: {:?}",
@@ -208,7 +199,7 @@ impl Drop for Controller {
 
 #[test]
 fn readyz_is_503_with_its_reason_until_the_broker_answers() {
-    let addr = free_addr();
+    let addr = serving::free_addr();
     let mut mesh = Mesh::new(Backend::Sqlite);
     // No controller at all: mesh status says so, with the next step.
     let none: StatusView = json(&mesh, &["status", "--http", &addr, "--output", "json"]);
