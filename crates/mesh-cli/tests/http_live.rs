@@ -82,6 +82,8 @@ async fn metrics_move_when_reports_arrive_and_the_api_says_what_the_listings_say
     let published = value(&before, "mesh_declarations_published_total", None);
     assert!(value(&before, "mesh_compositions_total", None) >= 1.0);
     assert_eq!(value(&before, "mesh_composition_live", None), 1.0);
+    // The start's composition signalled the broker and waited for its canary.
+    assert!(value(&before, "mesh_composition_reload_seconds", None) > 0.0);
     assert_eq!(value(&before, "mesh_store_window_open", None), 0.0);
     assert_eq!(value(&before, "mesh_hostile_terminated_total", None), 0.0);
 
