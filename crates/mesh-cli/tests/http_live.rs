@@ -170,6 +170,23 @@ async fn metrics_move_when_reports_arrive_and_the_api_says_what_the_listings_say
             .iter()
             .any(|m| m.module == "echo" && m.emits == ["started", "heard"])
     );
+    // Hostile input: a heartbeat that is not one, sent with n1's own key.
+    let seed = std::fs::read_to_string(mesh.host_dir("n1").join("nkey.seed")).unwrap();
+    let host = mesh_bus::connect(&mesh.bus("host_n1", seed.trim(), Some("_INBOX.host_n1".into())))
+        .await
+        .expect("n1's host key connects");
+    host.publish("mesh.control.heartbeat.n1", "not json".into())
+        .await
+        .unwrap();
+    host.flush().await.unwrap();
+    assert!(
+        wait_until(LONG, || value(
+            &scrape(&addr),
+            "mesh_hostile_terminated_total",
+            None
+        ) == 1.0),
+        "the malformed heartbeat was not counted"
+    );
     let (code, body) = get(&addr, "/api/reports/N.1");
     assert_eq!(code, 400, "{body}");
 
