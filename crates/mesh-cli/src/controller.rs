@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Args;
 use mesh_controller::ControllerOptions;
+use mesh_controller::http::HttpListen;
 
 use crate::logging;
 use crate::state::MeshArgs;
@@ -17,12 +18,29 @@ pub struct ControllerArgs {
     /// before it is let go (and logged with its node and sequence).
     #[arg(long, default_value = "1h", value_parser = crate::node::parse_ttl)]
     pub store_window: std::time::Duration,
+    /// Where to serve /healthz, /readyz, /metrics, the JSON API and the
+    /// dashboard [default: 127.0.0.1:7420, skipped with a warning when
+    /// taken]. Given explicitly, an address that cannot be bound stops the
+    /// start.
+    #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Serve no HTTP at all.
+    #[arg(long)]
+    pub no_http: bool,
 }
 
 pub fn run(args: &ControllerArgs) -> anyhow::Result<ExitCode> {
     logging::init();
     let mut opts = ControllerOptions::new(args.mesh.dir.clone(), args.mesh.store_url());
     opts.store_window = args.store_window;
+    opts.http = match (args.no_http, args.http) {
+        (true, _) => None,
+        (false, Some(addr)) => Some(HttpListen {
+            addr,
+            required: true,
+        }),
+        (false, None) => Some(HttpListen::default()),
+    };
     let rt = logging::daemon_runtime()?;
     rt.block_on(mesh_controller::daemon::run(opts, logging::stop_signal()))
         .with_context(|| format!("starting the controller of {}", args.mesh.dir.display()))?;

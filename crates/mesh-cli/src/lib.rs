@@ -21,7 +21,9 @@ pub mod logging;
 pub mod node;
 pub mod output;
 pub mod person;
+pub mod seats;
 pub mod state;
+pub mod status;
 pub mod up;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
@@ -31,6 +33,7 @@ pub mod up;
   mesh init
   mesh controller
   mesh node add n1
+  mesh status
   mesh nodes
   mesh check examples/catalogue
   mesh fleet load examples/fleet.toml --catalogue examples/catalogue
@@ -73,6 +76,7 @@ pub enum Command {
     /// heartbeats (until SIGTERM or SIGINT).
     #[command(after_help = "Examples:
   mesh controller
+  mesh controller --http 127.0.0.1:7420
   mesh controller --dir /var/lib/mesh --store postgres://mesh@db/mesh")]
     Controller(controller::ControllerArgs),
     /// Add a node and print its one-time enrolment token; forget a node.
@@ -101,6 +105,17 @@ pub enum Command {
   mesh reports n1
   mesh reports n1 --limit 3 --output json")]
     Reports(listings::ReportsArgs),
+    /// The mesh on one screen: controller, broker, nodes and modules by
+    /// state, the last composition, and what needs action.
+    #[command(after_help = "Examples:
+  mesh status
+  mesh status --http 127.0.0.1:7420 --output json")]
+    Status(status::StatusArgs),
+    /// Every declared seat and role: scope, accepts, emits, holders by node.
+    #[command(after_help = "Examples:
+  mesh seats
+  mesh seats --output json")]
+    Seats(seats::SeatsArgs),
     /// List the nodes: enrolled or not, last seen, host key.
     #[command(after_help = "Examples:
   mesh nodes
@@ -175,6 +190,8 @@ where
         Command::Up(args) => up::run(&args),
         Command::Node(args) => node::run(&args),
         Command::Nodes(args) => node::run_list(&args),
+        Command::Status(args) => status::run(&args),
+        Command::Seats(args) => seats::run(&args),
         Command::Modules(args) => listings::run_modules(&args),
         Command::Reports(args) => listings::run_reports(&args),
         Command::Catalogue(args) => assign::run_catalogue(&args),
@@ -263,8 +280,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 29,
-            "mesh, version, check, init, authority (2), up, controller, node (2), nodes, modules, reports, catalogue (1), assign, unassign, fleet (1), host, person (3), call, events (1)"
+            seen, 31,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (1), assign, unassign, fleet (1), host, person (3), call, events (1)"
         );
     }
 }

@@ -8,10 +8,9 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand, ValueEnum};
 use mesh_controller::Genesis;
-use mesh_core::liveness::{HEARTBEAT_EVERY, liveness};
 use mesh_core::names::Name;
 use mesh_core::token::Token;
-use serde::Serialize;
+use mesh_state::views::NodeView;
 
 use crate::authority::{open_existing_store, open_store};
 use crate::output;
@@ -172,67 +171,24 @@ async fn forget(args: &ForgetArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One node as `mesh nodes --output json` prints it.
-#[derive(Debug, Serialize)]
-pub struct NodeRow {
-    pub node: String,
-    /// `enrolled`, `token issued` or `no token`.
-    pub state: &'static str,
-    pub host_key: Option<String>,
-    pub enrolled_at: Option<i64>,
-    pub last_seen_at: Option<i64>,
-    /// `ready`, `stale`, `down` or `unseen` (from last seen; DESIGN §6).
-    pub liveness: &'static str,
-}
-
 pub fn run_list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
     crate::block_on(list(args))?
 }
 
 async fn list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
     let store = open_existing_store(&args.mesh.store_url()).await?;
-    let read = async {
-        let nodes = store.nodes().await?;
-        let tokens = store.live_tokens().await?;
-        Ok::<_, mesh_store::StoreError>((nodes, tokens))
-    }
-    .await;
-    store.close().await;
-    let (nodes, tokens) = read?;
     let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
-    let rows: Vec<NodeRow> = nodes
-        .into_iter()
-        .map(|n| NodeRow {
-            state: if n.enrolled_at.is_some() {
-                "enrolled"
-            } else if tokens.iter().any(|t| t.node == n.name) {
-                "token issued"
-            } else {
-                "no token"
-            },
-            node: n.name.to_string(),
-            host_key: n.public_key,
-            enrolled_at: n.enrolled_at,
-            liveness: liveness(
-                n.last_seen_at.and_then(|t| u64::try_from(t).ok()),
-                now,
-                HEARTBEAT_EVERY,
-            )
-            .as_str(),
-            last_seen_at: n.last_seen_at,
-        })
-        .collect();
+    let read = mesh_state::views::nodes(&store, now).await;
+    store.close().await;
+    let rows = read?;
     match args.output {
-        ListFormat::Json => {
-            let text = serde_json::to_string_pretty(&rows).context("writing JSON")?;
-            output::print(&format!("{text}\n"))?;
-        }
+        ListFormat::Json => crate::listings::print_json(&rows)?,
         ListFormat::Text => print_table(&rows)?,
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_table(rows: &[NodeRow]) -> anyhow::Result<()> {
+fn print_table(rows: &[NodeView]) -> anyhow::Result<()> {
     let mut out = output::Stdout::lock();
     if rows.is_empty() {
         out.line("no nodes; add one with `mesh node add <name>`")?;
@@ -267,7 +223,7 @@ fn print_table(rows: &[NodeRow]) -> anyhow::Result<()> {
 }
 
 /// `45s`, `12m`, `3h`, `2d`: the largest whole unit.
-fn humane(d: Duration) -> String {
+pub(crate) fn humane(d: Duration) -> String {
     let s = d.as_secs();
     match s {
         0..60 => format!("{s}s"),

@@ -315,7 +315,11 @@ fn print_summary(dir: &Path, genesis: &Genesis, assigned: &[Name]) -> anyhow::Re
         ))?;
     }
     out.line(format_args!(
-        "look with: mesh nodes --dir {0}; stop with Ctrl-C",
+        "  dashboard   http://{}/ (/metrics, /api/status)",
+        mesh_controller::http::DEFAULT_ADDR
+    ))?;
+    out.line(format_args!(
+        "look with: mesh status --dir {0}; stop with Ctrl-C",
         dir.display()
     ))?;
     out.flush()?;

@@ -164,6 +164,9 @@ pub struct ComposerStatus {
     /// none before the first composition is live.
     pub live_generation: Option<u64>,
     pub last: Option<Outcome>,
+    /// How long the last composition that signalled the broker took, from
+    /// reading the records to its canary admitted (or given up on).
+    pub last_reload: Option<std::time::Duration>,
 }
 
 /// The composer task stopped (its handle was dropped or it panicked).
@@ -262,12 +265,16 @@ async fn run(
     let mut last_live: Option<String> = None;
     let mut generation = *triggers.borrow_and_update();
     loop {
+        let started = Instant::now();
         let (outcome, done) = compose_once(&config, &mut source, generation, &mut last_live).await;
         let retry_at = (!outcome.is_live()).then(|| Instant::now() + config.retry_after);
         status.send_modify(|s| {
             s.compositions += 1;
             s.writes += u64::from(done.written);
             s.signals += u64::from(done.signalled);
+            if done.signalled {
+                s.last_reload = Some(started.elapsed());
+            }
             match &outcome {
                 Outcome::Live { .. } => s.live += 1,
                 Outcome::Unchanged { .. } => s.unchanged += 1,

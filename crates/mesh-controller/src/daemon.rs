@@ -33,6 +33,7 @@ use tracing::{info, warn};
 
 use crate::composer::{Composer, ComposerConfig, SourceError};
 use crate::genesis::{self, Genesis, GenesisError};
+use crate::http::HttpListen;
 use crate::{Reloader, Snapshot};
 
 /// How the controller runs; [`ControllerOptions::new`] has the defaults.
@@ -54,6 +55,9 @@ pub struct ControllerOptions {
     /// let go.
     pub store_window: Duration,
     pub controller: ControllerSpec,
+    /// Where `/healthz`, `/readyz`, `/metrics`, the JSON API and the
+    /// dashboard are served; none: not at all.
+    pub http: Option<HttpListen>,
 }
 
 impl ControllerOptions {
@@ -67,6 +71,7 @@ impl ControllerOptions {
             enrolments_at_once: 32,
             store_window: mesh_core::store_window::DEFAULT_BOUND,
             controller: ControllerSpec::default(),
+            http: Some(HttpListen::default()),
         }
     }
 }
@@ -95,6 +100,8 @@ pub enum DaemonError {
     Bind(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("the broker certificate's fingerprint in the genesis is not one")]
     Pin(#[from] mesh_bus::PinError),
+    #[error("could not serve HTTP")]
+    Http(#[from] crate::http::HttpError),
 }
 
 /// What the controller has done since it started; logged at shutdown and
@@ -113,6 +120,8 @@ pub struct Counters {
     pub superseded: AtomicU64,
     /// Reports let go after the store stayed unavailable past the bound.
     pub let_go: AtomicU64,
+    /// Declarations published to NODES (again, too, at convergence).
+    pub declarations: AtomicU64,
 }
 
 impl Counters {
@@ -136,6 +145,7 @@ pub(crate) struct Ctx {
     /// When the store window opened (unix ms); none while the store takes
     /// reports.
     pub window: std::sync::Mutex<Window>,
+    pub lag: crate::http::ApplyLag,
 }
 
 /// The store window as the controller keeps it: when it opened (unix ms).
@@ -189,6 +199,11 @@ impl Ctx {
             )
             .1,
         )
+    }
+
+    pub(crate) fn window_is_open(&self) -> bool {
+        let w = self.window.lock().unwrap_or_else(|p| p.into_inner());
+        w.opened_at.is_some()
     }
 
     pub(crate) fn close_window(&self) {
@@ -289,6 +304,15 @@ pub async fn run(
         bus.clone(),
     );
     let (composer, composer_task) = Composer::spawn(composer_config, source);
+    // Before the broker answers: /readyz says what the start waits for.
+    let shared = crate::http::Shared::new(store.clone(), composer.watch());
+    let http = match opts.http {
+        Some(listen) => crate::http::serve(listen, shared.clone()).await?,
+        None => None,
+    };
+    if let Some((addr, _)) = &http {
+        info!(url = %format!("http://{addr}/"), "serving HTTP");
+    }
 
     tokio::pin!(shutdown);
     let client = tokio::select! {
@@ -298,6 +322,7 @@ pub async fn run(
             return Ok(CountersView::default());
         }
     };
+    shared.set_phase("asserting the bus objects");
     let js = jetstream::new(client.clone());
     assert_on_start(&js, &derived.objects).await?;
 
@@ -311,7 +336,9 @@ pub async fn run(
         signing_key,
         users_file: genesis.path(genesis::USERS_FILE),
         window: std::sync::Mutex::new(Window::default()),
+        lag: crate::http::ApplyLag::default(),
     });
+    let _ = shared.ctx.set(ctx.clone());
     let published = declare::declare_all(&ctx, true).await;
     info!(published, "declarations composed");
 
@@ -334,6 +361,9 @@ pub async fn run(
 
     info!("controller stopping");
     for t in &tasks {
+        t.abort();
+    }
+    if let Some((_, t)) = &http {
         t.abort();
     }
     seen.flush(&ctx.store).await;
@@ -366,10 +396,11 @@ pub struct CountersView {
     pub duplicates: u64,
     pub superseded: u64,
     pub let_go: u64,
+    pub declarations: u64,
 }
 
 impl CountersView {
-    fn of(c: &Counters) -> CountersView {
+    pub(crate) fn of(c: &Counters) -> CountersView {
         CountersView {
             enrolled: c.enrolled.load(Ordering::Relaxed),
             refused: c.refused.load(Ordering::Relaxed),
@@ -379,6 +410,7 @@ impl CountersView {
             duplicates: c.duplicates.load(Ordering::Relaxed),
             superseded: c.superseded.load(Ordering::Relaxed),
             let_go: c.let_go.load(Ordering::Relaxed),
+            declarations: c.declarations.load(Ordering::Relaxed),
         }
     }
 }

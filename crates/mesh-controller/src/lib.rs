@@ -4,6 +4,7 @@
 pub mod composer;
 pub mod daemon;
 pub mod genesis;
+pub mod http;
 pub mod safe_write;
 
 pub use composer::Snapshot;

@@ -8,6 +8,7 @@ pub mod catalogue;
 pub mod derived;
 pub mod registered;
 pub mod snapshot;
+pub mod views;
 
 pub use catalogue::{ALIASES_FILE, CatalogueCheck, LoadError, MANIFEST_FILE, load};
 pub use derived::{DeriveError, Derived, derive};

@@ -13,7 +13,7 @@ use mesh_core::names::Name;
 use mesh_core::subjects;
 use tracing::{info, warn};
 
-use super::{Ctx, error_chain};
+use super::{Counters, Ctx, error_chain};
 
 /// Reads the signing key genesis made (hex of its 32-byte seed).
 pub(crate) fn signing_key(genesis: &crate::Genesis) -> Result<SigningKey, crate::GenesisError> {
@@ -141,6 +141,8 @@ async fn declare(
         .await
         .map_err(|e| error_chain(&e))?;
     ack.await.map_err(|e| error_chain(&e))?;
+    Counters::bump(&ctx.counters.declarations);
+    ctx.lag.published(node, next.sequence);
     info!(%node, sequence = next.sequence, modules = next.modules.len(), "declaration published");
     Ok(true)
 }
@@ -168,6 +170,7 @@ async fn republish_if_missing(ctx: &Ctx, node: &Name, body: &str) -> Result<bool
         .await
         .map_err(|e| error_chain(&e))?;
     ack.await.map_err(|e| error_chain(&e))?;
+    Counters::bump(&ctx.counters.declarations);
     info!(%node, "declaration published again: NODES did not hold the newest recorded one");
     Ok(true)
 }

@@ -34,7 +34,10 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
         Ok(outcome) => {
             ctx.close_window();
             match outcome {
-                Taken::Recorded => Counters::bump(&ctx.counters.reports),
+                Taken::Recorded => {
+                    Counters::bump(&ctx.counters.reports);
+                    ctx.lag.recorded(&report.node, report.sequence);
+                }
                 Taken::Duplicate => {
                     Counters::bump(&ctx.counters.duplicates);
                     info!(node = %report.node, id = %report.id, "report recorded before; acknowledged again");

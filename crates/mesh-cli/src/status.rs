@@ -1,0 +1,160 @@
+//! `mesh status`: the mesh on one screen — the controller (asked over its
+//! HTTP API), the broker and the last composition as it says, nodes and
+//! modules by state from the store, and what needs action, each with its
+//! next step.
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs as _};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use mesh_state::views::{self, ControllerView, StatusView};
+
+use crate::authority::open_existing_store;
+use crate::node::ListFormat;
+use crate::output;
+use crate::state::MeshArgs;
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The controller's HTTP address (`mesh controller --http`).
+    #[arg(long, value_name = "ADDR", default_value = mesh_controller::http::DEFAULT_ADDR)]
+    pub http: String,
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+/// How long the controller has to answer: it is on this machine or near,
+/// and a status that hangs is worse than one that says "not reachable".
+const ASK_WITHIN: Duration = Duration::from_secs(3);
+
+/// `GET path` on `addr`: the status code and body. HTTP/1.0 keeps it to
+/// one exchange that the server ends by closing.
+pub fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let sock: SocketAddr = addr
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| bad("no address"))?;
+    let mut s = TcpStream::connect_timeout(&sock, ASK_WITHIN)?;
+    s.set_read_timeout(Some(ASK_WITHIN))?;
+    s.set_write_timeout(Some(ASK_WITHIN))?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut raw = Vec::new();
+    s.take(16 << 20).read_to_end(&mut raw)?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| bad("no header end"))?;
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| bad("no status code"))?;
+    Ok((code, body.to_string()))
+}
+
+/// The controller as it says of itself, or unreachable.
+fn ask_controller(addr: &str) -> ControllerView {
+    let url = format!("http://{addr}");
+    let said = http_get(addr, "/api/status")
+        .ok()
+        .filter(|(code, _)| *code == 200)
+        .and_then(|(_, body)| serde_json::from_str::<StatusView>(&body).ok());
+    match said {
+        Some(s) => ControllerView {
+            url: Some(url),
+            ..s.controller
+        },
+        None => ControllerView {
+            url: Some(url),
+            ..ControllerView::default()
+        },
+    }
+}
+
+pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
+    let controller = ask_controller(&args.http);
+    let status = crate::block_on(async {
+        let store = open_existing_store(&args.mesh.store_url()).await?;
+        let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+        let read = views::status(&store, now, controller).await;
+        store.close().await;
+        anyhow::Ok(read?)
+    })??;
+    match args.output {
+        ListFormat::Json => crate::listings::print_json(&status)?,
+        ListFormat::Text => print_text(&status)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn counts(m: &std::collections::BTreeMap<String, u64>, none: &str) -> String {
+    if m.is_empty() {
+        return none.into();
+    }
+    m.iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn yes_no(v: Option<bool>, yes: &str, no: &str) -> String {
+    match v {
+        Some(true) => yes.into(),
+        Some(false) => no.into(),
+        None => "unknown (the controller does not answer)".into(),
+    }
+}
+
+fn print_text(s: &StatusView) -> anyhow::Result<()> {
+    let c = &s.controller;
+    let at = c.url.as_deref().unwrap_or("");
+    let mut out = output::Stdout::lock();
+    let controller = match (c.reachable, c.ready) {
+        (false, _) => format!("not reachable at {at}"),
+        (true, true) => format!("ready ({at})"),
+        (true, false) => format!(
+            "not ready: {} ({at})",
+            c.reason.as_deref().unwrap_or("no reason given")
+        ),
+    };
+    out.line(format_args!("controller   {controller}"))?;
+    out.line(format_args!(
+        "broker       {}",
+        yes_no(c.broker_connected, "connected", "not connected")
+    ))?;
+    let composition = match (c.composition_live, c.composition_generation) {
+        (Some(true), Some(g)) => format!("live (generation {g})"),
+        (Some(false), Some(g)) => format!("not live (generation {g})"),
+        (Some(_), None) => "none yet".into(),
+        (None, _) => yes_no(None, "", ""),
+    };
+    out.line(format_args!("composition  {composition}"))?;
+    out.line(format_args!(
+        "store window {}",
+        yes_no(
+            c.store_window_open,
+            "open: reports wait in CONTROL",
+            "closed"
+        )
+    ))?;
+    out.line(format_args!("nodes        {}", counts(&s.nodes, "none")))?;
+    out.line(format_args!(
+        "modules      {}",
+        counts(&s.modules, "none assigned")
+    ))?;
+    if s.needs_action.is_empty() {
+        out.line("nothing needs action")?;
+    } else {
+        out.line("needs action:")?;
+        for a in &s.needs_action {
+            out.line(format_args!("  {}: {}", a.what, a.next))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,97 @@
+//! The JSON API: what `mesh status|nodes|modules|seats|reports --output
+//! json` print, from the same views, so a script can read either.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use mesh_core::names::Name;
+use mesh_state::views::{self, ControllerView, ViewError};
+use serde::{Deserialize, Serialize};
+
+use super::Shared;
+
+pub(super) fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/api/status", get(status))
+        .route("/api/nodes", get(nodes))
+        .route("/api/modules", get(modules))
+        .route("/api/seats", get(seats))
+        .route("/api/catalogue", get(catalogue))
+        .route("/api/reports/{node}", get(reports))
+}
+
+fn answer<T: Serialize>(read: Result<T, ViewError>) -> Response {
+    match read {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{}\n", crate::daemon::error_chain(&e)),
+        )
+            .into_response(),
+    }
+}
+
+fn now() -> u64 {
+    u64::try_from(mesh_store::now_ms()).unwrap_or(0)
+}
+
+/// The controller as it sees itself.
+pub(crate) fn controller_view(shared: &Shared) -> ControllerView {
+    let reason = shared.not_ready();
+    let status = shared.composer.borrow().clone();
+    ControllerView {
+        reachable: true,
+        url: None,
+        ready: reason.is_none(),
+        reason,
+        broker_connected: Some(shared.ctx.get().is_some_and(|c| {
+            c.client.connection_state() == async_nats::connection::State::Connected
+        })),
+        composition_live: Some(status.last.as_ref().is_some_and(|o| o.is_live())),
+        composition_generation: status.last.as_ref().map(|o| o.generation()),
+        compositions: Some(status.compositions),
+        store_window_open: Some(shared.window_open()),
+    }
+}
+
+async fn status(State(shared): State<Arc<Shared>>) -> Response {
+    let controller = controller_view(&shared);
+    answer(views::status(&shared.store, now(), controller).await)
+}
+
+async fn nodes(State(shared): State<Arc<Shared>>) -> Response {
+    answer(views::nodes(&shared.store, now()).await)
+}
+
+async fn modules(State(shared): State<Arc<Shared>>) -> Response {
+    answer(views::modules(&shared.store).await)
+}
+
+async fn seats(State(shared): State<Arc<Shared>>) -> Response {
+    answer(views::seats(&shared.store).await)
+}
+
+async fn catalogue(State(shared): State<Arc<Shared>>) -> Response {
+    answer(views::catalogue(&shared.store).await)
+}
+
+#[derive(Debug, Deserialize)]
+struct Limit {
+    limit: Option<u32>,
+}
+
+async fn reports(
+    State(shared): State<Arc<Shared>>,
+    Path(node): Path<String>,
+    Query(q): Query<Limit>,
+) -> Response {
+    let Ok(node) = Name::new(&node) else {
+        return (StatusCode::BAD_REQUEST, "not a node name\n").into_response();
+    };
+    answer(views::reports(&shared.store, &node, q.limit.unwrap_or(10).min(1000)).await)
+}

@@ -1,0 +1,222 @@
+//! `/metrics` in Prometheus text format. Each scrape encodes the counters
+//! as they are at that moment; only the apply-lag histogram is kept between
+//! scrapes (its buckets are what it observed).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use mesh_core::names::Name;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tracing::warn;
+
+use super::Shared;
+use crate::daemon::CountersView;
+
+/// From a declaration's publish to the first report answering it being
+/// recorded: how long nodes take to converge.
+pub(crate) struct ApplyLag {
+    /// The newest declaration published to each node, and when.
+    published: Mutex<HashMap<Name, (u64, Instant)>>,
+    histogram: Histogram,
+}
+
+impl Default for ApplyLag {
+    fn default() -> Self {
+        ApplyLag {
+            published: Mutex::new(HashMap::new()),
+            histogram: lag_histogram(),
+        }
+    }
+}
+
+/// 10 ms doubling to about 80 s: a module download can take minutes, a
+/// local apply milliseconds.
+fn lag_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.01, 2.0, 14))
+}
+
+impl ApplyLag {
+    pub(crate) fn published(&self, node: &Name, sequence: u64) {
+        let mut m = self.published.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(node.clone(), (sequence, Instant::now()));
+    }
+
+    /// A report answering `sequence` was recorded: the first one observes
+    /// the lag (later ones say a module's state moved, not the apply).
+    pub(crate) fn recorded(&self, node: &Name, sequence: u64) {
+        let mut m = self.published.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((s, at)) = m.get(node)
+            && *s == sequence
+        {
+            self.histogram.observe(at.elapsed().as_secs_f64());
+            m.remove(node);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: String,
+}
+
+fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
+    let c: Counter = Counter::default();
+    c.inc_by(value);
+    registry.register(name, help, c);
+}
+
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
+    let g: Gauge = Gauge::default();
+    g.set(value);
+    registry.register(name, help, g);
+}
+
+/// The metrics, encoded.
+pub(crate) async fn render(shared: &Shared) -> Result<String, std::fmt::Error> {
+    let mut r = Registry::default();
+    let ctx = shared.ctx.get();
+    let c = ctx
+        .map(|c| CountersView::of(&c.counters))
+        .unwrap_or_default();
+    counter(
+        &mut r,
+        "mesh_reports_recorded",
+        "Reports recorded in the store.",
+        c.reports,
+    );
+    counter(
+        &mut r,
+        "mesh_reports_duplicate",
+        "Reports redelivered after they were recorded (acknowledged again).",
+        c.duplicates,
+    );
+    counter(
+        &mut r,
+        "mesh_reports_superseded",
+        "Reports answering an older declaration than the node's newest.",
+        c.superseded,
+    );
+    counter(
+        &mut r,
+        "mesh_reports_let_go",
+        "Reports let go after the store stayed unavailable past the store window.",
+        c.let_go,
+    );
+    counter(
+        &mut r,
+        "mesh_declarations_published",
+        "Declarations published to NODES.",
+        c.declarations,
+    );
+    counter(
+        &mut r,
+        "mesh_hostile_terminated",
+        "Malformed messages terminated (never redelivered).",
+        c.terminated,
+    );
+    counter(&mut r, "mesh_enrolments", "Enrolments taken.", c.enrolled);
+    counter(
+        &mut r,
+        "mesh_enrolments_refused",
+        "Enrolments refused.",
+        c.refused,
+    );
+    counter(&mut r, "mesh_heartbeats", "Heartbeats heard.", c.heartbeats);
+
+    let status = shared.composer.borrow().clone();
+    counter(
+        &mut r,
+        "mesh_compositions",
+        "Compositions of the users file.",
+        status.compositions,
+    );
+    counter(
+        &mut r,
+        "mesh_compositions_live",
+        "Compositions confirmed live by their canary.",
+        status.live,
+    );
+    counter(
+        &mut r,
+        "mesh_compositions_not_live",
+        "Compositions not in force on the broker.",
+        status.not_live,
+    );
+    gauge(
+        &mut r,
+        "mesh_composition_live",
+        "1 when the newest composition is live.",
+        i64::from(status.last.as_ref().is_some_and(|o| o.is_live())),
+    );
+    let reload: prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64> =
+        Default::default();
+    reload.set(status.last_reload.map_or(0.0, |d| d.as_secs_f64()));
+    r.register("mesh_composition_reload_seconds", "How long the last composition that signalled the broker took, until its canary was admitted.", reload);
+    gauge(
+        &mut r,
+        "mesh_store_window_open",
+        "1 while the store cannot take reports (they wait in CONTROL).",
+        i64::from(shared.window_open()),
+    );
+    gauge(
+        &mut r,
+        "mesh_ready",
+        "1 when /readyz answers 200.",
+        i64::from(shared.not_ready().is_none()),
+    );
+
+    let nodes = Family::<StateLabel, Gauge>::default();
+    let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+    match mesh_state::views::nodes(&shared.store, now).await {
+        Ok(views) => {
+            for state in ["ready", "stale", "down", "unseen", "not enrolled"] {
+                let n = views.iter().filter(|v| v.condition() == state).count();
+                nodes
+                    .get_or_create(&StateLabel {
+                        state: state.replace(' ', "_"),
+                    })
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
+        Err(e) => warn!(error = %crate::daemon::error_chain(&e), "nodes not counted for /metrics"),
+    }
+    r.register(
+        "mesh_nodes",
+        "Nodes by liveness (ready, stale, down, unseen; not_enrolled).",
+        nodes,
+    );
+
+    let lag = ctx.map_or_else(lag_histogram, |c| c.lag.histogram.clone());
+    r.register(
+        "mesh_declaration_apply_lag_seconds",
+        "From a declaration's publish to the first report answering it being recorded.",
+        lag,
+    );
+
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &r)?;
+    Ok(out)
+}
+
+pub(crate) async fn scrape(State(shared): State<Arc<Shared>>) -> Response {
+    match render(&shared).await {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "metrics not encoded\n").into_response(),
+    }
+}

@@ -1,0 +1,246 @@
+//! `mesh status` and `/api/status`: the whole mesh on one screen, and what
+//! needs the operator, each with its next step.
+
+use std::collections::BTreeMap;
+
+use mesh_core::names::Name;
+use mesh_store::Store;
+use serde::{Deserialize, Serialize};
+
+use super::{ModuleView, NodeView, ViewError};
+
+/// The controller as it says of itself (its HTTP API), or as unreachable.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerView {
+    /// Whether it answered at all.
+    pub reachable: bool,
+    /// Where it was asked (the CLI's view); none when it speaks of itself.
+    pub url: Option<String>,
+    /// Connected to the broker, objects asserted, newest composition live.
+    pub ready: bool,
+    /// Why it is not ready.
+    pub reason: Option<String>,
+    pub broker_connected: Option<bool>,
+    /// Whether the newest composition of the users file is in force.
+    pub composition_live: Option<bool>,
+    pub composition_generation: Option<u64>,
+    pub compositions: Option<u64>,
+    /// Reports wait in CONTROL while the store cannot take them.
+    pub store_window_open: Option<bool>,
+}
+
+/// Something that needs the operator, and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Action {
+    pub what: String,
+    pub next: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusView {
+    pub controller: ControllerView,
+    /// By [`NodeView::condition`]: `ready`, `stale`, `down`, `unseen`,
+    /// `not enrolled`.
+    pub nodes: BTreeMap<String, u64>,
+    /// By state in the newest reports (`unreported` until one comes).
+    pub modules: BTreeMap<String, u64>,
+    pub needs_action: Vec<Action>,
+}
+
+/// A host's refusal of its node's newest declaration.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub node: String,
+    pub sequence: i64,
+    pub reason: String,
+}
+
+fn count<'a>(keys: impl Iterator<Item = &'a str>) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for k in keys {
+        *m.entry(k.to_string()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// Reads the records and puts `controller` beside them.
+pub async fn status(
+    store: &Store,
+    now_ms: u64,
+    controller: ControllerView,
+) -> Result<StatusView, ViewError> {
+    let nodes = super::nodes(store, now_ms).await?;
+    let modules = super::modules(store).await?;
+    let mut refusals = Vec::new();
+    for n in nodes.iter().filter(|n| n.enrolled_at.is_some()) {
+        let Ok(name) = Name::new(&n.node) else {
+            continue;
+        };
+        if let Some(r) = store.latest_report(&name).await?
+            && let Some(reason) = r.report.refused
+        {
+            refusals.push(Refusal {
+                node: n.node.clone(),
+                sequence: r.report.declaration_version,
+                reason,
+            });
+        }
+    }
+    let needs_action = needs_action(&controller, &nodes, &modules, &refusals);
+    Ok(StatusView {
+        nodes: count(nodes.iter().map(NodeView::condition)),
+        modules: count(modules.iter().map(|m| m.state.as_str())),
+        controller,
+        needs_action,
+    })
+}
+
+/// What needs the operator, most fundamental first: a controller that does
+/// not answer explains every node that is not declared to.
+pub fn needs_action(
+    controller: &ControllerView,
+    nodes: &[NodeView],
+    modules: &[ModuleView],
+    refusals: &[Refusal],
+) -> Vec<Action> {
+    let mut out = Vec::new();
+    let mut add = |what: String, next: String| out.push(Action { what, next });
+    if !controller.reachable {
+        add(
+            format!(
+                "the controller does not answer{}",
+                controller
+                    .url
+                    .as_ref()
+                    .map(|u| format!(" at {u}"))
+                    .unwrap_or_default()
+            ),
+            "start it with `mesh controller` (or pass its address with --http)".into(),
+        );
+    } else if !controller.ready {
+        add(
+            format!(
+                "the controller is not ready: {}",
+                controller.reason.as_deref().unwrap_or("no reason given")
+            ),
+            "read the controller's log (one line per event on its stderr)".into(),
+        );
+    }
+    if controller.store_window_open == Some(true) {
+        add(
+            "the store cannot take reports: they wait in CONTROL".into(),
+            "bring the store back; reports are recorded when it answers".into(),
+        );
+    }
+    for n in nodes {
+        let node = &n.node;
+        match (n.enrolled_at.is_some(), n.condition()) {
+            (true, "down" | "stale") => add(
+                format!("node {node} is {}", n.liveness),
+                format!("check `mesh host` on {node}"),
+            ),
+            (true, "unseen") => add(
+                format!("node {node} enrolled but was never heard from"),
+                format!("start `mesh host` on {node}"),
+            ),
+            (false, _) if n.state == "token issued" => add(
+                format!("node {node} has a token but has not enrolled"),
+                format!("run `mesh host --token <token>` on {node}"),
+            ),
+            (false, _) => add(
+                format!("node {node} has no token"),
+                format!("issue one with `mesh node add {node}`"),
+            ),
+            _ => {}
+        }
+    }
+    for r in refusals {
+        add(
+            format!(
+                "the host of {} refused declaration {}: {}",
+                r.node, r.sequence, r.reason
+            ),
+            format!("see `mesh reports {}`", r.node),
+        );
+    }
+    for m in modules.iter().filter(|m| m.state == "failed") {
+        add(
+            format!(
+                "module {} on {} failed{}",
+                m.module,
+                m.node,
+                m.reason
+                    .as_ref()
+                    .map(|r| format!(": {}", first_line(r)))
+                    .unwrap_or_default()
+            ),
+            format!(
+                "see `mesh reports {}` and the module's log on {}",
+                m.node, m.node
+            ),
+        );
+    }
+    out
+}
+
+/// A reason's first line: a failed module's carries its last log lines.
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, enrolled: bool, liveness: &str, state: &str) -> NodeView {
+        NodeView {
+            node: name.into(),
+            state: state.into(),
+            host_key: None,
+            enrolled_at: enrolled.then_some(1),
+            last_seen_at: None,
+            liveness: liveness.into(),
+        }
+    }
+
+    #[test]
+    fn a_down_node_names_its_host_as_the_next_step() {
+        let ctl = ControllerView {
+            reachable: true,
+            ready: true,
+            ..Default::default()
+        };
+        let nodes = [
+            node("n1", true, "ready", "enrolled"),
+            node("n2", true, "down", "enrolled"),
+            node("n3", false, "unseen", "token issued"),
+        ];
+        let a = needs_action(&ctl, &nodes, &[], &[]);
+        assert_eq!(a.len(), 2, "{a:?}");
+        assert_eq!(a[0].what, "node n2 is down");
+        assert_eq!(a[0].next, "check `mesh host` on n2");
+        assert!(a[1].next.contains("mesh host --token"), "{a:?}");
+    }
+
+    #[test]
+    fn an_unreachable_controller_comes_first() {
+        let ctl = ControllerView {
+            url: Some("http://127.0.0.1:7420".into()),
+            ..Default::default()
+        };
+        let failed = ModuleView {
+            module: "echo".into(),
+            node: "n1".into(),
+            state: "failed".into(),
+            restarts: 3,
+            reason: Some("exit status 1\nlast lines".into()),
+            sequence: Some(2),
+        };
+        let a = needs_action(&ctl, &[], &[failed], &[]);
+        assert_eq!(
+            a[0].what,
+            "the controller does not answer at http://127.0.0.1:7420"
+        );
+        assert_eq!(a[1].what, "module echo on n1 failed: exit status 1");
+    }
+}
