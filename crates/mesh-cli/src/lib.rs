@@ -141,7 +141,7 @@ pub enum Command {
     /// Call a tool as a person and print its answer.
     #[command(after_help = "Examples:
   mesh call greeter.greet '{\"name\": \"ada\"}' --as ada.seed
-  mesh call seat:node-jobs.status --node n1 --as ada.seed")]
+  mesh call greeter.count --as ada.seed --timeout 3s")]
     Call(call::CallArgs),
     /// Watch the events the mesh stores.
     #[command(after_help = "Example:\n  mesh events tail ticker.tick --all")]

@@ -349,6 +349,30 @@ mod tests {
     }
 
     #[test]
+    fn node_scoped_seat_subjects_carry_the_node_and_are_covered_by_their_stream() {
+        let (pf, n1, apply, rules) = (n("packet-filter"), n("n1"), n("apply"), n("rules"));
+        let work = seat_node_work(&pf, &n1, &apply);
+        assert_eq!(work, "mesh.seat.packet-filter.node.n1.work.apply");
+        assert!(pattern::covers(&seat_any_node_work(&pf, &apply), &work));
+        assert!(pattern::covers(&seat_node_work_all(&pf, &n1), &work));
+        assert!(!pattern::covers(&seat_node_work_all(&pf, &n("n2")), &work));
+        let tool = seat_node_tool(&pf, &n1, &rules);
+        assert_eq!(tool, "mesh.seat.packet-filter.node.n1.tool.rules");
+        assert!(pattern::covers(&seat_any_node_tool(&pf, &rules), &tool));
+        assert!(ALL_TOOLS.iter().any(|all| pattern::covers(all, &tool)));
+        // Work is never an event, nor a mesh-scoped seat's work.
+        assert!(!pattern::overlap(
+            ALL_SEAT_EVENTS,
+            &seat_any_node_work(&pf, &apply)
+        ));
+        assert!(!pattern::overlap(&seat_work(&pf, &apply), &work));
+        assert_eq!(
+            consumer::seat_node_worker(&pf, &n1),
+            "seat_packet-filter_n1"
+        );
+    }
+
+    #[test]
     fn an_inbox_grant_covers_exactly_the_prefix_its_client_uses() {
         // A client whose custom inbox prefix differs from its grant waits out
         // every request: the answer is refused on the way back.

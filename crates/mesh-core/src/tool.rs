@@ -96,6 +96,8 @@ mod tests {
 
     #[test]
     fn requests_are_any_json_bounded_at_the_byte() {
+        // nats-server's default max_payload.
+        assert_eq!(MAX_TOOL_BYTES, 1_048_576);
         assert_eq!(parse_request(b"").unwrap(), serde_json::Value::Null);
         assert_eq!(parse_request(br#"{"x":1}"#).unwrap(), json!({"x": 1}));
         assert!(matches!(
