@@ -18,6 +18,7 @@
 
 pub mod authority;
 pub mod catalogue;
+pub mod change;
 pub mod declaration;
 pub mod diagnostic;
 pub mod enrolment;
