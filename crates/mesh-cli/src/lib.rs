@@ -9,17 +9,22 @@ use clap::{Parser, Subcommand};
 pub mod assign;
 pub mod authority;
 pub mod check;
+pub mod completions;
 pub mod controller;
 pub mod files;
 pub mod fleet;
+pub mod graph;
 pub mod host;
 pub mod init;
 pub mod listings;
 pub mod logging;
 pub mod node;
 pub mod output;
+pub mod plan;
+pub mod progress;
 pub mod state;
 pub mod up;
+pub mod wait;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
 /// principal's authority on the bus is derived from declarations.
@@ -78,15 +83,29 @@ pub enum Command {
   mesh node add n2 --ttl 10m > n2.token
   mesh node forget n1")]
     Node(node::NodeArgs),
-    /// Register a catalogue's manifests: what the mesh can run.
-    #[command(after_help = "Example:\n  mesh catalogue register examples/catalogue")]
+    /// Register a catalogue's manifests (what the mesh can run), or draw it.
+    #[command(after_help = "Examples:
+  mesh catalogue register examples/catalogue
+  mesh catalogue graph --format svg > catalogue.svg")]
     Catalogue(assign::CatalogueArgs),
     /// Run a registered module on a node (the controller declares it there).
-    #[command(after_help = "Example:\n  mesh assign echo n1")]
+    #[command(after_help = "Examples:
+  mesh assign echo n1
+  mesh assign notifier n1 --dry-run
+  mesh assign echo n1 --wait --timeout 2m")]
     Assign(assign::AssignArgs),
     /// Stop running a module on a node; its key is refused once recomposed.
-    #[command(after_help = "Example:\n  mesh unassign echo n1")]
+    #[command(after_help = "Examples:
+  mesh unassign echo n1
+  mesh unassign echo n1 --dry-run --output json")]
     Unassign(assign::AssignArgs),
+    /// What a pending change would do before it is made: declarations per
+    /// node and module, grants per principal with their causes, bus objects.
+    #[command(after_help = "Examples:
+  mesh plan assign notifier n1
+  mesh plan unassign echo n1 --output json
+  mesh plan register examples/catalogue")]
+    Plan(plan::PlanArgs),
     /// What runs where: every assignment and its state in its node's newest
     /// report.
     #[command(after_help = "Examples:
@@ -114,6 +133,12 @@ pub enum Command {
   mesh host --token - < token.txt
   mesh host --state /var/lib/mesh-host")]
     Host(host::HostArgs),
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:
+  mesh completions bash > /etc/bash_completion.d/mesh
+  mesh completions zsh > \"${fpath[1]}/_mesh\"
+  mesh completions fish > ~/.config/fish/completions/mesh.fish")]
+    Completions(completions::CompletionsArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -163,10 +188,12 @@ where
         Command::Catalogue(args) => assign::run_catalogue(&args),
         Command::Assign(args) => assign::run_assign(&args, true),
         Command::Unassign(args) => assign::run_assign(&args, false),
+        Command::Plan(args) => plan::run(&args),
         Command::Fleet(FleetCommand {
             command: FleetSubcommand::Load(args),
         }) => fleet::run(&args),
         Command::Host(args) => host::run(&args),
+        Command::Completions(args) => completions::run(&args),
     };
     result.unwrap_or_else(edge_error)
 }
@@ -243,8 +270,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 22,
-            "mesh, version, check, init, authority (2), up, controller, node (2), nodes, modules, reports, catalogue (1), assign, unassign, fleet (1), host"
+            seen, 28,
+            "mesh, version, check, init, authority (2), up, controller, node (2), nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, completions"
         );
     }
 }
