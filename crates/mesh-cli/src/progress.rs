@@ -51,12 +51,22 @@ impl Progress {
     }
 
     /// Ends the wait; `line` (if any) stays on standard error.
-    pub fn finish(self, line: Option<&str>) {
-        if let Some(s) = &self.spinner {
+    pub fn finish(mut self, line: Option<&str>) {
+        if let Some(s) = self.spinner.take() {
             s.finish_and_clear();
         }
         if let Some(l) = line {
             output::note(l);
+        }
+    }
+}
+
+impl Drop for Progress {
+    /// A wait ended by an error clears its spinner too: the error is then
+    /// the last thing on the screen.
+    fn drop(&mut self) {
+        if let Some(s) = self.spinner.take() {
+            s.finish_and_clear();
         }
     }
 }

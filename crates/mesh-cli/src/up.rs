@@ -18,6 +18,7 @@ use mesh_core::token::Token;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
+use crate::progress::Progress;
 use crate::{authority, init, logging, output};
 
 /// The local host's node name.
@@ -74,8 +75,9 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     };
     let nats = nats_server(args)?;
     let (stop_tx, stop) = watch::channel(false);
+    let starting = Progress::start("up: starting the broker");
     let mut broker = start_broker(&nats, &genesis).await?;
-    output::note(format_args!("up: broker on {}", genesis.local_url()));
+    starting.finish(Some(&format!("up: broker on {}", genesis.local_url())));
 
     // Polled here rather than spawned: the store's futures are not `Send`
     // for every lifetime the spawn demands.
@@ -118,12 +120,22 @@ async fn local(
     let host_dir = args.dir.join("host");
     let host = match mesh_host::HostState::open(&host_dir) {
         Ok(s) => s,
-        Err(_) => tokio::select! {
-            h = enrol_local(genesis, url, &host_dir) => h?,
-            () = &mut signal => return Ok(()),
-        },
+        Err(_) => {
+            let enrolling = Progress::start(format!("up: enrolling node {LOCAL_NODE}"));
+            let host = tokio::select! {
+                h = enrol_local(genesis, url, &host_dir) => h?,
+                () = &mut signal => return Ok(()),
+            };
+            enrolling.finish(Some(&format!("up: node {LOCAL_NODE} enrolled")));
+            host
+        }
     };
+    let registering = Progress::start(format!(
+        "up: registering {} and assigning its runnable modules",
+        args.catalogue.display()
+    ));
     let assigned = register_and_assign(url, &args.catalogue).await?;
+    registering.finish(None);
     let host_task = {
         let stop = stopped(stop_tx.subscribe());
         tokio::spawn(async move {
@@ -245,9 +257,7 @@ async fn enrol_local(
         enrolment_seed: issued.secret,
         expires_at: u64::try_from(issued.expires_at).unwrap_or(0),
     };
-    let state = mesh_host::enrol(&token, host_dir, &mesh_host::EnrolOptions::default()).await?;
-    output::note(format_args!("up: node {LOCAL_NODE} enrolled"));
-    Ok(state)
+    Ok(mesh_host::enrol(&token, host_dir, &mesh_host::EnrolOptions::default()).await?)
 }
 
 /// Registers the catalogue and assigns to the local node each module whose
