@@ -195,8 +195,11 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
     let b = side(&catalogue, &before, &versions);
     let a = side(after_catalogue.as_ref().unwrap_or(&catalogue), &after, &after_versions);
     let entries = change::plan(&b, &a)?;
-    let mut declarations = change::composed(&a, When::After)?;
-    declarations.retain(|node, _| entries.iter().any(|e| e.node() == Some(node)));
+    let declarations = change::composed(&a)
+        .into_iter()
+        .filter(|(node, _)| entries.iter().any(|e| e.node() == Some(node)))
+        .filter_map(|(node, modules)| Some((node, modules.ok()?)))
+        .collect();
     Ok(Plan {
         pending: pending.to_string(),
         entries,
@@ -325,6 +328,14 @@ pub fn render(plan: &Plan) -> String {
                 writeln!(out, "    start  {module} (version {version})")
             }
             Entry::Stop { module, .. } => writeln!(out, "    stop   {module}"),
+            Entry::Undeclarable { when, reason, .. } => writeln!(
+                out,
+                "    no declaration from {}: {reason}",
+                match when {
+                    When::Before => "the records as they are",
+                    When::After => "the records after the change",
+                }
+            ),
             Entry::Update { module, field: f, .. } => {
                 writeln!(out, "    update {module}: {}", field(f))
             }

@@ -98,6 +98,14 @@ pub enum Entry {
         before: Option<Cause>,
         after: Option<Cause>,
     },
+    /// A node the records do not compose a declaration for, on one side:
+    /// the controller declares it nothing new then (and says why in its
+    /// log); its modules are not compared.
+    Undeclarable {
+        node: Name,
+        when: When,
+        reason: String,
+    },
     ObjectAdded(Object),
     ObjectRemoved(Object),
     ObjectChanged { before: Object, after: Object },
@@ -107,9 +115,10 @@ impl Entry {
     /// The node of a declaration entry.
     pub fn node(&self) -> Option<&Name> {
         match self {
-            Entry::Start { node, .. } | Entry::Stop { node, .. } | Entry::Update { node, .. } => {
-                Some(node)
-            }
+            Entry::Start { node, .. }
+            | Entry::Stop { node, .. }
+            | Entry::Update { node, .. }
+            | Entry::Undeclarable { node, .. } => Some(node),
             _ => None,
         }
     }
@@ -127,8 +136,9 @@ impl Entry {
     }
 }
 
-/// Which side could not be derived.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum When {
     Before,
     After,
@@ -143,30 +153,24 @@ impl std::fmt::Display for When {
     }
 }
 
-/// A side that does not derive: a change to records that do not derive today
-/// cannot be planned, and one that would make them not derive is refused here
-/// before it is made.
+/// A side that does not derive authority or bus objects: the controller
+/// composes no users file and asserts no objects from such records, so
+/// there is nothing to compare.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChangeError {
-    #[error("{when}: node {node} would get no declaration: {source}")]
-    Compose {
-        when: When,
-        node: Name,
-        source: ComposeError,
-    },
-    #[error("{when} do not derive to principals: {source}")]
-    Authority { when: When, source: AuthorityError },
-    #[error("{when} do not derive to bus objects: {source}")]
-    Objects { when: When, source: ObjectsError },
+    #[error("{when} do not derive to principals: {error}")]
+    Authority { when: When, error: AuthorityError },
+    #[error("{when} do not derive to bus objects: {error}")]
+    Objects { when: When, error: ObjectsError },
 }
 
 /// Everything `before` → `after` would change: declarations (nodes sorted,
 /// modules sorted), then principals (in derivation order), then objects.
 pub fn plan(before: &Side<'_>, after: &Side<'_>) -> Result<Vec<Entry>, ChangeError> {
-    let mut out = declarations(before, after)?;
+    let mut out = declarations(before, after);
     let derive = |s: &Side<'_>, when| {
         authority::derive(s.inputs.catalogue, s.inputs.records, s.controller)
-            .map_err(|source| ChangeError::Authority { when, source })
+            .map_err(|error| ChangeError::Authority { when, error })
     };
     authority_diff(
         &derive(before, When::Before)?,
@@ -175,7 +179,7 @@ pub fn plan(before: &Side<'_>, after: &Side<'_>) -> Result<Vec<Entry>, ChangeErr
     );
     let objects = |s: &Side<'_>, when| {
         jetstream::derive(s.inputs.catalogue, s.inputs.records, s.controller)
-            .map_err(|source| ChangeError::Objects { when, source })
+            .map_err(|error| ChangeError::Objects { when, error })
     };
     let (b, a) = (objects(before, When::Before)?, objects(after, When::After)?);
     objects_diff(
@@ -191,37 +195,56 @@ pub fn plan(before: &Side<'_>, after: &Side<'_>) -> Result<Vec<Entry>, ChangeErr
     Ok(out)
 }
 
-/// The modules every node of either side would be declared.
-pub fn composed(side: &Side<'_>, when: When) -> Result<BTreeMap<Name, Vec<ModuleDecl>>, ChangeError> {
-    let mut out = BTreeMap::new();
-    for node in &side.inputs.records.nodes {
-        let modules = declaration::compose_modules(&side.inputs, node).map_err(|source| {
-            ChangeError::Compose {
-                when,
-                node: node.clone(),
-                source,
-            }
-        })?;
-        out.insert(node.clone(), modules);
-    }
-    Ok(out)
+/// The modules each node of `side` is declared, or why it cannot be.
+pub fn composed(side: &Side<'_>) -> BTreeMap<Name, Result<Vec<ModuleDecl>, ComposeError>> {
+    side.inputs
+        .records
+        .nodes
+        .iter()
+        .map(|node| {
+            (
+                node.clone(),
+                declaration::compose_modules(&side.inputs, node),
+            )
+        })
+        .collect()
 }
 
-fn declarations(before: &Side<'_>, after: &Side<'_>) -> Result<Vec<Entry>, ChangeError> {
-    let b = composed(before, When::Before)?;
-    let a = composed(after, When::After)?;
+fn declarations(before: &Side<'_>, after: &Side<'_>) -> Vec<Entry> {
+    let (b, a) = (composed(before), composed(after));
     let nodes: BTreeSet<&Name> = b.keys().chain(a.keys()).collect();
     let mut out = Vec::new();
     for node in nodes {
-        let was = b.get(node).map_or(&[][..], Vec::as_slice);
-        let now = a.get(node).cloned().unwrap_or_default();
+        let undeclarable = |when, e: &ComposeError| Entry::Undeclarable {
+            node: node.clone(),
+            when,
+            reason: e.to_string(),
+        };
+        // A node gone from the records (forgotten) runs nothing after.
+        let (was, now) = match (b.get(node), a.get(node)) {
+            (Some(Err(e)), _) => {
+                out.push(undeclarable(When::Before, e));
+                if let Some(Err(e)) = a.get(node) {
+                    out.push(undeclarable(When::After, e));
+                }
+                continue;
+            }
+            (_, Some(Err(e))) => {
+                out.push(undeclarable(When::After, e));
+                continue;
+            }
+            (was, now) => (
+                was.and_then(|r| r.as_ref().ok()).map_or(&[][..], Vec::as_slice),
+                now.and_then(|r| r.as_ref().ok()).cloned().unwrap_or_default(),
+            ),
+        };
         // The controller's own test of whether a node gets a new declaration.
         let Some(next) = declaration::next_declaration(node, now, Some((0, was)), 0) else {
             continue;
         };
         modules_diff(node, was, &next.modules, &mut out);
     }
-    Ok(out)
+    out
 }
 
 fn modules_diff(node: &Name, was: &[ModuleDecl], now: &[ModuleDecl], out: &mut Vec<Entry>) {

@@ -202,16 +202,36 @@ fn a_tool_server_gains_allow_responses_with_its_cause() {
 }
 
 #[test]
-fn a_change_that_leaves_a_node_nothing_to_run_is_refused_naming_it() {
-    let c = catalogue(&[MARKER]);
-    let e = run(&c, &records(&[]), &records(&[("n2", "marker")])).unwrap_err();
-    assert!(
-        matches!(&e, ChangeError::Compose { when: When::After, node, source: ComposeError::NothingToRun { .. } } if node == &n("n2")),
-        "{e}"
+fn a_node_that_does_not_compose_is_named_with_why_and_not_compared() {
+    let c = catalogue(&[MARKER, PRODUCER]);
+    let entries = run(&c, &records(&[]), &records(&[("n2", "marker"), ("n1", "producer")])).unwrap();
+    let declared: Vec<&Entry> = entries.iter().filter(|e| e.node().is_some()).collect();
+    assert_eq!(declared.len(), 2, "{declared:#?}");
+    assert_eq!(
+        declared[0],
+        &Entry::Start {
+            node: n("n1"),
+            module: n("producer"),
+            version: "unversioned".into()
+        }
     );
-    assert!(e.to_string().contains("after the change"), "{e}");
-    let e = run(&c, &records(&[("n1", "ghost")]), &records(&[])).unwrap_err();
-    assert!(matches!(e, ChangeError::Compose { when: When::Before, .. }), "{e}");
+    assert!(
+        matches!(declared[1], Entry::Undeclarable { node, when: When::After, reason }
+            if node == &n("n2") && reason.contains("no [run] section")),
+        "{:?}",
+        declared[1]
+    );
+    // Already undeclarable before: said so for both sides, nothing started.
+    let entries = run(&c, &records(&[("n2", "marker")]), &records(&[("n2", "marker")])).unwrap();
+    assert_eq!(
+        entries.iter().filter(|e| matches!(e, Entry::Undeclarable { .. })).count(),
+        2
+    );
+    assert!(!entries.iter().any(|e| matches!(e, Entry::Start { .. })));
+    // Only before: after, the node composes; its modules are not guessed.
+    let entries = run(&c, &records(&[("n2", "marker")]), &records(&[])).unwrap();
+    assert!(entries.iter().any(|e| matches!(e, Entry::Undeclarable { when: When::Before, .. })));
+    assert!(!entries.iter().any(|e| matches!(e, Entry::Stop { .. })));
 }
 
 #[test]
@@ -225,7 +245,7 @@ fn an_assignment_to_an_unknown_node_is_refused_by_authority() {
             &e,
             ChangeError::Authority {
                 when: When::After,
-                source: AuthorityError::UnknownNode { .. }
+                error: AuthorityError::UnknownNode { .. }
             }
         ),
         "{e}"
