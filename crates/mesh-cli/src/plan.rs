@@ -72,10 +72,19 @@ pub struct PlanOpts {
 /// A change not yet made.
 #[derive(Debug, Clone)]
 pub enum Pending {
-    Assign { module: Name, node: Name },
-    Unassign { module: Name, node: Name },
+    Assign {
+        module: Name,
+        node: Name,
+    },
+    Unassign {
+        module: Name,
+        node: Name,
+    },
     /// Manifests by module name, with their text.
-    Register { manifests: Catalogue, sources: BTreeMap<Name, String> },
+    Register {
+        manifests: Catalogue,
+        sources: BTreeMap<Name, String>,
+    },
 }
 
 impl std::fmt::Display for Pending {
@@ -86,7 +95,11 @@ impl std::fmt::Display for Pending {
             Pending::Register { sources, .. } => write!(
                 f,
                 "register {}",
-                sources.keys().map(Name::as_str).collect::<Vec<_>>().join(", ")
+                sources
+                    .keys()
+                    .map(Name::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         }
     }
@@ -144,7 +157,11 @@ fn register(paths: &[PathBuf]) -> anyhow::Result<Pending> {
 }
 
 /// Computes and prints the plan for `pending` (also `--dry-run`).
-pub fn print_plan(pending: &Pending, mesh: &MeshArgs, format: ListFormat) -> anyhow::Result<ExitCode> {
+pub fn print_plan(
+    pending: &Pending,
+    mesh: &MeshArgs,
+    format: ListFormat,
+) -> anyhow::Result<ExitCode> {
     let plan = crate::block_on(compute(pending, mesh))??;
     match format {
         ListFormat::Json => output::print(&format!("{}\n", serde_json::to_string_pretty(&plan)?))?,
@@ -179,7 +196,13 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
     let before = snapshot.records;
     let mut after = before.clone();
     let mut after_versions = versions.clone();
-    let after_catalogue = apply(pending, &catalogue, &registered, &mut after, &mut after_versions)?;
+    let after_catalogue = apply(
+        pending,
+        &catalogue,
+        &registered,
+        &mut after,
+        &mut after_versions,
+    )?;
     let controller = ControllerSpec::default();
     let addresses = BTreeMap::new();
     let side = |catalogue, records, versions| Side {
@@ -193,7 +216,11 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         controller: &controller,
     };
     let b = side(&catalogue, &before, &versions);
-    let a = side(after_catalogue.as_ref().unwrap_or(&catalogue), &after, &after_versions);
+    let a = side(
+        after_catalogue.as_ref().unwrap_or(&catalogue),
+        &after,
+        &after_versions,
+    );
     let entries = change::plan(&b, &a)?;
     let declarations = change::composed(&a)
         .into_iter()
@@ -261,7 +288,10 @@ fn apply(
                 })?;
                 manifests.push(m);
             }
-            Ok(Some(Catalogue::build(manifests, catalogue.aliases().clone())))
+            Ok(Some(Catalogue::build(
+                manifests,
+                catalogue.aliases().clone(),
+            )))
         }
     }
 }
@@ -324,7 +354,9 @@ pub fn render(plan: &Plan) -> String {
             node = Some(n);
         }
         let _ = match e {
-            Entry::Start { module, version, .. } => {
+            Entry::Start {
+                module, version, ..
+            } => {
                 writeln!(out, "    start  {module} (version {version})")
             }
             Entry::Stop { module, .. } => writeln!(out, "    stop   {module}"),
@@ -336,7 +368,9 @@ pub fn render(plan: &Plan) -> String {
                     When::After => "the records after the change",
                 }
             ),
-            Entry::Update { module, field: f, .. } => {
+            Entry::Update {
+                module, field: f, ..
+            } => {
                 writeln!(out, "    update {module}: {}", field(f))
             }
             _ => Ok(()),

@@ -73,7 +73,9 @@ pub async fn answered(
         }
         tokio::time::sleep(POLL).await;
     };
-    progress.set(format!("waiting for {node} to report declaration {sequence}"));
+    progress.set(format!(
+        "waiting for {node} to report declaration {sequence}"
+    ));
     loop {
         if let Some(r) = store.latest_report(node).await?
             && r.report.declaration_version >= sequence

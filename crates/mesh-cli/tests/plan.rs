@@ -58,14 +58,23 @@ fn a_changed_manifest_and_an_unassignment_are_planned_and_nothing_is_written() {
     let text = std::fs::read_to_string(Path::new(&examples()).join("echo/mesh.toml")).unwrap();
     std::fs::write(
         changed.join("mesh.toml"),
-        text.replace("command = [\"mesh-echo\"]", "command = [\"mesh-echo\", \"--loud\"]"),
+        text.replace(
+            "command = [\"mesh-echo\"]",
+            "command = [\"mesh-echo\", \"--loud\"]",
+        ),
     )
     .unwrap();
     let rev = revision(&dir);
 
     let plan: Value = serde_json::from_str(&ok(&mesh(
         &dir,
-        &["plan", "register", changed.parent().unwrap().to_str().unwrap(), "--output", "json"],
+        &[
+            "plan",
+            "register",
+            changed.parent().unwrap().to_str().unwrap(),
+            "--output",
+            "json",
+        ],
     )))
     .unwrap();
     let entries = plan["entries"].as_array().unwrap();
@@ -74,7 +83,10 @@ fn a_changed_manifest_and_an_unassignment_are_planned_and_nothing_is_written() {
         .map(|e| (e["node"].as_str().unwrap(), e["field"].as_str().unwrap()))
         .collect();
     assert_eq!(fields, [("n1", "version"), ("n1", "command")], "{plan:#}");
-    assert_eq!(entries[1]["after"], serde_json::json!(["mesh-echo", "--loud"]));
+    assert_eq!(
+        entries[1]["after"],
+        serde_json::json!(["mesh-echo", "--loud"])
+    );
     assert_eq!(plan["declarations"]["n1"][0]["run"]["command"][1], "--loud");
 
     let plan: Value = serde_json::from_str(&ok(&mesh(
@@ -83,8 +95,15 @@ fn a_changed_manifest_and_an_unassignment_are_planned_and_nothing_is_written() {
     )))
     .unwrap();
     let entries = plan["entries"].as_array().unwrap();
-    assert_eq!(entries[0], serde_json::json!({"change": "stop", "node": "n1", "module": "echo"}));
-    assert!(entries.iter().any(|e| e["change"] == "principal-removed" && e["principal"] == "module_n1_echo"));
+    assert_eq!(
+        entries[0],
+        serde_json::json!({"change": "stop", "node": "n1", "module": "echo"})
+    );
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["change"] == "principal-removed" && e["principal"] == "module_n1_echo")
+    );
     assert!(entries.iter().any(|e| e["change"] == "grant-removed"
         && e["principal"] == "module_n1_echo"
         && e["subject"] == "mesh.mod.echo.event.heard"));
@@ -92,7 +111,8 @@ fn a_changed_manifest_and_an_unassignment_are_planned_and_nothing_is_written() {
 
     // Nothing was written: the records are as they were, echo still assigned.
     assert_eq!(revision(&dir), rev);
-    let modules: Vec<Value> = serde_json::from_str(&ok(&mesh(&dir, &["modules", "--output", "json"]))).unwrap();
+    let modules: Vec<Value> =
+        serde_json::from_str(&ok(&mesh(&dir, &["modules", "--output", "json"]))).unwrap();
     assert_eq!(modules.len(), 1);
 
     // A change that cannot be made is refused by name, as the real one is.

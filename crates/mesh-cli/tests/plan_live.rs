@@ -34,7 +34,10 @@ async fn store(mesh: &Mesh) -> mesh_store::Store {
 /// host's own signature check.
 async fn recorded(mesh: &Mesh, node: &str) -> Option<(i64, Value)> {
     let s = store(mesh).await;
-    let d = s.latest_declaration(&Name::new(node).unwrap()).await.unwrap();
+    let d = s
+        .latest_declaration(&Name::new(node).unwrap())
+        .await
+        .unwrap();
     s.close().await;
     let d = d?;
     let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
@@ -47,7 +50,9 @@ async fn recorded(mesh: &Mesh, node: &str) -> Option<(i64, Value)> {
 
 /// The subjects the users file grants `principal`: (publish, subscribe).
 fn users_file_grants(text: &str, principal: &str) -> Option<(BTreeSet<String>, BTreeSet<String>)> {
-    let mut lines = text.lines().skip_while(|l| l.trim() != format!("# {principal}"));
+    let mut lines = text
+        .lines()
+        .skip_while(|l| l.trim() != format!("# {principal}"));
     lines.next()?;
     let (mut publish, mut subscribe) = (BTreeSet::new(), BTreeSet::new());
     let mut into: Option<&mut BTreeSet<String>> = None;
@@ -77,7 +82,9 @@ fn planned_grants(plan: &Value, principal: &str, direction: &str) -> BTreeSet<St
         .unwrap()
         .iter()
         .filter(|e| {
-            e["change"] == "grant-added" && e["principal"] == principal && e["direction"] == direction
+            e["change"] == "grant-added"
+                && e["principal"] == principal
+                && e["direction"] == direction
         })
         .map(|e| {
             assert!(
@@ -119,22 +126,41 @@ async fn the_plan_for_a_consumer_module_is_what_assigning_it_then_does() {
         .collect();
     assert_eq!(declared.len(), 1, "{plan:#}");
     assert_eq!(declared[0]["change"], "start");
-    assert_eq!((declared[0]["node"].as_str(), declared[0]["module"].as_str()), (Some("n1"), Some("notifier")));
+    assert_eq!(
+        (declared[0]["node"].as_str(), declared[0]["module"].as_str()),
+        (Some("n1"), Some("notifier"))
+    );
     let predicted = plan["declarations"]["n1"].clone();
     assert_eq!(plan["declarations"].as_object().unwrap().len(), 1);
     // Authority: the new principal with its grants and their causes.
     let principal = "module_n1_notifier";
-    assert!(plan["entries"].as_array().unwrap().iter().any(|e| e["change"] == "principal-added" && e["principal"] == principal));
+    assert!(
+        plan["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["change"] == "principal-added" && e["principal"] == principal)
+    );
     let publish = planned_grants(&plan, principal, "publish");
     let subscribe = planned_grants(&plan, principal, "subscribe");
-    assert!(subscribe.contains("mesh.deliver.mod_notifier"), "{subscribe:?}");
-    assert!(publish.contains("$JS.ACK.EVENTS.mod_notifier.>"), "{publish:?}");
+    assert!(
+        subscribe.contains("mesh.deliver.mod_notifier"),
+        "{subscribe:?}"
+    );
+    assert!(
+        publish.contains("$JS.ACK.EVENTS.mod_notifier.>"),
+        "{publish:?}"
+    );
     // The new EVENTS consumer.
     let consumer = plan["entries"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|e| e["change"] == "object-added" && e["object"] == "consumer" && e["name"] == "mod_notifier")
+        .find(|e| {
+            e["change"] == "object-added"
+                && e["object"] == "consumer"
+                && e["name"] == "mod_notifier"
+        })
         .unwrap_or_else(|| panic!("no new consumer planned: {plan:#}"))
         .clone();
     // The text says the same, with causes.
@@ -225,7 +251,11 @@ async fn assign_wait_returns_once_the_report_says_how_the_module_came_out() {
     assert!(!stderr.contains('\r'), "{stderr:?}");
     // It returned only once a report answered: the store has it.
     let s = store(&mesh).await;
-    let r = s.latest_report(&Name::new("n1").unwrap()).await.unwrap().unwrap();
+    let r = s
+        .latest_report(&Name::new("n1").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(r.report.declaration_version, 1);
     s.close().await;
 
@@ -239,7 +269,12 @@ async fn assign_wait_returns_once_the_report_says_how_the_module_came_out() {
     // A module whose program is missing comes out failed: exit 1, saying so.
     let out = mesh.mesh(&["assign", "notifier", "n1", "--wait", "--timeout", "3m"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         stdout.contains("notifier on n1: failed (declaration 3): "),
         "{stdout}"

@@ -38,16 +38,40 @@ pub enum Direction {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "field", rename_all = "kebab-case")]
 pub enum Field {
-    Version { before: String, after: String },
-    Command { before: Vec<String>, after: Vec<String> },
-    StopGrace { before: u64, after: u64 },
-    EnvAdded { key: String },
-    EnvRemoved { key: String },
-    EnvChanged { key: String },
-    FileAdded { name: Name, path: String },
-    FileRemoved { name: Name, path: String },
+    Version {
+        before: String,
+        after: String,
+    },
+    Command {
+        before: Vec<String>,
+        after: Vec<String>,
+    },
+    StopGrace {
+        before: u64,
+        after: u64,
+    },
+    EnvAdded {
+        key: String,
+    },
+    EnvRemoved {
+        key: String,
+    },
+    EnvChanged {
+        key: String,
+    },
+    FileAdded {
+        name: Name,
+        path: String,
+    },
+    FileRemoved {
+        name: Name,
+        path: String,
+    },
     /// Its path or its body.
-    FileChanged { name: Name, path: String },
+    FileChanged {
+        name: Name,
+        path: String,
+    },
 }
 
 /// An object on the bus, as its derivation has it.
@@ -69,7 +93,10 @@ pub enum Entry {
         version: String,
     },
     /// The node's declaration loses a module.
-    Stop { node: Name, module: Name },
+    Stop {
+        node: Name,
+        module: Name,
+    },
     /// A module stays, with one field changed (one entry per field).
     Update {
         node: Name,
@@ -77,8 +104,14 @@ pub enum Entry {
         #[serde(flatten)]
         field: Field,
     },
-    PrincipalAdded { principal: String, source: String },
-    PrincipalRemoved { principal: String, source: String },
+    PrincipalAdded {
+        principal: String,
+        source: String,
+    },
+    PrincipalRemoved {
+        principal: String,
+        source: String,
+    },
     /// A subject granted that was not, with every cause it is granted for.
     GrantAdded {
         principal: String,
@@ -108,7 +141,10 @@ pub enum Entry {
     },
     ObjectAdded(Object),
     ObjectRemoved(Object),
-    ObjectChanged { before: Object, after: Object },
+    ObjectChanged {
+        before: Object,
+        after: Object,
+    },
 }
 
 impl Entry {
@@ -234,8 +270,11 @@ fn declarations(before: &Side<'_>, after: &Side<'_>) -> Vec<Entry> {
                 continue;
             }
             (was, now) => (
-                was.and_then(|r| r.as_ref().ok()).map_or(&[][..], Vec::as_slice),
-                now.and_then(|r| r.as_ref().ok()).cloned().unwrap_or_default(),
+                was.and_then(|r| r.as_ref().ok())
+                    .map_or(&[][..], Vec::as_slice),
+                now.and_then(|r| r.as_ref().ok())
+                    .cloned()
+                    .unwrap_or_default(),
             ),
         };
         // The controller's own test of whether a node gets a new declaration.

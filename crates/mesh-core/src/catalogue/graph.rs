@@ -156,9 +156,11 @@ pub fn graph(catalogue: &Catalogue) -> Graph {
             }
         }
         for c in catalogue.consumes(m) {
-            let dangling = catalogue
-                .publications(&c.emitter)
-                .is_none_or(|pubs| !pubs.iter().any(|p| pattern::overlap(&c.subject, &p.subject)));
+            let dangling = catalogue.publications(&c.emitter).is_none_or(|pubs| {
+                !pubs
+                    .iter()
+                    .any(|p| pattern::overlap(&c.subject, &p.subject))
+            });
             edges.insert(Edge {
                 from: from.clone(),
                 to: endpoint(&c.emitter, &mut nodes),
@@ -248,7 +250,12 @@ impl Graph {
                 NodeKind::Role => format!("role {}", n.label),
                 NodeKind::Missing => format!("{} (not registered)", n.label),
             };
-            let _ = writeln!(out, "  {} [label={}{style}];", dot_quote(&n.id), dot_quote(&label));
+            let _ = writeln!(
+                out,
+                "  {} [label={}{style}];",
+                dot_quote(&n.id),
+                dot_quote(&label)
+            );
         }
         for e in &self.edges {
             let style = if e.dangling {

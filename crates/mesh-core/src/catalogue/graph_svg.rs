@@ -103,7 +103,12 @@ pub(super) fn render(g: &Graph) -> String {
     }
     let row_width =
         |ns: &[&GraphNode]| ns.iter().map(|n| width(n) + COL_GAP).sum::<i64>() - COL_GAP;
-    let widest = rows.values().map(|r| row_width(r)).max().unwrap_or(0).max(0);
+    let widest = rows
+        .values()
+        .map(|r| row_width(r))
+        .max()
+        .unwrap_or(0)
+        .max(0);
     let mut placed: BTreeMap<&str, Placed> = BTreeMap::new();
     for (r, ns) in &rows {
         // Rows are centred on the widest.
@@ -140,7 +145,12 @@ pub(super) fn render(g: &Graph) -> String {
             (a.x, a.y + BOX_H / 2, b.x + b.w, b.y + BOX_H / 2)
         };
         let (class, stroke, marker, dash) = if e.dangling {
-            ("edge dangling", "#c00", "arrow-dangling", r#" stroke-dasharray="6 4""#)
+            (
+                "edge dangling",
+                "#c00",
+                "arrow-dangling",
+                r#" stroke-dasharray="6 4""#,
+            )
         } else {
             ("edge", "#444", "arrow", "")
         };

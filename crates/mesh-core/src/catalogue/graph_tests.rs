@@ -62,18 +62,45 @@ fn modules_seats_and_their_edges_with_dangling_ones_marked() {
         ]
     );
     let n = "module:notifier";
-    assert_eq!(edge(&g, "module:git-server", "seat:git", EdgeKind::Holds, ""), Some(false));
-    assert_eq!(edge(&g, n, "seat:git", EdgeKind::Consumes, "pushed"), Some(false));
     assert_eq!(
-        edge(&g, n, "seat:mesh-build-machine", EdgeKind::Consumes, "built"),
+        edge(&g, "module:git-server", "seat:git", EdgeKind::Holds, ""),
         Some(false)
     );
-    assert_eq!(edge(&g, n, "seat:mesh-build-machine", EdgeKind::Uses, ""), Some(false));
-    assert_eq!(edge(&g, n, "seat:git", EdgeKind::Calls, "clone"), Some(false));
+    assert_eq!(
+        edge(&g, n, "seat:git", EdgeKind::Consumes, "pushed"),
+        Some(false)
+    );
+    assert_eq!(
+        edge(
+            &g,
+            n,
+            "seat:mesh-build-machine",
+            EdgeKind::Consumes,
+            "built"
+        ),
+        Some(false)
+    );
+    assert_eq!(
+        edge(&g, n, "seat:mesh-build-machine", EdgeKind::Uses, ""),
+        Some(false)
+    );
+    assert_eq!(
+        edge(&g, n, "seat:git", EdgeKind::Calls, "clone"),
+        Some(false)
+    );
     // Not registered, or registered without emitting or serving it.
-    assert_eq!(edge(&g, n, "missing:watcher", EdgeKind::Consumes, "seen"), Some(true));
-    assert_eq!(edge(&g, n, "module:git-server", EdgeKind::Consumes, "gone"), Some(true));
-    assert_eq!(edge(&g, n, "module:git-server", EdgeKind::Calls, "nothing"), Some(true));
+    assert_eq!(
+        edge(&g, n, "missing:watcher", EdgeKind::Consumes, "seen"),
+        Some(true)
+    );
+    assert_eq!(
+        edge(&g, n, "module:git-server", EdgeKind::Consumes, "gone"),
+        Some(true)
+    );
+    assert_eq!(
+        edge(&g, n, "module:git-server", EdgeKind::Calls, "nothing"),
+        Some(true)
+    );
     assert_eq!(g.edges.len(), 8, "{:#?}", g.edges);
 }
 
@@ -83,7 +110,13 @@ fn a_claim_on_an_undeclared_seat_points_at_a_missing_node() {
         "[module]\nname = \"fw\"\n[holds]\nseats = [\"packet-filter\"]\n",
     ]));
     assert_eq!(
-        edge(&g, "module:fw", "missing:seat:packet-filter", EdgeKind::Holds, ""),
+        edge(
+            &g,
+            "module:fw",
+            "missing:seat:packet-filter",
+            EdgeKind::Holds,
+            ""
+        ),
         Some(true)
     );
 }
@@ -98,7 +131,9 @@ fn dot_names_every_node_and_edge_and_quotes_them() {
     assert!(dot.contains(
         r#""module:notifier" -> "missing:watcher" [label="consumes seen (dangling)", color=red, style=dashed];"#
     ), "{dot}");
-    assert!(dot.contains(r#""seat:mesh-build-machine" [label="role mesh-build-machine", style="rounded,bold"];"#));
+    assert!(dot.contains(
+        r#""seat:mesh-build-machine" [label="role mesh-build-machine", style="rounded,bold"];"#
+    ));
     assert_eq!(dot_quote("a\"b\\c"), r#""a\"b\\c""#);
 }
 
@@ -107,7 +142,11 @@ fn svg_parses_as_xml_with_one_element_per_node_and_edge() {
     let c = catalogue(&[GIT, NOTIFIER]);
     let g = graph(&c);
     let text = graph_svg(&c);
-    assert_eq!(text, graph_svg(&c), "the same catalogue draws the same bytes");
+    assert_eq!(
+        text,
+        graph_svg(&c),
+        "the same catalogue draws the same bytes"
+    );
     let doc = roxmltree::Document::parse(&text).expect("the SVG is XML");
     let root = doc.root_element();
     assert_eq!(root.tag_name().name(), "svg");
@@ -116,8 +155,14 @@ fn svg_parses_as_xml_with_one_element_per_node_and_edge() {
             .is_some_and(|a| a.split(' ').any(|x| x == c))
     };
     let groups: Vec<_> = root.children().filter(|n| n.has_tag_name("g")).collect();
-    assert_eq!(groups.iter().filter(|n| class(n, "node")).count(), g.nodes.len());
-    assert_eq!(groups.iter().filter(|n| class(n, "edge")).count(), g.edges.len());
+    assert_eq!(
+        groups.iter().filter(|n| class(n, "node")).count(),
+        g.nodes.len()
+    );
+    assert_eq!(
+        groups.iter().filter(|n| class(n, "edge")).count(),
+        g.edges.len()
+    );
     assert_eq!(
         groups.iter().filter(|n| class(n, "dangling")).count(),
         g.edges.iter().filter(|e| e.dangling).count()
@@ -125,7 +170,11 @@ fn svg_parses_as_xml_with_one_element_per_node_and_edge() {
     // Every edge is a line with an arrowhead.
     for e in groups.iter().filter(|n| class(n, "edge")) {
         let line = e.children().find(|c| c.has_tag_name("line")).unwrap();
-        assert!(line.attribute("marker-end").unwrap().starts_with("url(#arrow"));
+        assert!(
+            line.attribute("marker-end")
+                .unwrap()
+                .starts_with("url(#arrow")
+        );
     }
     // Modules sit above the seats they point at (SVG y grows downwards).
     let y = |id: &str| -> i64 {

@@ -94,9 +94,12 @@ fn adding_a_consumer_starts_it_on_its_node_only_and_grants_its_consumer() {
             version: "unversioned".into()
         }]
     );
-    assert!(entries.iter().any(|e| matches!(e,
+    assert!(
+        entries.iter().any(|e| matches!(e,
         Entry::PrincipalAdded { principal, source }
-            if principal == "module_n1_watcher" && source.contains("watcher"))), "{entries:#?}");
+            if principal == "module_n1_watcher" && source.contains("watcher"))),
+        "{entries:#?}"
+    );
     // Its consumer's deliver subject, with the manifest line that causes it.
     let deliver = entries
         .iter()
@@ -115,7 +118,8 @@ fn adding_a_consumer_starts_it_on_its_node_only_and_grants_its_consumer() {
     assert!(
         deliver
             .iter()
-            .any(|c| c.to_string().starts_with("m1.toml:10") && c.to_string().contains("consumes events")),
+            .any(|c| c.to_string().starts_with("m1.toml:10")
+                && c.to_string().contains("consumes events")),
         "{deliver:?}"
     );
     assert!(entries.iter().any(|e| matches!(e,
@@ -137,7 +141,11 @@ fn adding_a_consumer_starts_it_on_its_node_only_and_grants_its_consumer() {
         e,
         Entry::GrantRemoved { .. } | Entry::PrincipalRemoved { .. } | Entry::ObjectRemoved(_)
     )));
-    assert!(!entries.iter().any(|e| e.principal() == Some("module_n2_producer")));
+    assert!(
+        !entries
+            .iter()
+            .any(|e| e.principal() == Some("module_n2_producer"))
+    );
 }
 
 #[test]
@@ -204,7 +212,12 @@ fn a_tool_server_gains_allow_responses_with_its_cause() {
 #[test]
 fn a_node_that_does_not_compose_is_named_with_why_and_not_compared() {
     let c = catalogue(&[MARKER, PRODUCER]);
-    let entries = run(&c, &records(&[]), &records(&[("n2", "marker"), ("n1", "producer")])).unwrap();
+    let entries = run(
+        &c,
+        &records(&[]),
+        &records(&[("n2", "marker"), ("n1", "producer")]),
+    )
+    .unwrap();
     let declared: Vec<&Entry> = entries.iter().filter(|e| e.node().is_some()).collect();
     assert_eq!(declared.len(), 2, "{declared:#?}");
     assert_eq!(
@@ -222,15 +235,29 @@ fn a_node_that_does_not_compose_is_named_with_why_and_not_compared() {
         declared[1]
     );
     // Already undeclarable before: said so for both sides, nothing started.
-    let entries = run(&c, &records(&[("n2", "marker")]), &records(&[("n2", "marker")])).unwrap();
+    let entries = run(
+        &c,
+        &records(&[("n2", "marker")]),
+        &records(&[("n2", "marker")]),
+    )
+    .unwrap();
     assert_eq!(
-        entries.iter().filter(|e| matches!(e, Entry::Undeclarable { .. })).count(),
+        entries
+            .iter()
+            .filter(|e| matches!(e, Entry::Undeclarable { .. }))
+            .count(),
         2
     );
     assert!(!entries.iter().any(|e| matches!(e, Entry::Start { .. })));
     // Only before: after, the node composes; its modules are not guessed.
     let entries = run(&c, &records(&[("n2", "marker")]), &records(&[])).unwrap();
-    assert!(entries.iter().any(|e| matches!(e, Entry::Undeclarable { when: When::Before, .. })));
+    assert!(entries.iter().any(|e| matches!(
+        e,
+        Entry::Undeclarable {
+            when: When::Before,
+            ..
+        }
+    )));
     assert!(!entries.iter().any(|e| matches!(e, Entry::Stop { .. })));
 }
 
@@ -238,7 +265,9 @@ fn a_node_that_does_not_compose_is_named_with_why_and_not_compared() {
 fn an_assignment_to_an_unknown_node_is_refused_by_authority() {
     let c = catalogue(&[PRODUCER]);
     let mut after = records(&[]);
-    after.assignments.push(Assignment::new(n("n9"), n("producer")));
+    after
+        .assignments
+        .push(Assignment::new(n("n9"), n("producer")));
     let e = run(&c, &records(&[]), &after).unwrap_err();
     assert!(
         matches!(
@@ -252,7 +281,12 @@ fn an_assignment_to_an_unknown_node_is_refused_by_authority() {
     );
 }
 
-fn decl(version: &str, command: &[&str], env: &[(&str, &str)], files: &[(&str, &str, &str)]) -> ModuleDecl {
+fn decl(
+    version: &str,
+    command: &[&str],
+    env: &[(&str, &str)],
+    files: &[(&str, &str, &str)],
+) -> ModuleDecl {
     ModuleDecl {
         name: n("m"),
         version: version.into(),
@@ -281,13 +315,23 @@ fn every_changed_field_is_named_once() {
         "v1",
         &["a"],
         &[("KEEP", "1"), ("GONE", "x"), ("EDIT", "old")],
-        &[("same", "s", ""), ("body", "b", "old"), ("moved", "m1", ""), ("old", "o", "")],
+        &[
+            ("same", "s", ""),
+            ("body", "b", "old"),
+            ("moved", "m1", ""),
+            ("old", "o", ""),
+        ],
     );
     let mut now = decl(
         "v2",
         &["a", "--b"],
         &[("KEEP", "1"), ("EDIT", "new"), ("NEW", "y")],
-        &[("same", "s", ""), ("body", "b", "new"), ("moved", "m2", ""), ("new", "w", "")],
+        &[
+            ("same", "s", ""),
+            ("body", "b", "new"),
+            ("moved", "m2", ""),
+            ("new", "w", ""),
+        ],
     );
     now.run.stop_grace_s = 30;
     assert_eq!(
@@ -334,9 +378,10 @@ fn a_changed_manifest_updates_the_module_where_it_runs() {
     let before = catalogue(&[PRODUCER, WATCHER]);
     let after = catalogue(&[
         PRODUCER,
-        &WATCHER
-            .replace("\"quiet\"", "\"loud\"")
-            .replace("consumes = [\"producer.made\"]", "consumes = [\"producer.*\"]"),
+        &WATCHER.replace("\"quiet\"", "\"loud\"").replace(
+            "consumes = [\"producer.made\"]",
+            "consumes = [\"producer.*\"]",
+        ),
     ]);
     let r = records(&[("n1", "watcher")]);
     let none = BTreeMap::new();
