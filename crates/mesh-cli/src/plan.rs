@@ -405,17 +405,19 @@ pub fn render(plan: &Plan) -> String {
                 subject,
                 causes: c,
                 ..
-            } => {
-                let _ = writeln!(out, "    + {:<9} {subject}", dir(direction));
-                causes(&mut out, c);
             }
-            Entry::GrantRemoved {
+            | Entry::GrantRemoved {
                 direction,
                 subject,
                 causes: c,
                 ..
             } => {
-                let _ = writeln!(out, "    - {:<9} {subject}", dir(direction));
+                let sign = if matches!(e, Entry::GrantAdded { .. }) {
+                    '+'
+                } else {
+                    '-'
+                };
+                let _ = writeln!(out, "    {sign} {:<9} {subject}", dir(direction));
                 causes(&mut out, c);
             }
             Entry::AllowResponses { after, .. } => {

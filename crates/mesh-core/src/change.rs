@@ -420,23 +420,27 @@ fn authority_diff(before: &[Principal], after: &[Principal], out: &mut Vec<Entry
             (Direction::Subscribe, &wp.subscribe, &np.subscribe),
         ] {
             let (wg, ng) = (by_subject(wg), by_subject(ng));
-            for (subject, causes) in &ng {
-                if !wg.contains_key(subject) {
-                    out.push(Entry::GrantAdded {
-                        principal: name.into(),
-                        direction,
-                        subject: (*subject).into(),
-                        causes: causes.clone(),
-                    });
-                }
-            }
-            for (subject, causes) in &wg {
-                if !ng.contains_key(subject) {
-                    out.push(Entry::GrantRemoved {
-                        principal: name.into(),
-                        direction,
-                        subject: (*subject).into(),
-                        causes: causes.clone(),
+            for (from, to, added) in [(&ng, &wg, true), (&wg, &ng, false)] {
+                for (subject, causes) in from {
+                    if to.contains_key(subject) {
+                        continue;
+                    }
+                    let (principal, subject, causes) =
+                        (name.to_string(), subject.to_string(), causes.clone());
+                    out.push(if added {
+                        Entry::GrantAdded {
+                            principal,
+                            direction,
+                            subject,
+                            causes,
+                        }
+                    } else {
+                        Entry::GrantRemoved {
+                            principal,
+                            direction,
+                            subject,
+                            causes,
+                        }
                     });
                 }
             }

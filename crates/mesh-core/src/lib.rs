@@ -34,5 +34,7 @@ pub mod report;
 pub mod secret;
 pub mod store_window;
 pub mod subjects;
+#[cfg(test)]
+mod testing;
 pub mod token;
 pub mod users_file;

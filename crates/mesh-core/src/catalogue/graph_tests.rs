@@ -1,6 +1,5 @@
 use super::*;
-use crate::catalogue::Aliases;
-use crate::manifest;
+use crate::testing::catalogue;
 
 const GIT: &str = r#"
 [module]
@@ -30,15 +29,6 @@ uses = ["seat:git.clone", "git-server.nothing"]
 [uses]
 seats = ["mesh-build-machine"]
 "#;
-
-fn catalogue(texts: &[&str]) -> Catalogue {
-    let parsed = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| manifest::parse(&format!("m{i}.toml"), t).unwrap())
-        .collect();
-    Catalogue::build(parsed, Aliases::new())
-}
 
 fn edge(g: &Graph, from: &str, to: &str, kind: EdgeKind, label: &str) -> Option<bool> {
     g.edges

@@ -1,8 +1,8 @@
 use super::*;
-use crate::catalogue::{Aliases, Catalogue};
+use crate::catalogue::Catalogue;
 use crate::declaration::{FileDecl, RunDecl};
-use crate::manifest;
 use crate::records::{Assignment, Records};
+use crate::testing::{catalogue, n};
 
 const PRODUCER: &str = r#"
 [module]
@@ -38,19 +38,6 @@ const MARKER: &str = r#"
 [module]
 name = "marker"
 "#;
-
-fn n(s: &str) -> Name {
-    Name::new(s).unwrap()
-}
-
-fn catalogue(texts: &[&str]) -> Catalogue {
-    let parsed = texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| manifest::parse(&format!("m{i}.toml"), t).unwrap())
-        .collect();
-    Catalogue::build(parsed, Aliases::new())
-}
 
 fn records(assign: &[(&str, &str)]) -> Records {
     Records {
