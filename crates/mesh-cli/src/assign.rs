@@ -114,12 +114,6 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
     }
     crate::block_on(async {
         let store = open_store(&args.mesh.store_url()).await?;
-        // The declaration the node has now: --wait waits for a newer one.
-        let declared = if args.wait {
-            crate::wait::declared(&store, &node).await?
-        } else {
-            0
-        };
         let result = async {
             if assign {
                 match store.assign(&node, &module).await {
@@ -149,7 +143,6 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
                     module: &module,
                     node: &node,
                     assigned: assign,
-                    after: declared,
                 };
                 crate::wait::answered(&store, &args.mesh, &wanted, args.timeout).await
             }

@@ -92,7 +92,7 @@ impl std::fmt::Display for Pending {
         match self {
             Pending::Assign { module, node } => write!(f, "assign {module} to {node}"),
             Pending::Unassign { module, node } => write!(f, "unassign {module} from {node}"),
-            Pending::Register { sources, .. } => write!(
+            Pending::Register { sources } => write!(
                 f,
                 "register {}",
                 sources
@@ -150,10 +150,7 @@ fn register(paths: &[PathBuf]) -> anyhow::Result<Pending> {
             .with_context(|| format!("the text of {} was not kept", m.path))?;
         sources.insert(m.name.value.clone(), text.clone());
     }
-    Ok(Pending::Register {
-        manifests: report.catalogue,
-        sources,
-    })
+    Ok(Pending::Register { sources })
 }
 
 /// Computes and prints the plan for `pending` (also `--dry-run`).
@@ -269,7 +266,7 @@ fn apply(
             }
             Ok(None)
         }
-        Pending::Register { sources, .. } => {
+        Pending::Register { sources } => {
             // The registered manifests, each replaced by its new text: what
             // the store would hold, parsed as the controller parses it.
             let mut texts = registered.clone();

@@ -17,22 +17,12 @@ use crate::state::MeshArgs;
 /// How often the store is read while waiting.
 const POLL: Duration = Duration::from_millis(200);
 
-/// The sequence of the node's newest recorded declaration (0: none yet).
-pub async fn declared(store: &Store, node: &Name) -> anyhow::Result<i64> {
-    Ok(store
-        .latest_declaration(node)
-        .await?
-        .map_or(0, |d| d.version))
-}
-
 /// What the wait is for.
 pub struct Wanted<'a> {
     pub module: &'a Name,
     pub node: &'a Name,
     /// Assigned (wait for running or failed) or unassigned (wait for gone).
     pub assigned: bool,
-    /// The node's declaration before the change.
-    pub after: i64,
 }
 
 /// Waits for the declaration, then the report; exit 1 when the module
@@ -52,10 +42,11 @@ pub async fn answered(
     let mut progress = Progress::start(format!(
         "waiting for the controller to declare the change to {node}"
     ));
+    // The newest declaration that has the module (or, unassigned, lacks
+    // it): the one just composed, or the one that already did (an
+    // assignment made twice has nothing new to declare).
     let sequence = loop {
-        if let Some(d) = store.latest_declaration(node).await?
-            && d.version > w.after
-        {
+        if let Some(d) = store.latest_declaration(node).await? {
             // Read through the signature check a host applies: a record
             // that does not verify is not what the node will run.
             let decl = declaration::verify(d.body.as_bytes(), &key, node, None)
