@@ -80,11 +80,8 @@ pub enum Pending {
         module: Name,
         node: Name,
     },
-    /// Manifests by module name, with their text.
-    Register {
-        manifests: Catalogue,
-        sources: BTreeMap<Name, String>,
-    },
+    /// Manifest texts by module name.
+    Register { sources: BTreeMap<Name, String> },
 }
 
 impl std::fmt::Display for Pending {
