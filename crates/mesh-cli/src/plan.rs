@@ -12,7 +12,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use mesh_core::authority::Cause;
 use mesh_core::catalogue::Catalogue;
-use mesh_core::change::{self, Direction, Entry, Field, Object, Side, When};
+use mesh_core::change::{self, Direction, Entry, Field, Object, Side};
 use mesh_core::declaration::{Inputs, ModuleDecl};
 use mesh_core::names::Name;
 use mesh_core::records::{Assignment, ControllerSpec, Records};
@@ -81,7 +81,9 @@ pub enum Pending {
         node: Name,
     },
     /// Manifest texts by module name.
-    Register { sources: BTreeMap<Name, String> },
+    Register {
+        sources: BTreeMap<Name, String>,
+    },
 }
 
 impl std::fmt::Display for Pending {
@@ -354,14 +356,9 @@ pub fn render(plan: &Plan) -> String {
                 writeln!(out, "    start  {module} (version {version})")
             }
             Entry::Stop { module, .. } => writeln!(out, "    stop   {module}"),
-            Entry::Undeclarable { when, reason, .. } => writeln!(
-                out,
-                "    no declaration from {}: {reason}",
-                match when {
-                    When::Before => "the records as they are",
-                    When::After => "the records after the change",
-                }
-            ),
+            Entry::Undeclarable { when, reason, .. } => {
+                writeln!(out, "    no declaration from {when}: {reason}")
+            }
             Entry::Update {
                 module, field: f, ..
             } => {

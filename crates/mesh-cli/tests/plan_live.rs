@@ -263,7 +263,10 @@ async fn assign_wait_returns_once_the_report_says_how_the_module_came_out() {
         &mesh.mesh(&["assign", "echo", "n1", "--wait", "--timeout", "30s"]),
         "assign --wait again",
     );
-    assert!(again.ends_with("echo on n1: running (declaration 1)\n"), "{again}");
+    assert!(
+        again.ends_with("echo on n1: running (declaration 1)\n"),
+        "{again}"
+    );
 
     let out = mesh.mesh(&["unassign", "echo", "n1", "--wait"]);
     let stdout = ok(&out, "unassign --wait");

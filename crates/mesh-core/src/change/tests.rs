@@ -266,6 +266,12 @@ fn an_assignment_to_an_unknown_node_is_refused_by_authority() {
         ),
         "{e}"
     );
+    assert!(
+        e.to_string()
+            .starts_with("the records after the change do not derive to principals: "),
+        "{e}"
+    );
+    assert_eq!(When::Before.to_string(), "the records as they are");
 }
 
 fn decl(
@@ -403,6 +409,59 @@ fn a_changed_manifest_updates_the_module_where_it_runs() {
             vec!["mesh.mod.producer.event.*".into()]
         ))
     );
+}
+
+#[test]
+fn each_entry_names_its_node_or_its_principal() {
+    let start = Entry::Start {
+        node: n("n1"),
+        module: n("m"),
+        version: "v".into(),
+    };
+    assert_eq!((start.node(), start.principal()), (Some(&n("n1")), None));
+    let principals = [
+        Entry::PrincipalAdded {
+            principal: "p".into(),
+            source: String::new(),
+        },
+        Entry::PrincipalRemoved {
+            principal: "p".into(),
+            source: String::new(),
+        },
+        Entry::GrantAdded {
+            principal: "p".into(),
+            direction: Direction::Publish,
+            subject: "s".into(),
+            causes: vec![],
+        },
+        Entry::GrantRemoved {
+            principal: "p".into(),
+            direction: Direction::Subscribe,
+            subject: "s".into(),
+            causes: vec![],
+        },
+        Entry::AllowResponses {
+            principal: "p".into(),
+            before: None,
+            after: None,
+        },
+    ];
+    for e in &principals {
+        assert_eq!((e.node(), e.principal()), (None, Some("p")), "{e:?}");
+    }
+    let undeclarable = Entry::Undeclarable {
+        node: n("n2"),
+        when: When::Before,
+        reason: String::new(),
+    };
+    assert_eq!(undeclarable.node(), Some(&n("n2")));
+    let object = Entry::ObjectRemoved(Object::Stream(StreamSpec {
+        name: "S".into(),
+        subjects: vec![],
+        retention: jetstream::Retention::Limits,
+        max_msgs_per_subject: None,
+    }));
+    assert_eq!((object.node(), object.principal()), (None, None));
 }
 
 #[test]
