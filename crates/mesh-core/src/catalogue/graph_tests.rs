@@ -125,6 +125,9 @@ fn dot_names_every_node_and_edge_and_quotes_them() {
         r#""seat:mesh-build-machine" [label="role mesh-build-machine", style="rounded,bold"];"#
     ));
     assert_eq!(dot_quote("a\"b\\c"), r#""a\"b\\c""#);
+    // A control character would end the line or confuse a terminal.
+    assert_eq!(dot_quote("a\u{1}b\nc"), r#""ab\nc""#);
+    assert_eq!(graph_dot(&catalogue(&[GIT, NOTIFIER])), dot);
 }
 
 #[test]
