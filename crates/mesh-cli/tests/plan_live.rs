@@ -289,3 +289,55 @@ async fn assign_wait_returns_once_the_report_says_how_the_module_came_out() {
         "{stdout}"
     );
 }
+
+/// `mesh up` without a terminal: its progress as plain lines, ending with
+/// what the local node reported.
+#[test]
+fn mesh_up_says_in_plain_lines_how_its_modules_came_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("up.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let port = mesh_testkit::broker::free_port().unwrap().to_string();
+    let dir = tmp.path().join(".mesh");
+    let mut child = std::process::Command::new(harness::mesh_bin())
+        .args(["up", "--dir", dir.to_str().unwrap(), "--port", &port])
+        .args(["--catalogue", Mesh::examples().to_str().unwrap()])
+        .env("PATH", harness::path_with_bins())
+        .env(
+            "MESH_NATS_SERVER",
+            mesh_testkit::nats_server_binary().unwrap(),
+        )
+        .env("MESH_LOG", "warn,async_nats=off")
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let said = wait_until(LONG, || {
+        read().contains("up: node local reports echo running\n")
+    });
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let text = read();
+    assert!(said, "{text}");
+    assert!(status.success(), "{status}: {text}");
+    // Each step said once, in order, with no spinner redraws.
+    let steps = [
+        "up: starting the broker\n",
+        "up: broker on ",
+        "up: enrolling node local\n",
+        "up: node local enrolled\n",
+        "up: waiting for node local to report",
+        "up: node local reports echo running\n",
+    ];
+    let mut at = 0;
+    for s in steps {
+        let i = text[at..]
+            .find(s)
+            .unwrap_or_else(|| panic!("{s:?} not after byte {at}:\n{text}"));
+        at += i + s.len();
+    }
+    assert!(!text.contains('\r'), "{text:?}");
+}
