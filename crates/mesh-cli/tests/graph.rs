@@ -1,25 +1,14 @@
 //! `mesh catalogue graph`: the example catalogue and the registered one,
 //! as DOT, SVG (parsed as XML) and JSON; dangling consumers marked.
 
+mod cli;
+
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn catalogue() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/catalogue")
-}
+use cli::{mesh, ok};
 
-fn mesh(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mesh"))
-        .args(args)
-        .env_remove("MESH_STORE")
-        .output()
-        .expect("run mesh")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
+fn catalogue() -> std::path::PathBuf {
+    cli::examples()
 }
 
 #[test]

@@ -2,31 +2,23 @@
 //! no controller: what a changed manifest and an unassignment would do,
 //! as JSON a script parses, and nothing written.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod cli;
 
+use std::path::Path;
+use std::process::Output;
+
+use cli::ok;
 use serde_json::Value;
 
+/// `mesh ARGS --dir DIR`.
 fn mesh(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mesh"))
-        .args(args)
-        .args(["--dir", dir.to_str().unwrap()])
-        .env_remove("MESH_STORE")
-        .output()
-        .expect("run mesh")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout.clone()).unwrap()
+    let mut all = args.to_vec();
+    all.extend(["--dir", dir.to_str().unwrap()]);
+    cli::mesh(&all)
 }
 
 fn examples() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/catalogue")
-        .to_str()
-        .unwrap()
-        .to_string()
+    cli::examples().to_str().unwrap().to_string()
 }
 
 fn revision(dir: &Path) -> i64 {
