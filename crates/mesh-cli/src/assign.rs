@@ -4,13 +4,15 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
-use mesh_core::names::Name;
 
 use crate::authority::{checked_catalogue, open_store};
+use crate::node::ListFormat;
 use crate::output;
+use crate::plan::{Pending, name};
 use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]
@@ -25,6 +27,13 @@ pub enum CatalogueCommand {
     /// nothing is registered).
     #[command(after_help = "Example:\n  mesh catalogue register examples/catalogue")]
     Register(RegisterArgs),
+    /// Draw the catalogue: modules, seats, who consumes whose events, who
+    /// uses which seat or tool; dangling consumers marked.
+    #[command(after_help = "Examples:
+  mesh catalogue graph
+  mesh catalogue graph --format svg > catalogue.svg
+  mesh catalogue graph --catalogue examples/catalogue --format dot | dot -Tpng > catalogue.png")]
+    Graph(crate::graph::GraphArgs),
 }
 
 #[derive(Debug, Args)]
@@ -42,16 +51,29 @@ pub struct AssignArgs {
     pub module: String,
     /// The node it runs on.
     pub node: String,
+    /// Show what would change (declarations, authority, bus objects) and
+    /// change nothing: `mesh plan assign|unassign`.
+    #[arg(long, conflicts_with = "wait")]
+    pub dry_run: bool,
+    /// With --dry-run: text or JSON.
+    #[arg(long, value_enum, default_value_t = ListFormat::Text, requires = "dry_run")]
+    pub output: ListFormat,
+    /// Wait until the node's report answers the new declaration: the module
+    /// running or failed (exit 1), or gone.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "5m", value_parser = crate::node::parse_ttl, requires = "wait")]
+    pub timeout: Duration,
     #[command(flatten)]
     pub mesh: MeshArgs,
 }
 
-fn name(what: &str, s: &str) -> anyhow::Result<Name> {
-    Name::new(s).with_context(|| format!("{s:?} is not a {what} name"))
-}
-
 pub fn run_catalogue(args: &CatalogueArgs) -> anyhow::Result<ExitCode> {
-    let CatalogueCommand::Register(args) = &args.command;
+    let args = match &args.command {
+        CatalogueCommand::Register(a) => a,
+        CatalogueCommand::Graph(a) => return crate::graph::run(a),
+    };
     let report = checked_catalogue(&args.paths, "nothing was registered")?;
     crate::block_on(async {
         let store = open_store(&args.mesh.store_url()).await?;
@@ -82,6 +104,14 @@ pub fn run_catalogue(args: &CatalogueArgs) -> anyhow::Result<ExitCode> {
 pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
     let module = name("module", &args.module)?;
     let node = name("node", &args.node)?;
+    if args.dry_run {
+        let pending = if assign {
+            Pending::Assign { module, node }
+        } else {
+            Pending::Unassign { module, node }
+        };
+        return crate::plan::print_plan(&pending, &args.mesh, args.output);
+    }
     crate::block_on(async {
         let store = open_store(&args.mesh.store_url()).await?;
         let result = async {
@@ -103,8 +133,23 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
             }
         }
         .await;
+        let done = match result {
+            Ok(line) => output::print(&line).map_err(anyhow::Error::from),
+            Err(e) => Err(e),
+        };
+        let code = match done {
+            Ok(()) if args.wait => {
+                let wanted = crate::wait::Wanted {
+                    module: &module,
+                    node: &node,
+                    assigned: assign,
+                };
+                crate::wait::answered(&store, &args.mesh, &wanted, args.timeout).await
+            }
+            Ok(()) => Ok(ExitCode::SUCCESS),
+            Err(e) => Err(e),
+        };
         store.close().await;
-        output::print(&result?)?;
-        Ok(ExitCode::SUCCESS)
+        code
     })?
 }

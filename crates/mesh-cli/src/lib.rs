@@ -10,10 +10,12 @@ pub mod assign;
 pub mod authority;
 pub mod call;
 pub mod check;
+pub mod completions;
 pub mod controller;
 pub mod events;
 pub mod files;
 pub mod fleet;
+pub mod graph;
 pub mod host;
 pub mod init;
 pub mod listings;
@@ -22,9 +24,12 @@ pub mod node;
 pub mod output;
 pub mod person;
 pub mod seats;
+pub mod plan;
+pub mod progress;
 pub mod state;
 pub mod status;
 pub mod up;
+pub mod wait;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every
 /// principal's authority on the bus is derived from declarations.
@@ -85,15 +90,29 @@ pub enum Command {
   mesh node add n2 --ttl 10m > n2.token
   mesh node forget n1")]
     Node(node::NodeArgs),
-    /// Register a catalogue's manifests: what the mesh can run.
-    #[command(after_help = "Example:\n  mesh catalogue register examples/catalogue")]
+    /// Register a catalogue's manifests (what the mesh can run), or draw it.
+    #[command(after_help = "Examples:
+  mesh catalogue register examples/catalogue
+  mesh catalogue graph --format svg > catalogue.svg")]
     Catalogue(assign::CatalogueArgs),
     /// Run a registered module on a node (the controller declares it there).
-    #[command(after_help = "Example:\n  mesh assign echo n1")]
+    #[command(after_help = "Examples:
+  mesh assign echo n1
+  mesh assign notifier n1 --dry-run
+  mesh assign echo n1 --wait --timeout 2m")]
     Assign(assign::AssignArgs),
     /// Stop running a module on a node; its key is refused once recomposed.
-    #[command(after_help = "Example:\n  mesh unassign echo n1")]
+    #[command(after_help = "Examples:
+  mesh unassign echo n1
+  mesh unassign echo n1 --dry-run --output json")]
     Unassign(assign::AssignArgs),
+    /// What a pending change would do before it is made: declarations per
+    /// node and module, grants per principal with their causes, bus objects.
+    #[command(after_help = "Examples:
+  mesh plan assign notifier n1
+  mesh plan unassign echo n1 --output json
+  mesh plan register examples/catalogue")]
+    Plan(plan::PlanArgs),
     /// What runs where: every assignment and its state in its node's newest
     /// report.
     #[command(after_help = "Examples:
@@ -146,6 +165,12 @@ pub enum Command {
     /// Watch the events the mesh stores.
     #[command(after_help = "Example:\n  mesh events tail ticker.tick --all")]
     Events(events::EventsArgs),
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:
+  mesh completions bash > /etc/bash_completion.d/mesh
+  mesh completions zsh > \"${fpath[1]}/_mesh\"
+  mesh completions fish > ~/.config/fish/completions/mesh.fish")]
+    Completions(completions::CompletionsArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -197,6 +222,7 @@ where
         Command::Catalogue(args) => assign::run_catalogue(&args),
         Command::Assign(args) => assign::run_assign(&args, true),
         Command::Unassign(args) => assign::run_assign(&args, false),
+        Command::Plan(args) => plan::run(&args),
         Command::Fleet(FleetCommand {
             command: FleetSubcommand::Load(args),
         }) => fleet::run(&args),
@@ -204,6 +230,7 @@ where
         Command::Person(args) => person::run(&args),
         Command::Call(args) => call::run(&args),
         Command::Events(args) => events::run(&args),
+        Command::Completions(args) => completions::run(&args),
     };
     result.unwrap_or_else(edge_error)
 }
@@ -280,8 +307,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 31,
-            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (1), assign, unassign, fleet (1), host, person (3), call, events (1)"
+            seen, 37,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), call, events (1), completions"
         );
     }
 }

@@ -18,6 +18,7 @@ use mesh_core::token::Token;
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
 
+use crate::progress::Progress;
 use crate::{authority, init, logging, output};
 
 /// The local host's node name.
@@ -74,8 +75,9 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     };
     let nats = nats_server(args)?;
     let (stop_tx, stop) = watch::channel(false);
+    let starting = Progress::start("up: starting the broker");
     let mut broker = start_broker(&nats, &genesis).await?;
-    output::note(format_args!("up: broker on {}", genesis.local_url()));
+    starting.finish(Some(&format!("up: broker on {}", genesis.local_url())));
 
     // Polled here rather than spawned: the store's futures are not `Send`
     // for every lifetime the spawn demands.
@@ -118,12 +120,22 @@ async fn local(
     let host_dir = args.dir.join("host");
     let host = match mesh_host::HostState::open(&host_dir) {
         Ok(s) => s,
-        Err(_) => tokio::select! {
-            h = enrol_local(genesis, url, &host_dir) => h?,
-            () = &mut signal => return Ok(()),
-        },
+        Err(_) => {
+            let enrolling = Progress::start(format!("up: enrolling node {LOCAL_NODE}"));
+            let host = tokio::select! {
+                h = enrol_local(genesis, url, &host_dir) => h?,
+                () = &mut signal => return Ok(()),
+            };
+            enrolling.finish(Some(&format!("up: node {LOCAL_NODE} enrolled")));
+            host
+        }
     };
+    let registering = Progress::start(format!(
+        "up: registering {} and assigning its runnable modules",
+        args.catalogue.display()
+    ));
     let assigned = register_and_assign(url, &args.catalogue).await?;
+    registering.finish(None);
     let host_task = {
         let stop = stopped(stop_tx.subscribe());
         tokio::spawn(async move {
@@ -133,10 +145,19 @@ async fn local(
     print_summary(&args.dir, genesis, &assigned)?;
     let ended = stopped(stop_tx.subscribe());
     tokio::pin!(ended);
+    let reported = reported(url, &assigned);
+    tokio::pin!(reported);
+    let mut waiting = !assigned.is_empty();
     loop {
         tokio::select! {
             () = &mut signal => break,
             () = &mut ended => break,
+            r = &mut reported, if waiting => {
+                waiting = false;
+                if let Err(e) = r {
+                    tracing::warn!(error = %format!("{e:#}"), "could not read the local node's reports");
+                }
+            }
             status = broker.wait() => {
                 tracing::warn!(?status, "the broker exited; starting it again");
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -245,9 +266,7 @@ async fn enrol_local(
         enrolment_seed: issued.secret,
         expires_at: u64::try_from(issued.expires_at).unwrap_or(0),
     };
-    let state = mesh_host::enrol(&token, host_dir, &mesh_host::EnrolOptions::default()).await?;
-    output::note(format_args!("up: node {LOCAL_NODE} enrolled"));
-    Ok(state)
+    Ok(mesh_host::enrol(&token, host_dir, &mesh_host::EnrolOptions::default()).await?)
 }
 
 /// Registers the catalogue and assigns to the local node each module whose
@@ -285,6 +304,59 @@ async fn register_and_assign(url: &str, catalogue: &Path) -> anyhow::Result<Vec<
     store.close().await;
     result?;
     Ok(assigned)
+}
+
+/// Waits until the local node's newest report says how each assigned
+/// module came out (running or failed), showing progress meanwhile.
+async fn reported(url: &str, assigned: &[Name]) -> anyhow::Result<()> {
+    use mesh_store::ModuleState;
+    let node = Name::new(LOCAL_NODE).expect("a valid name");
+    let mut progress = Progress::start(format!("up: waiting for node {LOCAL_NODE} to report"));
+    let store = authority::open_existing_store(url).await?;
+    let result = async {
+        loop {
+            let latest = store.latest_report(&node).await?;
+            let states: Vec<(&Name, Option<&ModuleState>)> = assigned
+                .iter()
+                .map(|m| {
+                    let o = latest
+                        .as_ref()
+                        .and_then(|r| r.report.outcomes.iter().find(|o| o.module == *m));
+                    (m, o.map(|o| &o.state))
+                })
+                .collect();
+            let settled = |s: &Option<&ModuleState>| {
+                matches!(s, Some(ModuleState::Running | ModuleState::Failed { .. }))
+            };
+            let pending: Vec<&str> = states
+                .iter()
+                .filter(|(_, s)| !settled(s))
+                .map(|(m, _)| m.as_str())
+                .collect();
+            if pending.is_empty() {
+                break anyhow::Ok(
+                    states
+                        .iter()
+                        .map(|(m, s)| match s {
+                            Some(ModuleState::Running) => format!("{m} running"),
+                            _ => format!("{m} failed (`mesh reports {LOCAL_NODE}` says why)"),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                );
+            }
+            progress.set(format!(
+                "up: waiting for node {LOCAL_NODE} to report {}",
+                pending.join(", ")
+            ));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    .await;
+    store.close().await;
+    let outcome = result?;
+    progress.finish(Some(&format!("up: node {LOCAL_NODE} reports {outcome}")));
+    Ok(())
 }
 
 fn on_path(program: &str) -> bool {

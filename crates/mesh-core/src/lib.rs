@@ -18,6 +18,7 @@
 
 pub mod authority;
 pub mod catalogue;
+pub mod change;
 pub mod declaration;
 pub mod diagnostic;
 pub mod enrolment;
@@ -33,6 +34,8 @@ pub mod report;
 pub mod secret;
 pub mod store_window;
 pub mod subjects;
+#[cfg(test)]
+mod testing;
 pub mod token;
 pub mod tool;
 pub mod users_file;

@@ -3,10 +3,12 @@
 
 mod aliases;
 mod checks;
+pub mod graph;
 mod index;
 mod roles;
 
 pub use aliases::{Alias, Aliases};
 pub use checks::{check, check_tool_use};
+pub use graph::{graph_dot, graph_svg};
 pub use index::{Catalogue, Consume, Origin, Publication, SeatEntry, SeatRef, ToolUse};
 pub use roles::{BUILD_MACHINE_ROLE, STORE_ROLE, builtin_roles};

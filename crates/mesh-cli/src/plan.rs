@@ -1,0 +1,446 @@
+//! `mesh plan` (and `mesh assign|unassign --dry-run`): what a pending change
+//! would do before it is made. The records are read as the controller reads
+//! them, the change is applied to a copy in memory, and `mesh_core::change`
+//! compares the two; nothing is written.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand};
+use mesh_core::authority::Cause;
+use mesh_core::catalogue::Catalogue;
+use mesh_core::change::{self, Direction, Entry, Field, Object, Side};
+use mesh_core::declaration::{Inputs, ModuleDecl};
+use mesh_core::names::Name;
+use mesh_core::records::{Assignment, ControllerSpec, Records};
+use serde::Serialize;
+
+use crate::authority::{checked_catalogue, open_existing_store};
+use crate::node::ListFormat;
+use crate::output;
+use crate::state::MeshArgs;
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    #[command(subcommand)]
+    pub change: PlanCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// What assigning a module to a node would change.
+    #[command(after_help = "Examples:
+  mesh plan assign notifier n1
+  mesh plan assign notifier n1 --output json")]
+    Assign(PlanAssignArgs),
+    /// What unassigning a module from a node would change.
+    #[command(after_help = "Example:\n  mesh plan unassign notifier n1")]
+    Unassign(PlanAssignArgs),
+    /// What registering a catalogue (new or changed manifests) would change.
+    #[command(after_help = "Example:\n  mesh plan register examples/catalogue")]
+    Register(PlanRegisterArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlanAssignArgs {
+    pub module: String,
+    pub node: String,
+    #[command(flatten)]
+    pub opts: PlanOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanRegisterArgs {
+    /// Catalogue directories or manifest files, as for `mesh check`.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    #[command(flatten)]
+    pub opts: PlanOpts,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PlanOpts {
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+/// A change not yet made.
+#[derive(Debug, Clone)]
+pub enum Pending {
+    Assign {
+        module: Name,
+        node: Name,
+    },
+    Unassign {
+        module: Name,
+        node: Name,
+    },
+    /// Manifest texts by module name.
+    Register {
+        sources: BTreeMap<Name, String>,
+    },
+}
+
+impl std::fmt::Display for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pending::Assign { module, node } => write!(f, "assign {module} to {node}"),
+            Pending::Unassign { module, node } => write!(f, "unassign {module} from {node}"),
+            Pending::Register { sources } => write!(
+                f,
+                "register {}",
+                sources
+                    .keys()
+                    .map(Name::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+}
+
+/// What `--output json` prints.
+#[derive(Debug, Serialize)]
+pub struct Plan {
+    pub pending: String,
+    pub entries: Vec<Entry>,
+    /// The whole declared module list of each node the change touches, as
+    /// the controller would compose it.
+    pub declarations: BTreeMap<Name, Vec<ModuleDecl>>,
+}
+
+pub fn name(what: &str, s: &str) -> anyhow::Result<Name> {
+    Name::new(s).with_context(|| format!("{s:?} is not a {what} name"))
+}
+
+pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let (pending, opts) = match &args.change {
+        PlanCommand::Assign(a) => (
+            Pending::Assign {
+                module: name("module", &a.module)?,
+                node: name("node", &a.node)?,
+            },
+            &a.opts,
+        ),
+        PlanCommand::Unassign(a) => (
+            Pending::Unassign {
+                module: name("module", &a.module)?,
+                node: name("node", &a.node)?,
+            },
+            &a.opts,
+        ),
+        PlanCommand::Register(a) => (register(&a.paths)?, &a.opts),
+    };
+    print_plan(&pending, &opts.mesh, opts.output)
+}
+
+fn register(paths: &[PathBuf]) -> anyhow::Result<Pending> {
+    let report = checked_catalogue(paths, "nothing is planned")?;
+    let mut sources = BTreeMap::new();
+    for m in report.catalogue.manifests() {
+        let text = report
+            .sources
+            .get(&m.path)
+            .with_context(|| format!("the text of {} was not kept", m.path))?;
+        sources.insert(m.name.value.clone(), text.clone());
+    }
+    Ok(Pending::Register { sources })
+}
+
+/// Computes and prints the plan for `pending` (also `--dry-run`).
+pub fn print_plan(
+    pending: &Pending,
+    mesh: &MeshArgs,
+    format: ListFormat,
+) -> anyhow::Result<ExitCode> {
+    let plan = crate::block_on(compute(pending, mesh))??;
+    match format {
+        ListFormat::Json => output::print(&format!("{}\n", serde_json::to_string_pretty(&plan)?))?,
+        ListFormat::Text => output::print(&render(&plan))?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the mesh as the controller does (registered catalogue, records,
+/// manifest digests, the users file) and plans `pending` against it.
+pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan> {
+    let store = open_existing_store(&mesh.store_url()).await?;
+    let read = async {
+        let catalogue = mesh_state::registered::catalogue(&store).await?;
+        let snapshot = mesh_state::read(&store).await?;
+        let modules = store.modules().await?;
+        anyhow::Ok((catalogue, snapshot, modules))
+    }
+    .await;
+    store.close().await;
+    let (catalogue, snapshot, modules) = read?;
+    let versions: BTreeMap<Name, String> = modules
+        .iter()
+        .map(|m| (m.name.clone(), m.manifest_digest.clone()))
+        .collect();
+    let registered: BTreeMap<Name, String> = modules
+        .into_iter()
+        .map(|m| (m.name, m.manifest_source))
+        .collect();
+    let users_file =
+        std::fs::read_to_string(mesh.dir.join(mesh_controller::genesis::USERS_FILE)).ok();
+    let before = snapshot.records;
+    let mut after = before.clone();
+    let mut after_versions = versions.clone();
+    let after_catalogue = apply(
+        pending,
+        &catalogue,
+        &registered,
+        &mut after,
+        &mut after_versions,
+    )?;
+    let controller = ControllerSpec::default();
+    let addresses = BTreeMap::new();
+    let side = |catalogue, records, versions| Side {
+        inputs: Inputs {
+            catalogue,
+            records,
+            versions,
+            addresses: &addresses,
+            users_file: users_file.as_deref(),
+        },
+        controller: &controller,
+    };
+    let b = side(&catalogue, &before, &versions);
+    let a = side(
+        after_catalogue.as_ref().unwrap_or(&catalogue),
+        &after,
+        &after_versions,
+    );
+    let entries = change::plan(&b, &a)?;
+    let declarations = change::composed(&a)
+        .into_iter()
+        .filter(|(node, _)| entries.iter().any(|e| e.node() == Some(node)))
+        .filter_map(|(node, modules)| Some((node, modules.ok()?)))
+        .collect();
+    Ok(Plan {
+        pending: pending.to_string(),
+        entries,
+        declarations,
+    })
+}
+
+/// Applies the change to the copy of the records (and, for a registration,
+/// returns the catalogue it would leave).
+fn apply(
+    pending: &Pending,
+    catalogue: &Catalogue,
+    registered: &BTreeMap<Name, String>,
+    records: &mut Records,
+    versions: &mut BTreeMap<Name, String>,
+) -> anyhow::Result<Option<Catalogue>> {
+    match pending {
+        Pending::Assign { module, node } => {
+            if catalogue.module(module).is_none() {
+                bail!(
+                    "module {module} is not registered; register its catalogue first with `mesh catalogue register DIR`"
+                );
+            }
+            if !records.nodes.contains(node) {
+                bail!("node {node} is not recorded; add it with `mesh node add {node}`");
+            }
+            let a = Assignment::new(node.clone(), module.clone());
+            if records.assignments.contains(&a) {
+                bail!("{module} is already assigned to {node}: nothing would change");
+            }
+            records.assignments.push(a);
+            Ok(None)
+        }
+        Pending::Unassign { module, node } => {
+            let a = Assignment::new(node.clone(), module.clone());
+            let before = records.assignments.len();
+            records.assignments.retain(|x| *x != a);
+            if records.assignments.len() == before {
+                bail!("{module} is not assigned to {node}; `mesh modules` lists what runs where");
+            }
+            Ok(None)
+        }
+        Pending::Register { sources } => {
+            // The registered manifests, each replaced by its new text: what
+            // the store would hold, parsed as the controller parses it.
+            let mut texts = registered.clone();
+            for (module, text) in sources {
+                texts.insert(module.clone(), text.clone());
+                versions.insert(module.clone(), mesh_store::sha256_digest(text));
+            }
+            let mut manifests = Vec::new();
+            for (module, text) in &texts {
+                let path = mesh_state::registered::source_name(module.as_str());
+                let m = mesh_core::manifest::parse(&path, text).map_err(|d| {
+                    anyhow::anyhow!(
+                        "the manifest of {module} does not parse: {}",
+                        d.first().map(|d| d.message.clone()).unwrap_or_default()
+                    )
+                })?;
+                manifests.push(m);
+            }
+            Ok(Some(Catalogue::build(
+                manifests,
+                catalogue.aliases().clone(),
+            )))
+        }
+    }
+}
+
+fn causes(out: &mut String, causes: &[Cause]) {
+    for c in causes {
+        let _ = writeln!(out, "          because {c}");
+    }
+}
+
+fn field(f: &Field) -> String {
+    match f {
+        Field::Version { before, after } => format!("version {before} -> {after}"),
+        Field::Command { before, after } => {
+            format!("command {before:?} -> {after:?}")
+        }
+        Field::StopGrace { before, after } => format!("stop grace {before}s -> {after}s"),
+        Field::EnvAdded { key } => format!("env {key} added"),
+        Field::EnvRemoved { key } => format!("env {key} removed"),
+        Field::EnvChanged { key } => format!("env {key} changed"),
+        Field::FileAdded { name, path } => format!("file {name} ({path}) added"),
+        Field::FileRemoved { name, path } => format!("file {name} ({path}) removed"),
+        Field::FileChanged { name, path } => format!("file {name} ({path}) changed"),
+    }
+}
+
+fn object(o: &Object) -> String {
+    match o {
+        Object::Stream(s) => format!("stream {} ({})", s.name, s.subjects.join(", ")),
+        Object::Consumer(c) => format!(
+            "consumer {} on {}{}",
+            c.name,
+            c.stream,
+            if c.filter_subjects.is_empty() {
+                String::new()
+            } else {
+                format!(" filtering {}", c.filter_subjects.join(", "))
+            }
+        ),
+    }
+}
+
+/// The text of a plan: declarations by node, authority by principal, then
+/// the bus objects.
+pub fn render(plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "plan: {}", plan.pending);
+    if plan.entries.is_empty() {
+        let _ = writeln!(out, "nothing would change");
+        return out;
+    }
+    let _ = writeln!(out, "declarations:");
+    let mut node: Option<&Name> = None;
+    let mut any = false;
+    for e in &plan.entries {
+        let Some(n) = e.node() else { continue };
+        any = true;
+        if node != Some(n) {
+            let _ = writeln!(out, "  node {n}:");
+            node = Some(n);
+        }
+        let _ = match e {
+            Entry::Start {
+                module, version, ..
+            } => {
+                writeln!(out, "    start  {module} (version {version})")
+            }
+            Entry::Stop { module, .. } => writeln!(out, "    stop   {module}"),
+            Entry::Undeclarable { when, reason, .. } => {
+                writeln!(out, "    no declaration from {when}: {reason}")
+            }
+            Entry::Update {
+                module, field: f, ..
+            } => {
+                writeln!(out, "    update {module}: {}", field(f))
+            }
+            _ => Ok(()),
+        };
+    }
+    if !any {
+        let _ = writeln!(out, "  (no node's declaration changes)");
+    }
+    let _ = writeln!(out, "authority:");
+    let mut principal: Option<&str> = None;
+    any = false;
+    for e in &plan.entries {
+        let Some(p) = e.principal() else { continue };
+        any = true;
+        if principal != Some(p) {
+            let _ = writeln!(out, "  principal {p}:");
+            principal = Some(p);
+        }
+        let dir = |d: &Direction| match d {
+            Direction::Publish => "publish",
+            Direction::Subscribe => "subscribe",
+        };
+        match e {
+            Entry::PrincipalAdded { source, .. } => {
+                let _ = writeln!(out, "    + new principal ({source})");
+            }
+            Entry::PrincipalRemoved { source, .. } => {
+                let _ = writeln!(out, "    - principal gone ({source})");
+            }
+            Entry::GrantAdded {
+                direction,
+                subject,
+                causes: c,
+                ..
+            }
+            | Entry::GrantRemoved {
+                direction,
+                subject,
+                causes: c,
+                ..
+            } => {
+                let sign = if matches!(e, Entry::GrantAdded { .. }) {
+                    '+'
+                } else {
+                    '-'
+                };
+                let _ = writeln!(out, "    {sign} {:<9} {subject}", dir(direction));
+                causes(&mut out, c);
+            }
+            Entry::AllowResponses { after, .. } => {
+                let _ = match after {
+                    Some(c) => writeln!(out, "    + allow_responses, because {c}"),
+                    None => writeln!(out, "    - allow_responses"),
+                };
+            }
+            _ => {}
+        }
+    }
+    if !any {
+        let _ = writeln!(out, "  (no principal's authority changes)");
+    }
+    let objects: Vec<String> = plan
+        .entries
+        .iter()
+        .filter_map(|e| match e {
+            Entry::ObjectAdded(o) => Some(format!("  + {}", object(o))),
+            Entry::ObjectRemoved(o) => Some(format!("  - {}", object(o))),
+            Entry::ObjectChanged { before, after } => {
+                Some(format!("  ~ {} (was {})", object(after), object(before)))
+            }
+            _ => None,
+        })
+        .collect();
+    let _ = writeln!(out, "bus objects:");
+    if objects.is_empty() {
+        let _ = writeln!(out, "  (no stream or consumer changes)");
+    }
+    for o in objects {
+        let _ = writeln!(out, "{o}");
+    }
+    out
+}

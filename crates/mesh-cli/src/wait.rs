@@ -1,0 +1,121 @@
+//! `mesh assign|unassign --wait`: after the change is recorded, wait for
+//! the controller's new declaration of the node and then for the node's
+//! report answering it, and say how the module came out.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use mesh_core::declaration;
+use mesh_core::names::Name;
+use mesh_store::{ModuleState, Store};
+
+use crate::output;
+use crate::progress::Progress;
+use crate::state::MeshArgs;
+
+/// How often the store is read while waiting.
+const POLL: Duration = Duration::from_millis(200);
+
+/// What the wait is for.
+pub struct Wanted<'a> {
+    pub module: &'a Name,
+    pub node: &'a Name,
+    /// Assigned (wait for running or failed) or unassigned (wait for gone).
+    pub assigned: bool,
+}
+
+/// Waits for the declaration, then the report; exit 1 when the module
+/// failed or the host refused the declaration.
+pub async fn answered(
+    store: &Store,
+    mesh: &MeshArgs,
+    w: &Wanted<'_>,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let genesis = mesh_controller::Genesis::open(&mesh.dir)
+        .with_context(|| format!("reading the controller's key in {}", mesh.dir.display()))?;
+    let key = declaration::verifying_key(&genesis.signing_key)
+        .context("the controller's signing key in the genesis is not a key")?;
+    let deadline = Instant::now() + timeout;
+    let (module, node) = (w.module, w.node);
+    let mut progress = Progress::start(format!(
+        "waiting for the controller to declare the change to {node}"
+    ));
+    // The newest declaration that has the module (or, unassigned, lacks
+    // it): the one just composed, or the one that already did (an
+    // assignment made twice has nothing new to declare).
+    let sequence = loop {
+        if let Some(d) = store.latest_declaration(node).await? {
+            // Read through the signature check a host applies: a record
+            // that does not verify is not what the node will run.
+            let decl = declaration::verify(d.body.as_bytes(), &key, node, None)
+                .with_context(|| format!("the recorded declaration {} of {node}", d.version))?;
+            if decl.modules.iter().any(|m| m.name == *module) == w.assigned {
+                break d.version;
+            }
+        }
+        if Instant::now() > deadline {
+            progress.finish(None);
+            bail!(
+                "the controller declared no change to {node} within {}s; is `mesh controller` running?",
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    progress.set(format!(
+        "waiting for {node} to report declaration {sequence}"
+    ));
+    loop {
+        if let Some(r) = store.latest_report(node).await?
+            && r.report.declaration_version >= sequence
+        {
+            if let Some(why) = &r.report.refused {
+                progress.finish(None);
+                output::print(&format!("{node} refused declaration {sequence}: {why}\n"))?;
+                return Ok(ExitCode::FAILURE);
+            }
+            let state = r
+                .report
+                .outcomes
+                .iter()
+                .find(|o| o.module == *module)
+                .map(|o| (&o.state, o.restarts));
+            let ended = match (w.assigned, state) {
+                (true, Some((ModuleState::Running, _))) => Some((
+                    format!("{module} on {node}: running (declaration {sequence})"),
+                    ExitCode::SUCCESS,
+                )),
+                (true, Some((ModuleState::Failed { reason }, _))) => Some((
+                    format!("{module} on {node}: failed (declaration {sequence}): {reason}"),
+                    ExitCode::FAILURE,
+                )),
+                (false, None | Some((ModuleState::Stopped, _))) => Some((
+                    format!("{module} on {node}: stopped (declaration {sequence})"),
+                    ExitCode::SUCCESS,
+                )),
+                (_, Some((_, restarts))) => {
+                    progress.set(format!(
+                        "{module} on {node}: starting (restarts {restarts})"
+                    ));
+                    None
+                }
+                (true, None) => None,
+            };
+            if let Some((line, code)) = ended {
+                progress.finish(None);
+                output::print(&format!("{line}\n"))?;
+                return Ok(code);
+            }
+        }
+        if Instant::now() > deadline {
+            progress.finish(None);
+            bail!(
+                "{node} did not report {module} within {}s of declaration {sequence}; `mesh reports {node}` shows what it said",
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}

@@ -1,0 +1,113 @@
+//! `mesh catalogue graph`: the example catalogue and the registered one,
+//! as DOT, SVG (parsed as XML) and JSON; dangling consumers marked.
+
+mod cli;
+
+use std::fs;
+
+use cli::{mesh, ok};
+
+fn catalogue() -> std::path::PathBuf {
+    cli::examples()
+}
+
+#[test]
+fn the_example_catalogue_draws_as_dot_svg_and_json() {
+    let dir = catalogue();
+    let dir = dir.to_str().unwrap();
+    let json: serde_json::Value = serde_json::from_str(&ok(&mesh(&[
+        "catalogue",
+        "graph",
+        "--catalogue",
+        dir,
+        "--format",
+        "json",
+    ])))
+    .unwrap();
+    let nodes = json["nodes"].as_array().unwrap();
+    let edges = json["edges"].as_array().unwrap();
+    assert!(
+        nodes
+            .iter()
+            .any(|n| n["id"] == "module:notifier" && n["kind"] == "module")
+    );
+    // notifier consumes audit-log's entry-written, which audit-log emits.
+    assert!(
+        edges.iter().any(|e| e["from"] == "module:notifier"
+            && e["to"] == "module:audit-log"
+            && e["kind"] == "consumes"
+            && e["label"] == "entry-written"
+            && e["dangling"] == false),
+        "{edges:#?}"
+    );
+
+    let dot = ok(&mesh(&["catalogue", "graph", "--catalogue", dir]));
+    assert!(dot.starts_with("digraph catalogue {"));
+    assert_eq!(dot.matches(" -> ").count(), edges.len());
+
+    let svg = ok(&mesh(&[
+        "catalogue",
+        "graph",
+        "--catalogue",
+        dir,
+        "--format",
+        "svg",
+    ]));
+    let doc = roxmltree::Document::parse(&svg).expect("the SVG is XML");
+    let count = |class: &str| {
+        doc.root_element()
+            .children()
+            .filter(|n| {
+                n.attribute("class")
+                    .is_some_and(|c| c.split(' ').any(|x| x == class))
+            })
+            .count()
+    };
+    assert_eq!(count("node"), nodes.len());
+    assert_eq!(count("edge"), edges.len());
+}
+
+#[test]
+fn a_consumer_of_an_event_nobody_emits_is_drawn_dangling() {
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("listener");
+    fs::create_dir_all(&m).unwrap();
+    fs::write(
+        m.join("mesh.toml"),
+        "[module]\nname = \"listener\"\n[events]\nconsumes = [\"ghost.boo\"]\n",
+    )
+    .unwrap();
+    let dot = ok(&mesh(&[
+        "catalogue",
+        "graph",
+        "--catalogue",
+        tmp.path().to_str().unwrap(),
+    ]));
+    assert!(
+        dot.contains(r#""module:listener" -> "missing:ghost" [label="consumes boo (dangling)", color=red, style=dashed];"#),
+        "{dot}"
+    );
+}
+
+#[test]
+fn the_registered_catalogue_is_drawn_by_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", tmp.path().join("mesh.db").display());
+    ok(&mesh(&[
+        "catalogue",
+        "register",
+        catalogue().to_str().unwrap(),
+        "--store",
+        &store,
+    ]));
+    let from_store = ok(&mesh(&["catalogue", "graph", "--store", &store]));
+    let from_disk = ok(&mesh(&[
+        "catalogue",
+        "graph",
+        "--catalogue",
+        catalogue().to_str().unwrap(),
+    ]));
+    // The same modules and edges, whichever it was read from.
+    assert_eq!(from_store, from_disk);
+    assert!(from_store.contains("\"module:echo\""));
+}
