@@ -86,6 +86,12 @@ async fn the_dashboard_of_a_live_mesh_shows_its_nodes_and_modules() {
         );
     }
     assert!(dom.contains("<h2>Catalogue</h2>"), "{dom}");
+    // The picture beside it is the catalogue graph the CLI draws.
+    assert!(dom.contains("src=\"/graph.svg\""), "{dom}");
+    let (status, svg) = http_get(&addr, "/graph.svg").unwrap();
+    assert_eq!(status, 200, "{svg}");
+    assert!(svg.starts_with("<svg") || svg.starts_with("<?xml"), "{svg}");
+    assert!(svg.contains("git-server") && svg.contains("echo"), "{svg}");
     assert!(dom.contains("class=\"badge ok\">ready<"), "{dom}");
 
     let shot: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");

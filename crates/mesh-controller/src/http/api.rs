@@ -23,6 +23,7 @@ pub(super) fn routes() -> Router<Arc<Shared>> {
         .route("/api/seats", get(seats))
         .route("/api/catalogue", get(catalogue))
         .route("/api/reports/{node}", get(reports))
+        .route("/graph.svg", get(graph))
 }
 
 fn answer<T: Serialize>(read: Result<T, ViewError>) -> Response {
@@ -94,4 +95,21 @@ async fn reports(
         return (StatusCode::BAD_REQUEST, "not a node name\n").into_response();
     };
     answer(views::reports(&shared.store, &node, q.limit.unwrap_or(10).min(1000)).await)
+}
+
+/// The registered catalogue drawn as `mesh catalogue graph --format svg`
+/// draws it: the same function, so the page and the command agree.
+async fn graph(State(shared): State<Arc<Shared>>) -> Response {
+    match mesh_state::registered::catalogue(&shared.store).await {
+        Ok(c) => (
+            [(axum::http::header::CONTENT_TYPE, "image/svg+xml")],
+            mesh_core::catalogue::graph_svg(&c),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{}\n", crate::daemon::error_chain(&e)),
+        )
+            .into_response(),
+    }
 }
