@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 pub mod assign;
 pub mod authority;
+pub mod bench;
 pub mod check;
 pub mod controller;
 pub mod files;
@@ -114,6 +115,14 @@ pub enum Command {
   mesh host --token - < token.txt
   mesh host --state /var/lib/mesh-host")]
     Host(host::HostArgs),
+    /// The mesh's numbers on this machine: N simulated hosts on a broker,
+    /// controller and store of its own, raw JetStream beside them; one
+    /// table, each figure with its target.
+    #[command(after_help = "Examples:
+  mesh bench
+  mesh bench --hosts 10000
+  mesh bench --hosts 200 --users-nodes 200 --ingest-for 1s --output json")]
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -167,6 +176,7 @@ where
             command: FleetSubcommand::Load(args),
         }) => fleet::run(&args),
         Command::Host(args) => host::run(&args),
+        Command::Bench(args) => bench::run(&args),
     };
     result.unwrap_or_else(edge_error)
 }
@@ -243,8 +253,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 22,
-            "mesh, version, check, init, authority (2), up, controller, node (2), nodes, modules, reports, catalogue (1), assign, unassign, fleet (1), host"
+            seen, 23,
+            "mesh, version, check, init, authority (2), up, controller, node (2), nodes, modules, reports, catalogue (1), assign, unassign, fleet (1), host, bench"
         );
     }
 }

@@ -15,6 +15,8 @@ mod report;
 mod seen;
 mod watch;
 
+pub use report::{Ingested, record as record_report};
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -9,7 +9,7 @@ use mesh_core::authority::PrincipalKind;
 use mesh_core::report::{ModuleState, Report};
 use mesh_core::store_window::Decision;
 use mesh_core::users_file::UserCredential;
-use mesh_store::StoreError;
+use mesh_store::{Store, StoreError};
 use tracing::{debug, info, warn};
 
 use super::{Counters, Ctx, error_chain};
@@ -30,16 +30,16 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
         window(ctx, &msg, &report, d).await;
         return;
     }
-    match record(ctx, &report).await {
+    match record(&ctx.store, &report).await {
         Ok(outcome) => {
             ctx.close_window();
             match outcome {
-                Taken::Recorded => Counters::bump(&ctx.counters.reports),
-                Taken::Duplicate => {
+                Ingested::Recorded => Counters::bump(&ctx.counters.reports),
+                Ingested::Duplicate => {
                     Counters::bump(&ctx.counters.duplicates);
                     info!(node = %report.node, id = %report.id, "report recorded before; acknowledged again");
                 }
-                Taken::Superseded { newest } => {
+                Ingested::Superseded { newest } => {
                     Counters::bump(&ctx.counters.superseded);
                     info!(node = %report.node, sequence = report.sequence, newest, "report answers an older declaration; not recorded");
                 }
@@ -79,19 +79,28 @@ async fn window(ctx: &Ctx, msg: &jetstream::Message, report: &Report, d: Decisio
     }
 }
 
-enum Taken {
+/// What recording one report came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ingested {
     Recorded,
+    /// Its id was recorded before (a redelivery).
     Duplicate,
-    Superseded { newest: i64 },
+    /// It answers an older declaration than the node's newest.
+    Superseded {
+        newest: i64,
+    },
 }
 
-async fn record(ctx: &Ctx, r: &Report) -> Result<Taken, StoreError> {
+/// Records one report as the controller does on CONTROL: the supersession
+/// check, the report and its outcomes, then each module key it names for a
+/// module assigned to the node. `mesh bench` measures exactly this.
+pub async fn record(store: &Store, r: &Report) -> Result<Ingested, StoreError> {
     // A refusal is kept whatever it answers: it is about what was sent.
     if r.refused.is_none()
-        && let Some(newest) = ctx.store.latest_declaration(&r.node).await?
+        && let Some(newest) = store.latest_declaration(&r.node).await?
         && i64::try_from(r.sequence).unwrap_or(i64::MAX) < newest.version
     {
-        return Ok(Taken::Superseded {
+        return Ok(Ingested::Superseded {
             newest: newest.version,
         });
     }
@@ -111,8 +120,7 @@ async fn record(ctx: &Ctx, r: &Report) -> Result<Taken, StoreError> {
             restarts: m.restarts,
         })
         .collect();
-    let recorded = ctx
-        .store
+    let recorded = store
         .record_report(&mesh_store::Report {
             node: r.node.clone(),
             declaration_version: i64::try_from(r.sequence).unwrap_or(i64::MAX),
@@ -123,14 +131,14 @@ async fn record(ctx: &Ctx, r: &Report) -> Result<Taken, StoreError> {
         })
         .await?;
     if recorded == mesh_store::Recorded::Duplicate {
-        return Ok(Taken::Duplicate);
+        return Ok(Ingested::Duplicate);
     }
     if let Some(why) = &r.refused {
         warn!(node = %r.node, sequence = r.sequence, reason = %why, "the host refused its declaration");
     } else {
         info!(node = %r.node, sequence = r.sequence, modules = r.modules.len(), "report recorded");
     }
-    let assigned = ctx.store.assignments().await?;
+    let assigned = store.assignments().await?;
     for m in &r.modules {
         let Some(key) = &m.nkey else { continue };
         // Only for a module assigned to this node: a host can name any
@@ -146,16 +154,16 @@ async fn record(ctx: &Ctx, r: &Report) -> Result<Taken, StoreError> {
             node: r.node.clone(),
             module: m.name.clone(),
         };
-        let known = ctx.store.credential(&principal.principal_name()).await?;
+        let known = store.credential(&principal.principal_name()).await?;
         if known.is_some_and(|c| c.credential == UserCredential::NKey(key.clone())) {
             continue;
         }
-        match ctx.store.record_machine_key(&principal, key).await {
+        match store.record_machine_key(&principal, key).await {
             Ok(()) => info!(node = %r.node, module = %m.name, "module key recorded"),
             // Unassigned between the read and the write: nothing to admit.
             Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(Taken::Recorded)
+    Ok(Ingested::Recorded)
 }

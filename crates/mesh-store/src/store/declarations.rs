@@ -5,7 +5,7 @@ use mesh_core::names::Name;
 use super::name;
 use crate::error::StoreError;
 use crate::records::Declaration;
-use crate::{BeginWrite, Store, now_ms, with_pool};
+use crate::{BeginWrite, Millis, Store, now_ms, with_pool};
 
 impl Store {
     /// Records a declaration. Refused unless its version is newer than every
@@ -68,5 +68,25 @@ impl Store {
             })
         })
         .transpose()
+    }
+
+    /// When each declaration made at or after `since` (unix ms) was
+    /// recorded: node, version, created at.
+    pub async fn declarations_made_since(
+        &self,
+        since: Millis,
+    ) -> Result<Vec<(Name, i64, Millis)>, StoreError> {
+        let rows: Vec<(String, i64, i64)> = with_pool!(self, |pool| {
+            Ok(sqlx::query_as(
+                "SELECT node, version, created_at FROM declarations \
+                 WHERE created_at >= $1 ORDER BY created_at",
+            )
+            .bind(since)
+            .fetch_all(pool)
+            .await?)
+        })?;
+        rows.into_iter()
+            .map(|(n, v, at)| Ok((name("declaration", n)?, v, at)))
+            .collect()
     }
 }

@@ -8,7 +8,7 @@ use mesh_core::names::Name;
 use super::{name, not_found};
 use crate::error::{MalformedValue, RefusalKind, StoreError};
 use crate::records::{ModuleOutcome, ModuleState, Recorded, Report, StoredReport};
-use crate::{BeginWrite, Store, with_pool};
+use crate::{BeginWrite, Millis, Store, with_pool};
 
 fn outcome_from(
     module: String,
@@ -166,4 +166,42 @@ impl Store {
             )
             .collect()
     }
+
+    /// Every report received at or after `since` (unix ms), by when it was
+    /// received: node, the declaration it answers, when it was received
+    /// and its id. One read for a whole fleet (`mesh bench` follows a
+    /// fan-out with it).
+    pub async fn reports_received_since(
+        &self,
+        since: Millis,
+    ) -> Result<Vec<ReportSeen>, StoreError> {
+        let rows: Vec<(String, i64, i64, Option<String>)> = with_pool!(self, |pool| {
+            Ok(sqlx::query_as(
+                "SELECT node, declaration_version, received_at, report_id FROM reports \
+                 WHERE received_at >= $1 ORDER BY received_at, id",
+            )
+            .bind(since)
+            .fetch_all(pool)
+            .await?)
+        })?;
+        rows.into_iter()
+            .map(|(n, declaration_version, received_at, report_id)| {
+                Ok(ReportSeen {
+                    node: name("report", n)?,
+                    declaration_version,
+                    received_at,
+                    report_id,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A report as [`Store::reports_received_since`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportSeen {
+    pub node: Name,
+    pub declaration_version: i64,
+    pub received_at: Millis,
+    pub report_id: Option<String>,
 }
