@@ -115,3 +115,48 @@ pub fn raise_fd_limit() -> u64 {
         l.rlim_cur
     }
 }
+
+/// Samples a process's resident set every 250 ms, keeping the peak seen in
+/// each phase the bench names (what the controller holds while it
+/// composes, recovers, or idles).
+pub struct RssSampler {
+    phase: std::sync::Arc<std::sync::Mutex<&'static str>>,
+    peaks: std::sync::Arc<std::sync::Mutex<Vec<(&'static str, u64)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RssSampler {
+    pub fn start(pid: u32, phase: &'static str) -> RssSampler {
+        let phase = std::sync::Arc::new(std::sync::Mutex::new(phase));
+        let peaks = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(&'static str, u64)>::new()));
+        let task = tokio::spawn({
+            let (phase, peaks) = (phase.clone(), peaks.clone());
+            async move {
+                loop {
+                    {
+                        let now = rss(pid).now;
+                        let p = *phase.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut peaks = peaks.lock().unwrap_or_else(|e| e.into_inner());
+                        match peaks.iter_mut().find(|(q, _)| *q == p) {
+                            Some((_, peak)) => *peak = (*peak).max(now),
+                            None => peaks.push((p, now)),
+                        }
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+            }
+        });
+        RssSampler { phase, peaks, task }
+    }
+
+    pub fn phase(&self, p: &'static str) {
+        *self.phase.lock().unwrap_or_else(|e| e.into_inner()) = p;
+    }
+
+    /// Each phase with its peak, in the order they began.
+    pub fn stop(self) -> Vec<(String, u64)> {
+        self.task.abort();
+        let peaks = self.peaks.lock().unwrap_or_else(|e| e.into_inner());
+        peaks.iter().map(|(p, b)| (p.to_string(), *b)).collect()
+    }
+}

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use mesh_controller::daemon::{Ingested, record_report};
+use mesh_controller::daemon::{Ingested, REPORT_BATCH, record_report, record_reports};
 use mesh_core::authority::PrincipalKind;
 use mesh_core::names::Name;
 use mesh_core::report::{ModuleReport, ModuleState, Report};
@@ -20,9 +20,14 @@ pub struct IngestResult {
     pub backend: String,
     pub version: String,
     pub nodes: usize,
+    /// In batches of what CONTROL delivered together (up to the
+    /// controller's batch), as the controller records a burst.
+    pub batch: usize,
     pub reports: u64,
     pub seconds: f64,
     pub per_second: f64,
+    /// One at a time, as the controller records a trickle.
+    pub one_by_one_per_second: f64,
     /// Anything but `Recorded` (there should be none).
     pub not_recorded: u64,
 }
@@ -78,22 +83,36 @@ pub async fn run(
         i += 1;
     }
     let started = Instant::now();
-    let (mut recorded, mut other) = (0u64, 0u64);
-    while started.elapsed() < window {
-        match record_report(store, &report(i)).await? {
-            Ingested::Recorded => recorded += 1,
-            _ => other += 1,
+    let mut one = 0u64;
+    while started.elapsed() < window / 2 {
+        if record_report(store, &report(i)).await? == Ingested::Recorded {
+            one += 1;
         }
         i += 1;
+    }
+    let one_by_one_per_second = one as f64 / started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    let (mut recorded, mut other) = (0u64, 0u64);
+    while started.elapsed() < window {
+        let batch: Vec<Report> = (i..i + REPORT_BATCH as u64).map(report).collect();
+        i += REPORT_BATCH as u64;
+        for outcome in record_reports(store, &batch).await? {
+            match outcome {
+                Ingested::Recorded => recorded += 1,
+                _ => other += 1,
+            }
+        }
     }
     let seconds = started.elapsed().as_secs_f64();
     Ok(IngestResult {
         backend: label.to_string(),
         version,
         nodes,
+        batch: REPORT_BATCH,
         reports: recorded,
         seconds,
         per_second: recorded as f64 / seconds,
+        one_by_one_per_second,
         not_recorded: other,
     })
 }

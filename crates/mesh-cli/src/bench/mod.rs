@@ -125,6 +125,9 @@ pub struct Storm {
 #[derive(Debug, Clone, Serialize)]
 pub struct Memory {
     pub controller: Rss,
+    /// The controller's peak resident set in each phase (sampled every
+    /// 250 ms).
+    pub controller_by_phase: Vec<(String, u64)>,
     pub nodes: usize,
     /// This process's growth for the simulated hosts, per host.
     pub simulated_host_bytes: u64,
@@ -257,11 +260,13 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
         .wait_log("controller running", Duration::from_secs(300))
         .await?;
 
+    let sampler = facts::RssSampler::start(controller.pid(), "start");
     let bench_bus = mesh::controller_bus(&genesis)?;
     let client = mesh::connect_retrying(&bench_bus, Duration::from_secs(30)).await?;
     let js = jetstream::new(client.clone());
     // Every node's consumer exists before its host binds (asserted at start).
     let rss_before = facts::own_rss();
+    sampler.phase("setup");
     note(format_args!("{n} hosts: starting and binding"));
     let started = Instant::now();
     let hosts = Hosts::start(states, HOST_START_EVERY);
@@ -314,8 +319,10 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
             (None, None)
         }
     };
+    let controller_rss = facts::rss(controller.pid());
     let memory = Memory {
-        controller: facts::rss(controller.pid()),
+        controller: controller_rss,
+        controller_by_phase: sampler.stop(),
         nodes: n,
         simulated_host_bytes: rss_hosts.now.saturating_sub(rss_before.now) / n as u64,
         idle_host,
@@ -809,7 +816,13 @@ fn table(r: &Results) -> String {
     for i in &r.ingestion {
         row(
             &format!("report ingestion: {}", i.backend),
-            format!("{:.0}/s ({} nodes)", i.per_second, thousands(i.nodes)),
+            format!(
+                "{:.0}/s in batches of {}; {:.0}/s one by one ({} nodes)",
+                i.per_second,
+                i.batch,
+                i.one_by_one_per_second,
+                thousands(i.nodes)
+            ),
             ">= 10,000/s",
             Some(i.per_second >= 10_000.0),
         );
@@ -825,6 +838,17 @@ fn table(r: &Results) -> String {
         ),
         "< 150 MB",
         Some(m.controller.peak < 150_000_000),
+    );
+    row(
+        "controller RSS, peak by phase",
+        m.controller_by_phase
+            .iter()
+            .map(|(p, b)| format!("{p} {:.0}", mb(*b)))
+            .collect::<Vec<_>>()
+            .join(", ")
+            + " MB",
+        "",
+        None,
     );
     match m.idle_host {
         Some(h) => row(
