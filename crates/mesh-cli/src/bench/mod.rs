@@ -873,11 +873,7 @@ fn table(r: &Results) -> String {
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
     let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(0);
-    let _ = writeln!(
-        t,
-        "{:<w0$}  {:<w1$}  {:<w2$}  {}",
-        "figure", "value", "target", ""
-    );
+    let _ = writeln!(t, "{:<w0$}  {:<w1$}  {:<w2$}", "figure", "value", "target");
     for (f, v, target, met) in &rows {
         let mark = match met {
             Some(true) => "met",
