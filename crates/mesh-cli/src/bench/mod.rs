@@ -288,6 +288,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_hosts = facts::own_rss();
 
+    sampler.phase("fan-out");
     note(format_args!(
         "fan-out: one change assigning {} to {n} nodes",
         mesh::MODULE
@@ -298,6 +299,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
 
     // The storm while the controller runs: it records the reports every
     // host sends after reconnecting.
+    sampler.phase("storm");
     note(format_args!(
         "reconnect storm: the broker restarted under {n} hosts"
     ));
@@ -305,6 +307,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
     let client = mesh::connect_retrying(&bench_bus, Duration::from_secs(30)).await?;
     let js = jetstream::new(client.clone());
 
+    sampler.phase("idle host");
     note(format_args!(
         "idle host: one real `mesh host` enrolled by token"
     ));
