@@ -17,6 +17,18 @@ pub fn init() {
         .try_init();
 }
 
+/// As [`init`], warnings only by default: `mesh bench` runs thousands of
+/// hosts in its own process, whose every line would bury the table.
+pub fn init_quiet() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MESH_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,async_nats=off"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
 /// Resolves on SIGTERM or SIGINT: a daemon's orderly stop.
 pub async fn stop_signal() {
     use tokio::signal::unix::{SignalKind, signal};

@@ -186,8 +186,13 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 }
 
 fn nats_server(args: &UpArgs) -> anyhow::Result<PathBuf> {
-    if let Some(p) = &args.nats_server {
-        return Ok(p.clone());
+    nats_server_path(args.nats_server.as_deref())
+}
+
+/// `given`, or the first `nats-server` on PATH.
+pub(crate) fn nats_server_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.to_path_buf());
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)

@@ -135,10 +135,15 @@ async fn mesh_with_host(mut mesh: Mesh, extra: &[&str]) -> (Mesh, harness::Daemo
     (mesh, host)
 }
 
+/// Reports sent before the controller is killed.
+const KILLED_MID_STREAM: usize = 5_000;
+
 async fn the_controller_killed_mid_stream_records_every_report_once() {
     let (mut mesh, _host) = mesh_with_host(Mesh::new(Backend::Sqlite), &[]).await;
     let client = as_host(&mesh, "n1").await;
-    send_reports(&client, "n1", "k", 0..500).await;
+    // Enough that a controller recording them in batches is still taking
+    // them when it is killed.
+    send_reports(&client, "n1", "k", 0..KILLED_MID_STREAM).await;
     // Killed while it is taking them: some recorded, the rest in CONTROL.
     assert!(
         wait_count(&mesh.store_url, "n1", "k", 50).await.0 >= 50,
@@ -150,10 +155,18 @@ async fn the_controller_killed_mid_stream_records_every_report_once() {
     ctl.wait_exit(Duration::from_secs(10));
     let before = count(&mesh.store_url, "n1", "k").await.0;
     mesh.start_controller();
-    let (recorded, duplicated) = wait_count(&mesh.store_url, "n1", "k", 500).await;
-    tally("controller SIGKILLed mid-stream", 500, recorded, duplicated);
-    assert!(before < 500, "killed before the end ({before} recorded)");
-    assert_eq!((recorded, duplicated), (500, 0));
+    let (recorded, duplicated) = wait_count(&mesh.store_url, "n1", "k", KILLED_MID_STREAM).await;
+    tally(
+        "controller SIGKILLed mid-stream",
+        KILLED_MID_STREAM,
+        recorded,
+        duplicated,
+    );
+    assert!(
+        before < KILLED_MID_STREAM,
+        "killed before the end ({before} recorded)"
+    );
+    assert_eq!((recorded, duplicated), (KILLED_MID_STREAM, 0));
 }
 
 async fn postgres_stopped_under_reports_keeps_them_until_it_is_back() {

@@ -15,6 +15,8 @@ mod report;
 mod seen;
 mod watch;
 
+pub use report::{Ingested, record as record_report, record_batch as record_reports};
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -351,7 +353,11 @@ pub async fn run(
 
     let tasks = vec![
         tokio::spawn(watch::log_compositions(ctx.composer.watch())),
-        tokio::spawn(watch::follow(ctx.clone(), revision)),
+        tokio::spawn(watch::follow(
+            ctx.clone(),
+            revision,
+            derived.objects.clone(),
+        )),
         tokio::spawn(take_control(ctx.clone())),
         tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
         tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),
@@ -502,8 +508,30 @@ async fn take_control(ctx: Arc<Ctx>) {
     }
 }
 
+/// Reports taken from CONTROL at most at once: what has arrived is
+/// recorded in one transaction (one commit, where one per report would be
+/// one fsync per report), each then acknowledged on its own.
+pub const REPORT_BATCH: usize = 256;
+
 async fn deliver(ctx: &Arc<Ctx>, permits: &Arc<Semaphore>, messages: &mut push::Messages) {
-    while let Some(next) = messages.next().await {
+    use futures::FutureExt as _;
+    let mut batch: Vec<jetstream::Message> = Vec::new();
+    'delivering: loop {
+        // Waits for the first; then takes what has already arrived.
+        let next = if batch.is_empty() {
+            messages.next().await
+        } else {
+            match messages.next().now_or_never() {
+                Some(n) => n,
+                None => {
+                    report::take_batch(ctx, std::mem::take(&mut batch)).await;
+                    continue;
+                }
+            }
+        };
+        let Some(next) = next else {
+            break 'delivering;
+        };
         let msg = match next {
             Ok(m) => m,
             Err(e) => {
@@ -521,8 +549,14 @@ async fn deliver(ctx: &Arc<Ctx>, permits: &Arc<Semaphore>, messages: &mut push::
                 drop(permit);
             });
         } else {
-            report::take(ctx, msg).await;
+            batch.push(msg);
+            if batch.len() >= REPORT_BATCH {
+                report::take_batch(ctx, std::mem::take(&mut batch)).await;
+            }
         }
+    }
+    if !batch.is_empty() {
+        report::take_batch(ctx, batch).await;
     }
 }
 

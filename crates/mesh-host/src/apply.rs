@@ -321,19 +321,40 @@ impl Applier {
         };
         drop(applied);
         let js = jetstream::new(client.clone());
-        match js
-            .publish(subjects::report(&self.state.node), report.to_json().into())
-            .await
-        {
-            Ok(ack) => {
-                if let Err(e) = ack.await {
-                    tracing::warn!(reason = %e, "the report was not stored");
+        let payload = report.to_json();
+        // Tried again (the same id: recorded once however often it lands)
+        // while the server cannot store it — a broker reloading a large
+        // users file answers "no responders" for a moment — up to
+        // REPORT_TRIES times, the waits doubling.
+        let mut wait = REPORT_RETRY_START;
+        for attempt in 1..=REPORT_TRIES {
+            let stored = match js
+                .publish(subjects::report(&self.state.node), payload.clone().into())
+                .await
+            {
+                Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            match stored {
+                Ok(()) => return,
+                Err(reason) if attempt < REPORT_TRIES => {
+                    tracing::info!(%reason, attempt, retry_in = ?wait, "the report was not stored; sending it again");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(REPORT_RETRY_MAX);
+                }
+                Err(reason) => {
+                    tracing::warn!(%reason, attempts = REPORT_TRIES, "the report was not stored; giving up (the next change or reconnection reports again)")
                 }
             }
-            Err(e) => tracing::warn!(reason = %e, "sending the report"),
         }
     }
 }
+
+/// How often a report the server did not store is sent, and the waits
+/// between: about a minute in all.
+const REPORT_TRIES: u32 = 8;
+const REPORT_RETRY_START: Duration = Duration::from_millis(250);
+const REPORT_RETRY_MAX: Duration = Duration::from_secs(15);
 
 /// 16 random bytes, hex: unique per report, so a redelivered one is
 /// recorded once.

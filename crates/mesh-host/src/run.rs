@@ -27,6 +27,8 @@ pub struct HostOptions {
     pub backoff_start: Duration,
     /// Its cap.
     pub backoff_max: Duration,
+    /// How modules are run (`no_op` for simulated hosts).
+    pub driver: DriverOptions,
 }
 
 impl Default for HostOptions {
@@ -35,6 +37,7 @@ impl Default for HostOptions {
             heartbeat_every: mesh_core::liveness::HEARTBEAT_EVERY,
             backoff_start: Duration::from_millis(250),
             backoff_max: Duration::from_secs(10),
+            driver: DriverOptions::default(),
         }
     }
 }
@@ -80,7 +83,7 @@ pub async fn run(
     tokio::pin!(shutdown);
     // Before anything else: what a previous run left behind is killed now,
     // not after the broker answers.
-    let driver = Driver::new(&state.dir, DriverOptions::default()).await?;
+    let driver = Driver::new(&state.dir, opts.driver.clone()).await?;
     let applier = Arc::new(Applier::new(state, driver)?);
 
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);

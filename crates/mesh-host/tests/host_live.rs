@@ -49,6 +49,7 @@ fn quick() -> HostOptions {
         heartbeat_every: Duration::from_millis(200),
         backoff_start: Duration::from_millis(50),
         backoff_max: Duration::from_millis(400),
+        ..HostOptions::default()
     }
 }
 

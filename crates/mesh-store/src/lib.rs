@@ -31,7 +31,7 @@ pub use migrations::SCHEMA_VERSION;
 pub use records::*;
 pub use secret::{PERSON_BCRYPT_COST, Secret, new_user_key, sha256_digest};
 pub use store::{
-    FleetApplied, FleetChange, PreparedCredential, PreparedToken, prepare_machine_key,
+    FleetApplied, FleetChange, PreparedCredential, PreparedToken, ReportSeen, prepare_machine_key,
     prepare_password, prepare_token,
 };
 pub use url::{DEFAULT_URL, redact_url};
@@ -327,6 +327,26 @@ impl Store {
         match &self.backend {
             Backend::Sqlite(p) => p.close().await,
             Backend::Postgres(p) => p.close().await,
+        }
+    }
+
+    /// The database's own version: SQLite's library version, or the
+    /// PostgreSQL server's (what `mesh bench` prints in its header).
+    pub async fn backend_version(&self) -> Result<String, StoreError> {
+        match &self.backend {
+            Backend::Sqlite(pool) => {
+                let r: Result<(String,), sqlx::Error> = sqlx::query_as("SELECT sqlite_version()")
+                    .fetch_one(pool)
+                    .await;
+                r.map(|(v,)| format!("SQLite {v}"))
+                    .map_err(|e| StoreError::classify(BackendKind::Sqlite, e))
+            }
+            Backend::Postgres(pool) => {
+                let r: Result<(String,), sqlx::Error> =
+                    sqlx::query_as("SHOW server_version").fetch_one(pool).await;
+                r.map(|(v,)| format!("PostgreSQL {v}"))
+                    .map_err(|e| StoreError::classify(BackendKind::Postgres, e))
+            }
         }
     }
 

@@ -60,10 +60,23 @@ pub struct PgCluster {
     user: Option<RunAs>,
     child: Mutex<Option<Child>>,
     dir: TempDir,
+    /// PostgreSQL's defaults for fsync and commits (a benchmark's cluster);
+    /// a test cluster turns both off.
+    durable: bool,
 }
 
 impl PgCluster {
     pub fn start() -> Result<Self, TestkitError> {
+        PgCluster::start_with(false)
+    }
+
+    /// A cluster that keeps PostgreSQL's durability defaults (fsync,
+    /// synchronous commit, full page writes): what `mesh bench` measures.
+    pub fn start_durable() -> Result<Self, TestkitError> {
+        PgCluster::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> Result<Self, TestkitError> {
         let bin = postgres_bin_dir()?;
         let user = run_as()?;
         let dir = tempfile::Builder::new()
@@ -87,6 +100,7 @@ impl PgCluster {
             user,
             child: Mutex::new(None),
             dir,
+            durable,
         };
         cluster.start_again()?;
         Ok(cluster)
@@ -132,11 +146,14 @@ impl PgCluster {
             .arg(self.port.to_string())
             .arg("-k")
             .arg(self.dir.path())
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            .args(["-c", "max_connections=300"]);
+        if !self.durable {
             // Durability is not under test; speed is welcome on 2 cores.
-            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
-            .args(["-c", "synchronous_commit=off", "-c", "full_page_writes=off"])
-            .args(["-c", "max_connections=300"])
-            .current_dir(self.dir.path())
+            cmd.args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+                .args(["-c", "full_page_writes=off"]);
+        }
+        cmd.current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(io("clone the log handle"))?)
             .stderr(log);

@@ -83,14 +83,104 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
         addresses: &addresses,
         users_file: users_file.as_deref(),
     };
+    // Every node's newest declaration in one read, not one per node.
+    let newest = match ctx.store.latest_declarations().await {
+        Ok(n) => n,
+        Err(e) => {
+            warn!(error = %error_chain(&e), "no declaration composed");
+            return 0;
+        }
+    };
     let mut published = 0;
     let mut nodes = derived.snapshot.records.nodes.clone();
     nodes.sort();
+    let mut next = Vec::new();
     for node in &nodes {
-        match declare(ctx, &inputs, node, converge).await {
-            Ok(true) => published += 1,
-            Ok(false) => {}
+        match declare(ctx, &inputs, node, newest.get(node), converge).await {
+            Ok(Declared::Next(n)) => next.push(n),
+            Ok(Declared::Republished) => published += 1,
+            Ok(Declared::Nothing) => {}
             Err(e) => warn!(%node, error = %e, "no declaration for this node"),
+        }
+        if next.len() >= DECLARE_BATCH {
+            published += record_and_publish(ctx, std::mem::take(&mut next)).await;
+        }
+    }
+    published += record_and_publish(ctx, next).await;
+    published
+}
+
+/// Declarations recorded in one transaction, then published at most this
+/// many at once (published together, their acks awaited together).
+const DECLARE_BATCH: usize = 256;
+
+enum Declared {
+    Nothing,
+    /// The newest recorded one published again (convergence).
+    Republished,
+    Next(Next),
+}
+
+/// A declaration signed and ready: recorded before it is published.
+struct Next {
+    node: Name,
+    sequence: u64,
+    modules: usize,
+    envelope: Vec<u8>,
+    record: mesh_store::Declaration,
+}
+
+/// Records `next` (one transaction; one by one if the store refuses the
+/// batch) and publishes each recorded one; returns how many were published.
+async fn record_and_publish(ctx: &Ctx, next: Vec<Next>) -> usize {
+    if next.is_empty() {
+        return 0;
+    }
+    let records: Vec<mesh_store::Declaration> = next.iter().map(|n| n.record.clone()).collect();
+    let recorded: Vec<bool> = match ctx.store.record_declarations(&records).await {
+        Ok(()) => vec![true; next.len()],
+        Err(_) => {
+            let mut each = Vec::with_capacity(next.len());
+            for n in &next {
+                match ctx.store.record_declaration(&n.record).await {
+                    Ok(()) => each.push(true),
+                    Err(e) => {
+                        warn!(node = %n.node, error = %error_chain(&e), "no declaration for this node");
+                        each.push(false);
+                    }
+                }
+            }
+            each
+        }
+    };
+    let mut acks = Vec::with_capacity(next.len());
+    for (n, ok) in next.into_iter().zip(recorded) {
+        if !ok {
+            continue;
+        }
+        match ctx
+            .js
+            .publish(subjects::node_declaration(&n.node), n.envelope.into())
+            .await
+        {
+            Ok(ack) => acks.push((n.node, n.sequence, n.modules, ack)),
+            Err(e) => {
+                warn!(node = %n.node, error = %error_chain(&e), "declaration recorded, not published")
+            }
+        }
+    }
+    let mut published = 0;
+    for (node, sequence, modules, ack) in acks {
+        match ack.await {
+            Ok(_) => {
+                published += 1;
+                Counters::bump(&ctx.counters.declarations);
+                ctx.lag.published(&node, sequence);
+                info!(%node, sequence, modules, "declaration published");
+            }
+            Err(e) => {
+                warn!(%node, error = %error_chain(&e), "declaration recorded, not stored in NODES")
+            }
         }
     }
     published
@@ -100,25 +190,23 @@ async fn declare(
     ctx: &Ctx,
     inputs: &Inputs<'_>,
     node: &Name,
+    record: Option<&mesh_store::Declaration>,
     converge: bool,
-) -> Result<bool, String> {
+) -> Result<Declared, String> {
     let modules = declaration::compose_modules(inputs, node).map_err(|e| e.to_string())?;
-    let record = ctx
-        .store
-        .latest_declaration(node)
-        .await
-        .map_err(|e| error_chain(&e))?;
     let last = record.as_ref().and_then(|d| recorded(&d.body));
     // A node never declared and given nothing yet needs no declaration.
     if last.is_none() && modules.is_empty() {
-        return Ok(false);
+        return Ok(Declared::Nothing);
     }
     let last_ref = last.as_ref().map(|d| (d.sequence, d.modules.as_slice()));
     let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
     let Some(next) = declaration::next_declaration(node, modules, last_ref, now) else {
         return match record {
-            Some(r) if converge => republish_if_missing(ctx, node, &r.body).await,
-            _ => Ok(false),
+            Some(r) if converge && republish_if_missing(ctx, node, &r.body).await? => {
+                Ok(Declared::Republished)
+            }
+            _ => Ok(Declared::Nothing),
         };
     };
     let envelope = next.sign(&ctx.signing_key);
@@ -126,25 +214,18 @@ async fn declare(
     // Recorded before it is published: the record is what convergence
     // republishes from, and a sequence is never published twice with two
     // bodies.
-    ctx.store
-        .record_declaration(&mesh_store::Declaration {
+    Ok(Declared::Next(Next {
+        node: node.clone(),
+        sequence: next.sequence,
+        modules: next.modules.len(),
+        record: mesh_store::Declaration {
             node: node.clone(),
             version: i64::try_from(next.sequence).unwrap_or(i64::MAX),
             digest: mesh_store::sha256_digest(&body),
             body,
-        })
-        .await
-        .map_err(|e| error_chain(&e))?;
-    let ack = ctx
-        .js
-        .publish(subjects::node_declaration(node), envelope.into())
-        .await
-        .map_err(|e| error_chain(&e))?;
-    ack.await.map_err(|e| error_chain(&e))?;
-    Counters::bump(&ctx.counters.declarations);
-    ctx.lag.published(node, next.sequence);
-    info!(%node, sequence = next.sequence, modules = next.modules.len(), "declaration published");
-    Ok(true)
+        },
+        envelope,
+    }))
 }
 
 /// Publishes `body` (the newest recorded declaration) again unless NODES

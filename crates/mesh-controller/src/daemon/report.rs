@@ -2,14 +2,16 @@
 //! for a module assigned to the reporting node (never another's), which
 //! moves the records revision and so recomposes the users file.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
 use mesh_core::authority::PrincipalKind;
+use mesh_core::names::Name;
 use mesh_core::report::{ModuleState, Report};
 use mesh_core::store_window::Decision;
 use mesh_core::users_file::UserCredential;
-use mesh_store::StoreError;
+use mesh_store::{Store, StoreError};
 use tracing::{debug, info, warn};
 
 use super::{Counters, Ctx, error_chain};
@@ -30,23 +32,10 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
         window(ctx, &msg, &report, d).await;
         return;
     }
-    match record(ctx, &report).await {
+    match record(&ctx.store, &report).await {
         Ok(outcome) => {
             ctx.close_window();
-            match outcome {
-                Taken::Recorded => {
-                    Counters::bump(&ctx.counters.reports);
-                    ctx.lag.recorded(&report.node, report.sequence);
-                }
-                Taken::Duplicate => {
-                    Counters::bump(&ctx.counters.duplicates);
-                    info!(node = %report.node, id = %report.id, "report recorded before; acknowledged again");
-                }
-                Taken::Superseded { newest } => {
-                    Counters::bump(&ctx.counters.superseded);
-                    info!(node = %report.node, sequence = report.sequence, newest, "report answers an older declaration; not recorded");
-                }
-            }
+            count(ctx, &report, outcome);
             let _ = msg.ack().await;
         }
         Err(e) if e.is_unavailable() => {
@@ -61,6 +50,80 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
             Counters::bump(&ctx.counters.terminated);
             warn!(node = %report.node, error = %error_chain(&e), "report terminated");
             let _ = msg.ack_with(AckKind::Term).await;
+        }
+    }
+}
+
+/// Takes a batch CONTROL delivered together: the malformed terminated,
+/// the rest recorded at once ([`record_batch`]), then each acknowledged as
+/// [`take`] would. While the store window is open, or when the store
+/// refuses the batch as a whole, each is taken alone, so only the report
+/// the store refuses is decided as refused.
+pub(crate) async fn take_batch(ctx: &Ctx, msgs: Vec<jetstream::Message>) {
+    if msgs.len() <= 1 {
+        for m in msgs {
+            take(ctx, m).await;
+        }
+        return;
+    }
+    let mut parsed = Vec::with_capacity(msgs.len());
+    for msg in msgs {
+        match Report::parse(&msg.subject, &msg.payload) {
+            Ok(r) => parsed.push((msg, r)),
+            Err(e) => {
+                Counters::bump(&ctx.counters.terminated);
+                warn!(subject = %msg.subject, reason = %e, "report terminated");
+                let _ = msg.ack_with(AckKind::Term).await;
+            }
+        }
+    }
+    let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+    if ctx.window_without_trying(now, 1).is_some() {
+        for (msg, _) in parsed {
+            take(ctx, msg).await;
+        }
+        return;
+    }
+    let reports: Vec<Report> = parsed.iter().map(|(_, r)| r.clone()).collect();
+    match record_batch(&ctx.store, &reports).await {
+        Ok(outcomes) => {
+            ctx.close_window();
+            for ((msg, report), outcome) in parsed.iter().zip(outcomes) {
+                count(ctx, report, outcome);
+                let _ = msg.ack().await;
+            }
+        }
+        Err(e) if e.is_unavailable() => {
+            warn!(reports = parsed.len(), error = %error_chain(&e), "the store cannot take the reports");
+            let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+            for (msg, report) in &parsed {
+                let deliveries = msg.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1);
+                let d = ctx.window_decision(now, deliveries);
+                window(ctx, msg, report, d).await;
+            }
+        }
+        Err(e) => {
+            debug!(reports = parsed.len(), error = %error_chain(&e), "the store refused the batch; taking each alone");
+            for (msg, _) in parsed {
+                take(ctx, msg).await;
+            }
+        }
+    }
+}
+
+fn count(ctx: &Ctx, report: &Report, outcome: Ingested) {
+    match outcome {
+        Ingested::Recorded => {
+            Counters::bump(&ctx.counters.reports);
+            ctx.lag.recorded(&report.node, report.sequence);
+        }
+        Ingested::Duplicate => {
+            Counters::bump(&ctx.counters.duplicates);
+            info!(node = %report.node, id = %report.id, "report recorded before; acknowledged again");
+        }
+        Ingested::Superseded { newest } => {
+            Counters::bump(&ctx.counters.superseded);
+            info!(node = %report.node, sequence = report.sequence, newest, "report answers an older declaration; not recorded");
         }
     }
 }
@@ -82,19 +145,28 @@ async fn window(ctx: &Ctx, msg: &jetstream::Message, report: &Report, d: Decisio
     }
 }
 
-enum Taken {
+/// What recording one report came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ingested {
     Recorded,
+    /// Its id was recorded before (a redelivery).
     Duplicate,
-    Superseded { newest: i64 },
+    /// It answers an older declaration than the node's newest.
+    Superseded {
+        newest: i64,
+    },
 }
 
-async fn record(ctx: &Ctx, r: &Report) -> Result<Taken, StoreError> {
+/// Records one report as the controller does on CONTROL: the supersession
+/// check, the report and its outcomes, then each module key it names for a
+/// module assigned to the node. `mesh bench` measures exactly this.
+pub async fn record(store: &Store, r: &Report) -> Result<Ingested, StoreError> {
     // A refusal is kept whatever it answers: it is about what was sent.
     if r.refused.is_none()
-        && let Some(newest) = ctx.store.latest_declaration(&r.node).await?
+        && let Some(newest) = store.latest_declaration(&r.node).await?
         && i64::try_from(r.sequence).unwrap_or(i64::MAX) < newest.version
     {
-        return Ok(Taken::Superseded {
+        return Ok(Ingested::Superseded {
             newest: newest.version,
         });
     }
@@ -114,8 +186,7 @@ async fn record(ctx: &Ctx, r: &Report) -> Result<Taken, StoreError> {
             restarts: m.restarts,
         })
         .collect();
-    let recorded = ctx
-        .store
+    let recorded = store
         .record_report(&mesh_store::Report {
             node: r.node.clone(),
             declaration_version: i64::try_from(r.sequence).unwrap_or(i64::MAX),
@@ -126,14 +197,14 @@ async fn record(ctx: &Ctx, r: &Report) -> Result<Taken, StoreError> {
         })
         .await?;
     if recorded == mesh_store::Recorded::Duplicate {
-        return Ok(Taken::Duplicate);
+        return Ok(Ingested::Duplicate);
     }
     if let Some(why) = &r.refused {
         warn!(node = %r.node, sequence = r.sequence, reason = %why, "the host refused its declaration");
     } else {
         info!(node = %r.node, sequence = r.sequence, modules = r.modules.len(), "report recorded");
     }
-    let assigned = ctx.store.assignments().await?;
+    let assigned = store.assignments().await?;
     for m in &r.modules {
         let Some(key) = &m.nkey else { continue };
         // Only for a module assigned to this node: a host can name any
@@ -149,16 +220,163 @@ async fn record(ctx: &Ctx, r: &Report) -> Result<Taken, StoreError> {
             node: r.node.clone(),
             module: m.name.clone(),
         };
-        let known = ctx.store.credential(&principal.principal_name()).await?;
+        let known = store.credential(&principal.principal_name()).await?;
         if known.is_some_and(|c| c.credential == UserCredential::NKey(key.clone())) {
             continue;
         }
-        match ctx.store.record_machine_key(&principal, key).await {
+        match store.record_machine_key(&principal, key).await {
             Ok(()) => info!(node = %r.node, module = %m.name, "module key recorded"),
             // Unassigned between the read and the write: nothing to admit.
             Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(Taken::Recorded)
+    Ok(Ingested::Recorded)
+}
+
+fn store_report(r: &Report) -> mesh_store::Report {
+    mesh_store::Report {
+        node: r.node.clone(),
+        declaration_version: i64::try_from(r.sequence).unwrap_or(i64::MAX),
+        outcomes: r
+            .modules
+            .iter()
+            .map(|m| mesh_store::ModuleOutcome {
+                module: m.name.clone(),
+                state: match m.state {
+                    ModuleState::Starting => mesh_store::ModuleState::Starting,
+                    ModuleState::Running => mesh_store::ModuleState::Running,
+                    ModuleState::Stopped => mesh_store::ModuleState::Stopped,
+                    ModuleState::Failed => mesh_store::ModuleState::Failed {
+                        reason: m.reason.clone().unwrap_or_default(),
+                    },
+                },
+                restarts: m.restarts,
+            })
+            .collect(),
+        received_at: mesh_store::now_ms(),
+        refused: r.refused.clone(),
+        report_id: Some(r.id.clone()),
+    }
+}
+
+/// Records reports as [`record`] does each, together: the supersession
+/// checks, then every report and its outcomes in one transaction, then the
+/// module keys they name (for modules assigned to their node) in one more.
+/// The outcomes are in the order of `reports`.
+pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Ingested>, StoreError> {
+    let mut newest: BTreeMap<&Name, Option<i64>> = BTreeMap::new();
+    for r in reports.iter().filter(|r| r.refused.is_none()) {
+        if !newest.contains_key(&r.node) {
+            let v = store.latest_declaration(&r.node).await?.map(|d| d.version);
+            newest.insert(&r.node, v);
+        }
+    }
+    let mut out: Vec<Option<Ingested>> = vec![None; reports.len()];
+    let mut taken = Vec::new();
+    for (i, r) in reports.iter().enumerate() {
+        let sequence = i64::try_from(r.sequence).unwrap_or(i64::MAX);
+        match newest.get(&r.node) {
+            Some(Some(v)) if r.refused.is_none() && sequence < *v => {
+                out[i] = Some(Ingested::Superseded { newest: *v });
+            }
+            _ => taken.push(i),
+        }
+    }
+    let rows: Vec<mesh_store::Report> = taken.iter().map(|&i| store_report(&reports[i])).collect();
+    let recorded = store.record_reports(&rows).await?;
+    let mut assigned: Option<BTreeSet<(Name, Name)>> = None;
+    let mut keys: Vec<(PrincipalKind, String)> = Vec::new();
+    for (&i, rec) in taken.iter().zip(recorded) {
+        let r = &reports[i];
+        if rec == mesh_store::Recorded::Duplicate {
+            out[i] = Some(Ingested::Duplicate);
+            continue;
+        }
+        out[i] = Some(Ingested::Recorded);
+        if let Some(why) = &r.refused {
+            warn!(node = %r.node, sequence = r.sequence, reason = %why, "the host refused its declaration");
+        } else {
+            info!(node = %r.node, sequence = r.sequence, modules = r.modules.len(), "report recorded");
+        }
+        for m in &r.modules {
+            let Some(key) = &m.nkey else { continue };
+            if assigned.is_none() {
+                assigned = Some(
+                    store
+                        .assignments()
+                        .await?
+                        .into_iter()
+                        .map(|a| (a.node, a.module))
+                        .collect(),
+                );
+            }
+            let is_assigned = assigned
+                .as_ref()
+                .is_some_and(|a| a.contains(&(r.node.clone(), m.name.clone())));
+            if !is_assigned {
+                warn!(node = %r.node, module = %m.name, "key of a module not assigned to this node ignored");
+                continue;
+            }
+            let principal = PrincipalKind::Module {
+                node: r.node.clone(),
+                module: m.name.clone(),
+            };
+            if keys.iter().any(|(p, k)| *p == principal && k == key) {
+                continue;
+            }
+            let known = store.credential(&principal.principal_name()).await?;
+            if known.is_some_and(|c| c.credential == UserCredential::NKey(key.clone())) {
+                continue;
+            }
+            keys.push((principal, key.clone()));
+        }
+    }
+    if !keys.is_empty() {
+        record_keys(store, &keys).await?;
+    }
+    Ok(out
+        .into_iter()
+        .map(|o| o.expect("every report decided"))
+        .collect())
+}
+
+/// The module keys of a batch in one transaction (one move of the records
+/// revision, so one recomposition); if the store refuses it (a module
+/// unassigned meanwhile), one by one, as [`record`] does.
+async fn record_keys(store: &Store, keys: &[(PrincipalKind, String)]) -> Result<(), StoreError> {
+    let prepared: Result<Vec<_>, _> = keys
+        .iter()
+        .map(|(p, k)| mesh_store::prepare_machine_key(p, k))
+        .collect();
+    if let Ok(credentials) = prepared {
+        let change = mesh_store::FleetChange {
+            credentials,
+            ..mesh_store::FleetChange::default()
+        };
+        match store.apply_fleet(&change).await {
+            Ok(_) => {
+                for (p, _) in keys {
+                    if let PrincipalKind::Module { node, module } = p {
+                        info!(%node, %module, "module key recorded");
+                    }
+                }
+                return Ok(());
+            }
+            Err(e) if e.is_unavailable() => return Err(e),
+            Err(_) => {}
+        }
+    }
+    for (principal, key) in keys {
+        match store.record_machine_key(principal, key).await {
+            Ok(()) => {
+                if let PrincipalKind::Module { node, module } = principal {
+                    info!(%node, %module, "module key recorded");
+                }
+            }
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -115,6 +115,10 @@ pub struct DriverOptions {
     pub running_after: Duration,
     /// How long a leftover of a previous host gets after SIGTERM.
     pub leftover_grace: Duration,
+    /// Nothing is spawned: a started module is `running` at once, and stays
+    /// so until stopped. For `mesh bench`'s simulated hosts, which measure
+    /// the mesh and not the programs it runs.
+    pub no_op: bool,
 }
 
 impl Default for DriverOptions {
@@ -128,6 +132,7 @@ impl Default for DriverOptions {
             failed_after: 3,
             running_after: Duration::from_secs(1),
             leftover_grace: Duration::from_secs(5),
+            no_op: false,
         }
     }
 }
@@ -267,6 +272,10 @@ impl Driver {
                 module: spec.module.clone(),
             });
         }
+        if self.shared.opts.no_op {
+            self.set_no_op(&spec.module, ModuleState::Running);
+            return Ok(());
+        }
         let _op = self.ops.lock().await;
         let current = {
             let mut tasks = self.lock_tasks();
@@ -321,6 +330,10 @@ impl Driver {
     /// waits until the process is reaped and its pid record removed. `None`
     /// when no process was running (unknown module, or between restarts).
     pub async fn stop(&self, module: &Name) -> Result<Option<ExitInfo>, DriverError> {
+        if self.shared.opts.no_op {
+            self.set_no_op(module, ModuleState::Stopped);
+            return Ok(None);
+        }
         let _op = self.ops.lock().await;
         let task = self.lock_tasks().remove(module);
         match task {
@@ -339,6 +352,26 @@ impl Driver {
             self.finish(&m, t).await;
         }))
         .await;
+    }
+
+    /// A no-op driver's status change. No change is signalled: the module
+    /// changes only when a declaration changes it, and the apply reports.
+    fn set_no_op(&self, module: &Name, state: ModuleState) {
+        let mut statuses = self
+            .shared
+            .statuses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        statuses.insert(
+            module.clone(),
+            ModuleStatus {
+                module: module.clone(),
+                state,
+                restarts: 0,
+                pid: None,
+                reason: None,
+            },
+        );
     }
 
     /// One status per module this driver started (stopped ones included).

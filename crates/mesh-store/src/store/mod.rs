@@ -115,6 +115,7 @@ mod nodes;
 mod fleet;
 mod persons;
 mod reports;
+pub use reports::ReportSeen;
 mod seats;
 mod tokens;
 

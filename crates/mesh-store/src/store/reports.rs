@@ -8,7 +8,7 @@ use mesh_core::names::Name;
 use super::{name, not_found};
 use crate::error::{MalformedValue, RefusalKind, StoreError};
 use crate::records::{ModuleOutcome, ModuleState, Recorded, Report, StoredReport};
-use crate::{BeginWrite, Store, with_pool};
+use crate::{BeginWrite, Millis, Store, with_pool};
 
 fn outcome_from(
     module: String,
@@ -41,6 +41,34 @@ fn outcome_from(
     })
 }
 
+const INSERT_REPORT: &str = "INSERT INTO reports (node, declaration_version, received_at, refused, report_id) \
+     VALUES ($1, $2, $3, $4, $5) \
+     ON CONFLICT (node, report_id) DO NOTHING RETURNING id";
+const INSERT_OUTCOME: &str = "INSERT INTO report_outcomes (report_id, module, state, reason, restarts) \
+     VALUES ($1, $2, $3, $4, $5)";
+
+fn state_text(state: &ModuleState) -> (&'static str, Option<&str>) {
+    match state {
+        ModuleState::Starting => ("starting", None),
+        ModuleState::Running => ("running", None),
+        ModuleState::Failed { reason } => ("failed", Some(reason.as_str())),
+        ModuleState::Stopped => ("stopped", None),
+    }
+}
+
+/// A report naming one module twice is refused before anything is written.
+fn check_outcomes(report: &Report) -> Result<(), StoreError> {
+    let mut modules: Vec<&str> = report.outcomes.iter().map(|o| o.module.as_str()).collect();
+    modules.sort_unstable();
+    if let Some(w) = modules.windows(2).find(|w| w[0] == w[1]) {
+        return Err(StoreError::Invalid {
+            what: "report",
+            detail: format!("module {} has two outcomes", w[0]),
+        });
+    }
+    Ok(())
+}
+
 /// id, node, declaration version, received at, refused, report id.
 type ReportRow = (i64, String, i64, i64, Option<String>, Option<String>);
 
@@ -48,60 +76,61 @@ impl Store {
     /// Records a report, once: a report whose (node, report id) is
     /// recorded already is [`Recorded::Duplicate`] and writes nothing.
     pub async fn record_report(&self, report: &Report) -> Result<Recorded, StoreError> {
-        let mut modules: Vec<&str> = report.outcomes.iter().map(|o| o.module.as_str()).collect();
-        modules.sort_unstable();
-        if let Some(w) = modules.windows(2).find(|w| w[0] == w[1]) {
-            return Err(StoreError::Invalid {
-                what: "report",
-                detail: format!("module {} has two outcomes", w[0]),
-            });
+        let mut recorded = self.record_reports(std::slice::from_ref(report)).await?;
+        Ok(recorded.pop().expect("one outcome per report"))
+    }
+
+    /// Records `reports` in one transaction (one commit, one fsync, for a
+    /// batch the controller took from CONTROL), each once: one whose (node,
+    /// report id) is recorded already, or earlier in the batch, is
+    /// [`Recorded::Duplicate`]. All or nothing: a report the store refuses
+    /// (its node forgotten) fails the batch, and nothing of it is written.
+    pub async fn record_reports(&self, reports: &[Report]) -> Result<Vec<Recorded>, StoreError> {
+        for r in reports {
+            check_outcomes(r)?;
         }
         let result = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            let inserted: Option<(i64,)> = sqlx::query_as(
-                "INSERT INTO reports (node, declaration_version, received_at, refused, report_id) \
-                 VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (node, report_id) DO NOTHING RETURNING id",
-            )
-            .bind(report.node.as_str())
-            .bind(report.declaration_version)
-            .bind(report.received_at)
-            .bind(report.refused.as_deref())
-            .bind(report.report_id.as_deref())
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some((id,)) = inserted else {
-                tx.rollback().await?;
-                return Ok(Recorded::Duplicate);
-            };
-            for o in &report.outcomes {
-                let (state, reason) = match &o.state {
-                    ModuleState::Starting => ("starting", None),
-                    ModuleState::Running => ("running", None),
-                    ModuleState::Failed { reason } => ("failed", Some(reason.as_str())),
-                    ModuleState::Stopped => ("stopped", None),
+            let mut out = Vec::with_capacity(reports.len());
+            for report in reports {
+                let inserted: Option<(i64,)> = sqlx::query_as(INSERT_REPORT)
+                    .bind(report.node.as_str())
+                    .bind(report.declaration_version)
+                    .bind(report.received_at)
+                    .bind(report.refused.as_deref())
+                    .bind(report.report_id.as_deref())
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some((id,)) = inserted else {
+                    out.push(Recorded::Duplicate);
+                    continue;
                 };
-                sqlx::query(
-                    "INSERT INTO report_outcomes (report_id, module, state, reason, restarts) \
-                     VALUES ($1, $2, $3, $4, $5)",
-                )
-                .bind(id)
-                .bind(o.module.as_str())
-                .bind(state)
-                .bind(reason)
-                .bind(i64::from(o.restarts))
-                .execute(&mut *tx)
-                .await?;
+                for o in &report.outcomes {
+                    let (state, reason) = state_text(&o.state);
+                    sqlx::query(INSERT_OUTCOME)
+                        .bind(id)
+                        .bind(o.module.as_str())
+                        .bind(state)
+                        .bind(reason)
+                        .bind(i64::from(o.restarts))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                out.push(Recorded::New(id));
             }
-            tx.commit().await?;
-            Ok(Recorded::New(id))
+            if out.iter().all(|r| *r == Recorded::Duplicate) {
+                tx.rollback().await?;
+            } else {
+                tx.commit().await?;
+            }
+            Ok(out)
         });
         match result {
             // The only reference a report makes is to its node.
             Err(StoreError::Refused {
                 kind: RefusalKind::ForeignKey,
                 ..
-            }) => Err(not_found("node", &report.node)),
+            }) if reports.len() == 1 => Err(not_found("node", &reports[0].node)),
             other => other,
         }
     }
@@ -166,4 +195,42 @@ impl Store {
             )
             .collect()
     }
+
+    /// Every report received at or after `since` (unix ms), by when it was
+    /// received: node, the declaration it answers, when it was received
+    /// and its id. One read for a whole fleet (`mesh bench` follows a
+    /// fan-out with it).
+    pub async fn reports_received_since(
+        &self,
+        since: Millis,
+    ) -> Result<Vec<ReportSeen>, StoreError> {
+        let rows: Vec<(String, i64, i64, Option<String>)> = with_pool!(self, |pool| {
+            Ok(sqlx::query_as(
+                "SELECT node, declaration_version, received_at, report_id FROM reports \
+                 WHERE received_at >= $1 ORDER BY received_at, id",
+            )
+            .bind(since)
+            .fetch_all(pool)
+            .await?)
+        })?;
+        rows.into_iter()
+            .map(|(n, declaration_version, received_at, report_id)| {
+                Ok(ReportSeen {
+                    node: name("report", n)?,
+                    declaration_version,
+                    received_at,
+                    report_id,
+                })
+            })
+            .collect()
+    }
+}
+
+/// A report as [`Store::reports_received_since`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportSeen {
+    pub node: Name,
+    pub declaration_version: i64,
+    pub received_at: Millis,
+    pub report_id: Option<String>,
 }

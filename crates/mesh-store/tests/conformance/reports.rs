@@ -155,7 +155,65 @@ async fn a_report_read_while_others_arrive_has_its_outcomes(fx: &Fixture) {
     writer.await.expect("writer");
 }
 
+/// A batch is one transaction: each once (an id seen before, or earlier in
+/// the batch, is a duplicate), listed by when it was received; a report of
+/// an unknown node fails the batch and writes none of it.
+async fn a_batch_of_reports_is_recorded_together(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.add_node(&n("n2"), &[]).await.unwrap();
+    let r = |node: &str, id: &str, at: i64| Report {
+        node: n(node),
+        declaration_version: 1,
+        outcomes: vec![ModuleOutcome {
+            module: n("web"),
+            state: ModuleState::Running,
+            restarts: 0,
+        }],
+        received_at: at,
+        refused: None,
+        report_id: Some(id.into()),
+    };
+    assert!(matches!(
+        s.record_report(&r("n1", "a", 100)).await.unwrap(),
+        Recorded::New(_)
+    ));
+    let got = s
+        .record_reports(&[
+            r("n1", "a", 200),
+            r("n2", "b", 201),
+            r("n2", "b", 202),
+            r("n1", "c", 203),
+        ])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            got[..],
+            [
+                Recorded::Duplicate,
+                Recorded::New(_),
+                Recorded::Duplicate,
+                Recorded::New(_)
+            ]
+        ),
+        "{got:?}"
+    );
+    let seen = s.reports_received_since(150).await.unwrap();
+    let ids: Vec<_> = seen.iter().map(|r| r.report_id.clone().unwrap()).collect();
+    assert_eq!(ids, ["b", "c"]);
+    assert_eq!(seen[0].node, n("n2"));
+    assert_eq!(seen[0].received_at, 201);
+    assert!(
+        s.record_reports(&[r("n1", "d", 300), r("n9", "e", 300)])
+            .await
+            .is_err()
+    );
+    assert!(s.reports_received_since(300).await.unwrap().is_empty());
+}
+
 conformance!(
+    a_batch_of_reports_is_recorded_together,
     reports_round_trip,
     a_report_is_recorded_once_by_its_id,
     a_report_read_while_others_arrive_has_its_outcomes,

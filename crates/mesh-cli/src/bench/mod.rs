@@ -1,0 +1,901 @@
+//! `mesh bench`: the mesh's own numbers on this machine. It starts its own
+//! broker, controller and store in a temporary directory, runs N simulated
+//! hosts in this process, and prints one table: each figure beside its
+//! target (benchmarks, not timed tests: a missed target is printed, and
+//! only a correctness failure — a report lost or recorded twice — fails
+//! the command).
+//!
+//! In order, on one broker: hosts enrolled and bound; the fan-out (one
+//! assignment change touching all N, until every report is recorded); raw
+//! JetStream doing the same pattern; the reconnect storm (the broker
+//! restarted under N hosts); one real `mesh host` process enrolled by token
+//! and left idle (its resident set); the users file at 10,000 nodes × 5
+//! modules composed and made live; then report ingestion on SQLite and on
+//! PostgreSQL.
+
+mod facts;
+mod ingest;
+mod mesh;
+mod raw;
+mod stats;
+mod users;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use async_nats::jetstream;
+use clap::{Args, ValueEnum};
+use mesh_controller::Genesis;
+use mesh_core::names::Name;
+use mesh_store::{FleetChange, Store};
+use serde::Serialize;
+
+use crate::node::ListFormat;
+use crate::{init, output};
+use facts::{Machine, Rss, Versions};
+use mesh::{Broker, Hosts, MeshProcess};
+use stats::Spread;
+
+/// How far apart the simulated hosts are started at setup: 500 a second.
+const HOST_START_EVERY: Duration = Duration::from_millis(2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Simulated hosts, each its own connection, NKey and consumer.
+    #[arg(long, default_value_t = 1000)]
+    pub hosts: usize,
+    /// The store the mesh runs on for the fan-out (PostgreSQL: a cluster
+    /// of its own, with PostgreSQL's durability defaults).
+    #[arg(long, value_enum, default_value_t = Backend::Sqlite)]
+    pub store: Backend,
+    /// Nodes of the users file composed (× 5 modules each).
+    #[arg(long, default_value_t = 10_000)]
+    pub users_nodes: usize,
+    /// How long each backend's report ingestion runs.
+    #[arg(long, default_value = "3s", value_parser = crate::node::parse_ttl)]
+    pub ingest_for: Duration,
+    /// Leave out report ingestion.
+    #[arg(long)]
+    pub no_ingest: bool,
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    /// Where the mesh's files go (kept); default: a temporary directory,
+    /// removed at the end.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Where the simulated hosts' state directories go; default: /dev/shm
+    /// when it exists (each real host has a disk of its own; 10,000 sharing
+    /// one would measure that disk's fsyncs, not the mesh).
+    #[arg(long)]
+    pub hosts_dir: Option<PathBuf>,
+    /// The nats-server binary (default: `MESH_NATS_SERVER`, then PATH).
+    #[arg(long, env = "MESH_NATS_SERVER")]
+    pub nats_server: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Setup {
+    pub records_ms: f64,
+    /// From the hosts' start until every consumer has its host bound.
+    pub bound_ms: f64,
+    pub not_bound: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FanOut {
+    pub nodes: usize,
+    pub recorded: usize,
+    pub missing: usize,
+    pub twice: usize,
+    /// Per node: ms from the change's commit to its report recorded.
+    pub reported: Spread,
+    /// Per node: ms from the commit to its declaration recorded (signed,
+    /// before it is published).
+    pub declared: Spread,
+    /// How long the bench waited (all in, or its bound).
+    pub waited_ms: f64,
+    /// Node-declarations applied and reported per second per core.
+    pub per_core: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Storm {
+    pub hosts: usize,
+    /// From the restarted broker listening to every consumer bound again.
+    pub bound_ms: f64,
+    /// From the broker stopped (SIGTERM sent).
+    pub bound_from_stop_ms: f64,
+    pub not_bound: usize,
+    /// From the broker listening to every host's report after reconnecting
+    /// recorded.
+    pub reported: Spread,
+    pub not_reported: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Memory {
+    pub controller: Rss,
+    /// The controller's peak resident set in each phase (sampled every
+    /// 250 ms).
+    pub controller_by_phase: Vec<(String, u64)>,
+    pub nodes: usize,
+    /// This process's growth for the simulated hosts, per host.
+    pub simulated_host_bytes: u64,
+    /// A real `mesh host` process, enrolled by token and idle.
+    pub idle_host: Option<Rss>,
+    /// From `mesh host --token` to its consumer bound.
+    pub idle_host_enrolled_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    pub command: String,
+    pub machine: Machine,
+    pub versions: Versions,
+    pub hosts: usize,
+    pub store: Backend,
+    pub setup: Setup,
+    pub fan_out: FanOut,
+    pub raw: Option<raw::RawResult>,
+    /// The fan-out's rate as a fraction of raw JetStream's.
+    pub ratio: Option<f64>,
+    pub storm: Storm,
+    pub memory: Memory,
+    pub users_file: Option<users::UsersResult>,
+    pub ingestion: Vec<ingest::IngestResult>,
+    /// What was lost or recorded twice, or a phase that could not run.
+    pub problems: Vec<String>,
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    crate::logging::init_quiet();
+    let results = crate::logging::daemon_runtime()?.block_on(bench(args))?;
+    match args.output {
+        ListFormat::Json => output::print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&results).context("results as JSON")?
+        ))?,
+        ListFormat::Text => output::print(&table(&results))?,
+    }
+    Ok(if results.problems.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn note(what: std::fmt::Arguments<'_>) {
+    output::note(format_args!("bench: {what}"));
+}
+
+async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
+    let n = args.hosts.max(1);
+    let machine = Machine::read();
+    let fds = facts::raise_fd_limit();
+    if (fds as usize) < n + 1024 {
+        note(format_args!(
+            "warning: the open-file limit is {fds}; {n} hosts need about {} (ulimit -n)",
+            n + 1024
+        ));
+    }
+    let nats = crate::up::nats_server_path(args.nats_server.as_deref())?;
+    let tmp = tempfile::Builder::new().prefix("mesh-bench-").tempdir()?;
+    let work = args.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&work)?;
+    let dir = work.join("mesh");
+    let shm = PathBuf::from("/dev/shm");
+    let hosts_tmp = match &args.hosts_dir {
+        Some(d) => tempfile::Builder::new()
+            .prefix("mesh-bench-hosts-")
+            .tempdir_in(d)?,
+        None if shm.is_dir() => tempfile::Builder::new()
+            .prefix("mesh-bench-hosts-")
+            .tempdir_in(&shm)?,
+        None => tempfile::Builder::new()
+            .prefix("hosts-")
+            .tempdir_in(&work)?,
+    };
+    let mut problems = Vec::new();
+
+    // The store of the mesh, and PostgreSQL for the ingestion.
+    let needs_pg = args.store == Backend::Postgres || !args.no_ingest;
+    let pg = if needs_pg {
+        match tokio::task::spawn_blocking(mesh_testkit::PgCluster::start_durable).await? {
+            Ok(c) => Some(c),
+            Err(e) => {
+                problems.push(format!("PostgreSQL could not be started: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let mesh_db = match (args.store, &pg) {
+        (Backend::Postgres, Some(c)) => Some(c.create_database()?),
+        (Backend::Postgres, None) => anyhow::bail!("--store postgres: no PostgreSQL to run on"),
+        _ => None,
+    };
+    let url = match &mesh_db {
+        Some(db) => db.url().to_string(),
+        None => format!("sqlite://{}", dir.join("mesh.db").display()),
+    };
+
+    let port = mesh::free_port()?;
+    init::make(&dir, &[], port, &url).await?;
+    let genesis = Genesis::open(&dir)?;
+    let mut broker = Broker::start(&nats, &genesis).await?;
+    let store = crate::authority::open_store(&url).await?;
+    let store_version = store.backend_version().await.unwrap_or_else(|_| "?".into());
+    let module = Name::new(mesh::MODULE).expect("a valid name");
+    store.register_module(&module, mesh::MANIFEST).await?;
+
+    note(format_args!("{n} hosts: recording them"));
+    let t = Instant::now();
+    let states = mesh::record_hosts(&store, &genesis, hosts_tmp.path(), n).await?;
+    let records_ms = ms(t.elapsed());
+    let nodes: Vec<Name> = states.iter().map(|s| s.node.clone()).collect();
+
+    let store_arg = url.clone();
+    let dir_arg = dir.display().to_string();
+    let mut controller = MeshProcess::spawn(
+        &["controller", "--dir", &dir_arg, "--store", &store_arg],
+        work.join("controller.log"),
+        None,
+    )?;
+    controller
+        .wait_log("controller running", Duration::from_secs(300))
+        .await?;
+
+    let sampler = facts::RssSampler::start(controller.pid(), "start");
+    let bench_bus = mesh::controller_bus(&genesis)?;
+    let client = mesh::connect_retrying(&bench_bus, Duration::from_secs(30)).await?;
+    let js = jetstream::new(client.clone());
+    // Every node's consumer exists before its host binds (asserted at start).
+    let rss_before = facts::own_rss();
+    sampler.phase("setup");
+    note(format_args!("{n} hosts: starting and binding"));
+    let started = Instant::now();
+    let hosts = Hosts::start(states, HOST_START_EVERY);
+    let within = Duration::from_secs(120) + Duration::from_millis(20 * n as u64);
+    let (bound_at, unbound) = mesh::until_bound(&js, &nodes, started, within).await;
+    if !unbound.is_empty() {
+        problems.push(format!(
+            "{} hosts never bound their consumer (first: {})",
+            unbound.len(),
+            unbound[0]
+        ));
+    }
+    let setup = Setup {
+        records_ms,
+        bound_ms: ms(bound_at),
+        not_bound: unbound.len(),
+    };
+    // Let the connections settle before the host's share is read.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_hosts = facts::own_rss();
+
+    sampler.phase("fan-out");
+    note(format_args!(
+        "fan-out: one change assigning {} to {n} nodes",
+        mesh::MODULE
+    ));
+    let fan_out = fan_out(&store, &nodes, &module, &mut problems).await?;
+
+    let run_raw = fan_out.recorded > 0;
+
+    // The storm while the controller runs: it records the reports every
+    // host sends after reconnecting.
+    sampler.phase("storm");
+    note(format_args!(
+        "reconnect storm: the broker restarted under {n} hosts"
+    ));
+    let storm = storm(&mut broker, &bench_bus, &store, &nodes, &mut problems).await?;
+    let client = mesh::connect_retrying(&bench_bus, Duration::from_secs(30)).await?;
+    let js = jetstream::new(client.clone());
+
+    sampler.phase("idle host");
+    note(format_args!(
+        "idle host: one real `mesh host` enrolled by token"
+    ));
+    let idle = idle_host(&work, &dir_arg, &store_arg, &js).await;
+    let (idle_host, idle_host_enrolled_ms) = match idle {
+        Ok((rss, at, mut p)) => {
+            p.stop().await;
+            (Some(rss), Some(at))
+        }
+        Err(e) => {
+            problems.push(format!("the idle host: {e:#}"));
+            (None, None)
+        }
+    };
+    let controller_rss = facts::rss(controller.pid());
+    let memory = Memory {
+        controller: controller_rss,
+        controller_by_phase: sampler.stop(),
+        nodes: n,
+        simulated_host_bytes: rss_hosts.now.saturating_sub(rss_before.now) / n as u64,
+        idle_host,
+        idle_host_enrolled_ms,
+    };
+    controller.stop().await;
+
+    note(format_args!(
+        "raw JetStream: {n} subjects, {n} push consumers"
+    ));
+    let raw = match run_raw {
+        true => match raw::run(&genesis, &broker, n).await {
+            Ok(r) => {
+                if r.missing > 0 {
+                    problems.push(format!("raw JetStream: {} messages never acked", r.missing));
+                }
+                Some(r)
+            }
+            Err(e) => {
+                problems.push(format!("raw JetStream: {e:#}"));
+                None
+            }
+        },
+        false => None,
+    };
+    let ratio = raw
+        .as_ref()
+        .filter(|r| r.acked.per_second > 0.0)
+        .map(|r| fan_out.reported.per_second / r.acked.per_second);
+
+    note(format_args!("stopping the hosts"));
+    let failed = hosts.stop().await;
+    if failed > 0 {
+        problems.push(format!("{failed} hosts ended with an error"));
+    }
+    let _ = client.drain().await;
+
+    note(format_args!(
+        "users file: {} nodes x {} modules",
+        args.users_nodes,
+        users::MODULES.len()
+    ));
+    let users_file = match users::run(&genesis, &broker, args.users_nodes, &bench_bus).await {
+        Ok(u) => {
+            if !u.identical {
+                problems.push("the users file composed twice differs".into());
+            }
+            Some(u)
+        }
+        Err(e) => {
+            problems.push(format!("users file: {e:#}"));
+            None
+        }
+    };
+    broker.stop().await;
+    store.close().await;
+
+    let mut ingestion = Vec::new();
+    if !args.no_ingest {
+        let sqlite_url = format!("sqlite://{}", work.join("ingest.db").display());
+        let pg_db = match &pg {
+            Some(c) => Some(c.create_database()?),
+            None => None,
+        };
+        let mut runs = vec![("sqlite", sqlite_url)];
+        if let Some(db) = &pg_db {
+            runs.push(("postgresql", db.url().to_string()));
+        }
+        for (label, url) in runs {
+            note(format_args!("report ingestion: {label}, {n} nodes"));
+            let s = Store::open(&url).await?;
+            match ingest::run(label, &s, n, args.ingest_for).await {
+                Ok(r) => ingestion.push(r),
+                Err(e) => problems.push(format!("ingestion on {label}: {e:#}")),
+            }
+            s.close().await;
+        }
+    }
+    let versions = Versions {
+        mesh: env!("CARGO_PKG_VERSION").into(),
+        nats_server: facts::nats_version(&nats),
+        store: store_version,
+        ingestion: ingestion.iter().map(|r| r.version.clone()).collect(),
+    };
+    drop(mesh_db);
+    drop(pg);
+    if args.dir.is_none() {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    let command = std::env::args()
+        .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+        .collect::<Vec<_>>()
+        .join(" ");
+    Ok(Results {
+        command,
+        machine,
+        versions,
+        hosts: n,
+        store: args.store,
+        setup,
+        fan_out,
+        raw,
+        ratio,
+        storm,
+        memory,
+        users_file,
+        ingestion,
+        problems,
+    })
+}
+
+/// One change assigning the module to every node; waits until each node's
+/// report answering its new declaration is recorded.
+async fn fan_out(
+    store: &Store,
+    nodes: &[Name],
+    module: &Name,
+    problems: &mut Vec<String>,
+) -> anyhow::Result<FanOut> {
+    let n = nodes.len();
+    let change = FleetChange {
+        assignments: nodes.iter().map(|n| (n.clone(), module.clone())).collect(),
+        ..FleetChange::default()
+    };
+    let before = mesh_store::now_ms();
+    store.apply_fleet(&change).await?;
+    let t0 = mesh_store::now_ms();
+    let started = Instant::now();
+    // Bounded, and cut short when nothing moves for a minute.
+    let within = Duration::from_secs(120) + Duration::from_millis(20 * n as u64);
+    let mut versions: BTreeMap<Name, i64> = BTreeMap::new();
+    let mut declared_ms = Vec::new();
+    let mut last_progress = (0usize, Instant::now());
+    let heard = loop {
+        if versions.len() < n {
+            for (node, v, at) in store.declarations_made_since(before).await? {
+                if versions.insert(node, v).is_none() {
+                    declared_ms.push((at - t0).max(0) as f64);
+                }
+            }
+        }
+        let reports = store.reports_received_since(before).await?;
+        let h = mesh::heard(&reports, &versions, t0);
+        let got = h.first_ms.len();
+        if got > last_progress.0 {
+            last_progress = (got, Instant::now());
+        }
+        if got == n
+            || started.elapsed() > within
+            || last_progress.1.elapsed() > Duration::from_secs(60)
+        {
+            // A report recorded twice shows only after the first: a moment
+            // more for a late one.
+            if got == n {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                let reports = store.reports_received_since(before).await?;
+                break mesh::heard(&reports, &versions, t0);
+            }
+            break h;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let recorded = heard.first_ms.len();
+    if recorded < n {
+        problems.push(format!(
+            "fan-out: {} of {n} nodes' reports never recorded",
+            n - recorded
+        ));
+    }
+    if !heard.twice.is_empty() {
+        problems.push(format!(
+            "fan-out: {} nodes' reports recorded twice (first: {})",
+            heard.twice.len(),
+            heard.twice[0]
+        ));
+    }
+    let waited_ms = ms(started.elapsed());
+    let mut reported = Spread::of(heard.first_ms.values().copied().collect());
+    if recorded < n {
+        // Not all in: the rate is over the whole wait, not the last heard.
+        reported.per_second = recorded as f64 / (waited_ms / 1000.0);
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get()) as f64;
+    Ok(FanOut {
+        nodes: n,
+        recorded,
+        missing: n - recorded,
+        twice: heard.twice.len(),
+        waited_ms,
+        per_core: reported.per_second / cores,
+        reported,
+        declared: Spread::of(declared_ms),
+    })
+}
+
+async fn storm(
+    broker: &mut Broker,
+    bus: &mesh_bus::BusConfig,
+    store: &Store,
+    nodes: &[Name],
+    problems: &mut Vec<String>,
+) -> anyhow::Result<Storm> {
+    let n = nodes.len();
+    let stopped = Instant::now();
+    broker.restart().await?;
+    let listening = Instant::now();
+    let listening_ms = mesh_store::now_ms();
+    let client = mesh::connect_retrying(bus, Duration::from_secs(60)).await?;
+    let js = jetstream::new(client.clone());
+    let within = Duration::from_secs(120) + Duration::from_millis(20 * n as u64);
+    let (bound_at, unbound) = mesh::until_bound(&js, nodes, listening, within).await;
+    let bound_from_stop = bound_at + (listening - stopped);
+    if !unbound.is_empty() {
+        problems.push(format!(
+            "reconnect storm: {} hosts never bound again (first: {})",
+            unbound.len(),
+            unbound[0]
+        ));
+    }
+    // Every host reports after it reconnects; the controller records them
+    // (informational: bounded at two minutes).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut last = (0usize, Instant::now());
+    let reported = loop {
+        let r = mesh::reported_since(
+            &store.reports_received_since(listening_ms).await?,
+            listening_ms,
+        );
+        if r.len() > last.0 {
+            last = (r.len(), Instant::now());
+        }
+        if r.len() >= n || Instant::now() > deadline || last.1.elapsed() > Duration::from_secs(60) {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let _ = client.drain().await;
+    Ok(Storm {
+        hosts: n,
+        bound_ms: ms(bound_at),
+        bound_from_stop_ms: ms(bound_from_stop),
+        not_bound: unbound.len(),
+        not_reported: n.saturating_sub(reported.len()),
+        reported: Spread::of(reported.into_values().collect()),
+    })
+}
+
+/// One real `mesh host`: a token from `mesh node add`, enrolled through
+/// the controller, bound, then left idle for 5 s; its resident set.
+async fn idle_host(
+    work: &std::path::Path,
+    dir: &str,
+    store: &str,
+    js: &jetstream::Context,
+) -> anyhow::Result<(Rss, f64, MeshProcess)> {
+    let exe = std::env::current_exe()?;
+    let out = tokio::process::Command::new(exe)
+        .args(["node", "add", "bench-idle", "--dir", dir, "--store", store])
+        .env_remove("MESH_STORE")
+        .output()
+        .await?;
+    anyhow::ensure!(
+        out.status.success(),
+        "mesh node add: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = String::from_utf8(out.stdout)?;
+    let state = work.join("idle-host");
+    let state_arg = state.display().to_string();
+    let started = Instant::now();
+    let p = MeshProcess::spawn(
+        &["host", "--token", "-", "--state", &state_arg],
+        work.join("idle-host.log"),
+        Some(token),
+    )?;
+    let node = Name::new("bench-idle").expect("a valid name");
+    let (at, unbound) = mesh::until_bound(js, &[node], started, Duration::from_secs(120)).await;
+    anyhow::ensure!(
+        unbound.is_empty(),
+        "it did not bind within 120 s; its log:\n{}",
+        mesh::tail(&p.log_text(), 20)
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    Ok((facts::rss(p.pid()), ms(at), p))
+}
+
+/// The table: each figure, its target, and whether it is met.
+fn table(r: &Results) -> String {
+    use std::fmt::Write as _;
+    let mut t = String::new();
+    let gib = r.machine.memory_bytes as f64 / (1u64 << 30) as f64;
+    let mb = |b: u64| b as f64 / 1e6;
+    let _ = writeln!(
+        t,
+        "mesh bench: {} simulated hosts, store {:?}",
+        thousands(r.hosts),
+        r.store
+    );
+    let _ = writeln!(
+        t,
+        "machine:  {} cores ({}), {gib:.1} GiB, {}",
+        r.machine.cores, r.machine.cpu, r.machine.kernel
+    );
+    let _ = writeln!(
+        t,
+        "versions: mesh {}, nats-server {}, {}{}",
+        r.versions.mesh,
+        r.versions.nats_server,
+        r.versions.store,
+        r.versions
+            .ingestion
+            .iter()
+            .filter(|v| **v != r.versions.store)
+            .map(|v| format!(", {v}"))
+            .collect::<String>()
+    );
+    let _ = writeln!(
+        t,
+        "load:     {} at the start (1, 5, 15 min; other work on the machine shows here)",
+        r.machine.load_at_start
+    );
+    let _ = writeln!(t, "command:  {}", r.command);
+    let _ = writeln!(t, "targets are the issue's, stated for 10,000 hosts\n");
+    let mut rows: Vec<(String, String, String, Option<bool>)> = Vec::new();
+    let mut row = |f: &str, v: String, target: &str, met: Option<bool>| {
+        rows.push((f.to_string(), v, target.to_string(), met))
+    };
+    let s = |ms: f64| {
+        if ms >= 1000.0 {
+            format!("{:.2} s", ms / 1000.0)
+        } else {
+            format!("{ms:.0} ms")
+        }
+    };
+    row(
+        "setup: hosts connected and bound",
+        format!("{} ({} not)", s(r.setup.bound_ms), r.setup.not_bound),
+        "",
+        None,
+    );
+    let f = &r.fan_out;
+    row(
+        "fan-out: reports recorded",
+        format!(
+            "{} of {}, {} twice",
+            thousands(f.recorded),
+            thousands(f.nodes),
+            f.twice
+        ),
+        "all, none twice",
+        Some(f.missing == 0 && f.twice == 0),
+    );
+    row(
+        "fan-out: declared, per node p50/p99/max",
+        format!(
+            "{} / {} / {}",
+            s(f.declared.p50_ms),
+            s(f.declared.p99_ms),
+            s(f.declared.max_ms)
+        ),
+        "",
+        None,
+    );
+    row(
+        "fan-out: reported, per node p50/p99/max",
+        format!(
+            "{} / {} / {}",
+            s(f.reported.p50_ms),
+            s(f.reported.p99_ms),
+            s(f.reported.max_ms)
+        ),
+        "",
+        None,
+    );
+    row(
+        "fan-out: all reports recorded",
+        if f.missing == 0 {
+            s(f.reported.max_ms)
+        } else {
+            format!(
+                "not within {} ({} missing)",
+                s(f.waited_ms),
+                thousands(f.missing)
+            )
+        },
+        "< 10 s",
+        Some(f.missing == 0 && f.reported.max_ms < 10_000.0),
+    );
+    row(
+        "fan-out: rate",
+        format!(
+            "{:.0}/s, {:.0}/s per core",
+            f.reported.per_second, f.per_core
+        ),
+        ">= 1,000/s per core",
+        Some(f.per_core >= 1000.0),
+    );
+    match &r.raw {
+        Some(raw) => {
+            row(
+                "raw JetStream: acked, p50/p99/max",
+                format!(
+                    "{} / {} / {} ({} conns)",
+                    s(raw.acked.p50_ms),
+                    s(raw.acked.p99_ms),
+                    s(raw.acked.max_ms),
+                    raw.connections
+                ),
+                "",
+                None,
+            );
+            row(
+                "raw JetStream: rate",
+                format!("{:.0}/s", raw.acked.per_second),
+                "",
+                None,
+            );
+        }
+        None => row("raw JetStream", "not run".into(), "", Some(false)),
+    }
+    if let Some(ratio) = r.ratio {
+        row(
+            "fan-out rate / raw JetStream's",
+            format!("{:.1}%", ratio * 100.0),
+            ">= 50%",
+            Some(ratio >= 0.5),
+        );
+    }
+    let st = &r.storm;
+    row(
+        "reconnect storm: all bound again",
+        format!(
+            "{} after listening, {} after stop ({} not)",
+            s(st.bound_ms),
+            s(st.bound_from_stop_ms),
+            st.not_bound
+        ),
+        "< 15 s",
+        Some(st.not_bound == 0 && st.bound_from_stop_ms < 15_000.0),
+    );
+    row(
+        "reconnect storm: all reported again",
+        format!("{} ({} not)", s(st.reported.max_ms), st.not_reported),
+        "",
+        None,
+    );
+    match &r.users_file {
+        Some(u) => {
+            row(
+                &format!("users file {}x{}: compose", thousands(u.nodes), u.modules),
+                format!(
+                    "{} best, {} median",
+                    s(u.compose_best_ms),
+                    s(u.compose_median_ms)
+                ),
+                "< 200 ms",
+                Some(u.compose_median_ms < 200.0),
+            );
+            row(
+                "users file: size, twice",
+                format!(
+                    "{} users, {:.1} MB, {}",
+                    thousands(u.users),
+                    mb(u.bytes as u64),
+                    if u.identical {
+                        "identical"
+                    } else {
+                        "DIFFERENT"
+                    }
+                ),
+                "byte-identical",
+                Some(u.identical),
+            );
+            let reload = u.reload_ms.map_or("never".into(), s);
+            let usable = u.usable_ms.map_or("never".into(), s);
+            row(
+                "users file: reload; usable (canary)",
+                format!("{reload}; {usable}"),
+                "usable <= reload + 0.5 s",
+                Some(matches!((u.reload_ms, u.usable_ms), (Some(a), Some(b)) if b <= a + 500.0)),
+            );
+            row(
+                "users file: composer, trigger to live",
+                u.composer_live_ms.map_or("never".into(), s),
+                "",
+                None,
+            );
+        }
+        None => row("users file", "not run".into(), "", Some(false)),
+    }
+    for i in &r.ingestion {
+        row(
+            &format!("report ingestion: {}", i.backend),
+            format!(
+                "{:.0}/s in batches of {}; {:.0}/s one by one ({} nodes)",
+                i.per_second,
+                i.batch,
+                i.one_by_one_per_second,
+                thousands(i.nodes)
+            ),
+            ">= 10,000/s",
+            Some(i.per_second >= 10_000.0),
+        );
+    }
+    let m = &r.memory;
+    row(
+        "controller RSS, peak (now)",
+        format!(
+            "{:.0} MB ({:.0} MB), {} nodes",
+            mb(m.controller.peak),
+            mb(m.controller.now),
+            thousands(m.nodes)
+        ),
+        "< 150 MB",
+        Some(m.controller.peak < 150_000_000),
+    );
+    row(
+        "controller RSS, peak by phase",
+        m.controller_by_phase
+            .iter()
+            .map(|(p, b)| format!("{p} {:.0}", mb(*b)))
+            .collect::<Vec<_>>()
+            .join(", ")
+            + " MB",
+        "",
+        None,
+    );
+    match m.idle_host {
+        Some(h) => row(
+            "host RSS idle (a real mesh host)",
+            format!("{:.1} MB", mb(h.now)),
+            "< 20 MB",
+            Some(h.now < 20_000_000),
+        ),
+        None => row(
+            "host RSS idle",
+            "not measured".into(),
+            "< 20 MB",
+            Some(false),
+        ),
+    }
+    row(
+        "simulated host, this process's share",
+        format!("{:.0} kB", m.simulated_host_bytes as f64 / 1000.0),
+        "",
+        None,
+    );
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    let w2 = rows.iter().map(|r| r.2.len()).max().unwrap_or(0);
+    let _ = writeln!(t, "{:<w0$}  {:<w1$}  {:<w2$}", "figure", "value", "target");
+    for (f, v, target, met) in &rows {
+        let mark = match met {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "",
+        };
+        let _ = writeln!(t, "{f:<w0$}  {v:<w1$}  {target:<w2$}  {mark}");
+    }
+    if r.problems.is_empty() {
+        let _ = writeln!(t, "\ncorrect: every report recorded, none twice");
+    } else {
+        let _ = writeln!(t, "\nproblems:");
+        for p in &r.problems {
+            let _ = writeln!(t, "  {p}");
+        }
+    }
+    t
+}
+
+fn thousands(n: usize) -> String {
+    mesh_core::diagnostic::thousands(n)
+}
