@@ -314,8 +314,25 @@ fn mesh_up_says_in_plain_lines_how_its_modules_came_out() {
         .spawn()
         .unwrap();
     let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    // Every runnable example module, each running: the line lists them all.
+    let reported = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("up: node local reports "))
+            .map(str::to_string)
+    };
     let said = wait_until(LONG, || {
-        read().contains("up: node local reports echo running\n")
+        reported(&read()).is_some_and(|l| {
+            [
+                "echo",
+                "greeter",
+                "node-worker",
+                "recorder",
+                "ticker",
+                "worker",
+            ]
+            .iter()
+            .all(|m| l.contains(&format!("{m} running")))
+        })
     });
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -330,7 +347,7 @@ fn mesh_up_says_in_plain_lines_how_its_modules_came_out() {
         "up: enrolling node local\n",
         "up: node local enrolled\n",
         "up: waiting for node local to report",
-        "up: node local reports echo running\n",
+        "up: node local reports echo running, greeter running, ",
     ];
     let mut at = 0;
     for s in steps {
