@@ -394,12 +394,17 @@ async fn missing_secrets(
     let listed = |node: &Name| fleet.nodes.iter().any(|n| &n.name.value == node);
     let mut missing = Vec::new();
     for name in now.credentials.keys() {
-        let host_of_self_enrolled = now
-            .records
-            .nodes
-            .iter()
-            .any(|n| !listed(n) && &principal::host(n) == name);
-        if host_of_self_enrolled || secrets::target(&args.secrets_dir, name).is_file() {
+        // A node the file does not list enrolled itself: its host made its
+        // own key and its modules' keys, which never leave that node. The
+        // controller's key is the genesis's. Advising a re-mint of either
+        // would rotate a live key for nothing.
+        let held_elsewhere = name == mesh_core::authority::CONTROLLER
+            || now.records.nodes.iter().any(|n| {
+                !listed(n)
+                    && (&principal::host(n) == name
+                        || name.starts_with(&format!("module_{n}_")))
+            });
+        if held_elsewhere || secrets::target(&args.secrets_dir, name).is_file() {
             continue;
         }
         missing.push(name.clone());

@@ -120,3 +120,30 @@ fn genesis_writes_a_users_file_of_the_controller_alone_and_refuses_a_second() {
     assert!(stderr.contains("controller/nkey.seed"), "{stderr}");
     assert_eq!(snapshot(root.path()), before);
 }
+
+/// A fleet file loaded into a mesh made by `mesh init`: the controller's key
+/// is the genesis's, never in the fleet's secrets directory, so nothing may
+/// call it missing nor advise re-minting it (that would rotate the live key).
+#[test]
+fn a_fleet_loaded_after_genesis_names_no_controller_secret_as_missing() {
+    let root = tempfile::tempdir().unwrap();
+    let out = mesh(root.path(), &["init", "--port", "4399"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ex = examples();
+    let out = mesh(
+        root.path(),
+        &[
+            "fleet",
+            "load",
+            &ex.join("fleet.toml").display().to_string(),
+            "--catalogue",
+            &ex.join("catalogue").display().to_string(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    assert!(
+        !stderr.contains("warning") && !stderr.contains("--remint"),
+        "{stderr}"
+    );
+}
