@@ -111,8 +111,8 @@ pub fn run(args: &NodeArgs) -> anyhow::Result<ExitCode> {
 async fn add(args: &AddArgs) -> anyhow::Result<ExitCode> {
     let node = node_name(&args.name)?;
     let dir = args.mesh.dir()?;
-    let genesis = Genesis::open(&dir)
-        .with_context(|| format!("reading the genesis in {}", dir.display()))?;
+    let genesis =
+        Genesis::open(&dir).with_context(|| format!("reading the genesis in {}", dir.display()))?;
     // Read from the certificate on disk, never configured: a fingerprint
     // typed in would be a second truth that drifts.
     let cert_sha256 = match &args.broker_cert {

@@ -132,7 +132,12 @@ mod tests {
         std::fs::write(tmp.path().join(DIR_NAME), "").unwrap();
         let found = find_dir(None, tmp.path());
         // Unless something above the temp dir is a mesh, nothing is found.
-        if tmp.path().ancestors().skip(1).all(|d| !d.join(DIR_NAME).is_dir()) {
+        if tmp
+            .path()
+            .ancestors()
+            .skip(1)
+            .all(|d| !d.join(DIR_NAME).is_dir())
+        {
             let e = found.unwrap_err().to_string();
             assert!(e.starts_with("no mesh found"), "{e}");
             assert!(e.contains(&tmp.path().display().to_string()), "{e}");

@@ -28,7 +28,13 @@ pub const LOCAL_NODE: &str = "local";
 pub struct UpArgs {
     /// The mesh's directory: genesis, store, broker, the local host
     /// [default: `MESH_DIR`, else `.mesh` in the working directory].
-    #[arg(long, env = "MESH_DIR", hide_env = true, default_value = ".mesh", hide_default_value = true)]
+    #[arg(
+        long,
+        env = "MESH_DIR",
+        hide_env = true,
+        default_value = ".mesh",
+        hide_default_value = true
+    )]
     pub dir: PathBuf,
     /// The catalogue to register; its modules whose command is found are
     /// assigned to the local node.

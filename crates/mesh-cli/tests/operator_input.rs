@@ -259,7 +259,10 @@ fn cases() -> Vec<Case> {
             "person add to a missing store",
             &["person", "add", "ada", "--tools", "*"][..],
         ),
-        ("node forget in a missing store", &["node", "forget", "n1"][..]),
+        (
+            "node forget in a missing store",
+            &["node", "forget", "n1"][..],
+        ),
     ] {
         let mut c = Case::new(name, args);
         c.nothing_new = true;

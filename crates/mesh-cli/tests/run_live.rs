@@ -572,8 +572,9 @@ fn mesh_up_runs_echo_reuses_its_genesis_and_leaves_nothing_behind() {
         let http = std::fs::read_to_string(&addr_file).unwrap();
         let http = http.trim();
         assert!(
-            wait_until(LONG, || read()
-                .contains(&format!("  dashboard   http://{http}/ (/metrics, /api/status)"))),
+            wait_until(LONG, || read().contains(&format!(
+                "  dashboard   http://{http}/ (/metrics, /api/status)"
+            ))),
             "run {run}: the summary does not name {http}:\n{}",
             read()
         );
@@ -611,7 +612,10 @@ fn mesh_up_runs_echo_reuses_its_genesis_and_leaves_nothing_behind() {
             );
         }
         assert!(processes_in(&work).is_empty());
-        assert!(!addr_file.exists(), "run {run}: the HTTP address outlived the stop");
+        assert!(
+            !addr_file.exists(),
+            "run {run}: the HTTP address outlived the stop"
+        );
         if run == 2 {
             assert!(
                 !read().contains("up: node local enrolled"),

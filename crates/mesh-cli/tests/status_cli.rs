@@ -153,6 +153,9 @@ fn commands_find_the_nearest_mesh_above_and_mesh_dir_from_anywhere() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no mesh store at sqlite://nope/mesh.db"), "{err}");
+    assert!(
+        err.contains("no mesh store at sqlite://nope/mesh.db"),
+        "{err}"
+    );
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 }

@@ -315,8 +315,13 @@ pub async fn run(
         genesis.controller_nkey.clone(),
         composer.watch(),
     );
-    let http = crate::http::serve(opts.http, shared.clone(), &opts.dir, opts.http_bound.as_ref())
-        .await?;
+    let http = crate::http::serve(
+        opts.http,
+        shared.clone(),
+        &opts.dir,
+        opts.http_bound.as_ref(),
+    )
+    .await?;
     if let Some(s) = &http {
         info!(url = %format!("http://{}/", s.addr), "serving HTTP");
     }

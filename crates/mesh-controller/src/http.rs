@@ -209,7 +209,9 @@ async fn bind(listen: HttpListen) -> Result<Option<tokio::net::TcpListener>, Htt
     let free = SocketAddr::new(listen.addr.ip(), 0);
     match TcpListener::bind(free).await {
         Ok(l) => {
-            let at = l.local_addr().map_or_else(|_| free.to_string(), |a| a.to_string());
+            let at = l
+                .local_addr()
+                .map_or_else(|_| free.to_string(), |a| a.to_string());
             warn!(taken = %listen.addr, error = %taken, addr = %at, "the default HTTP address is taken (another controller on this machine?); serving HTTP on a free port instead; pass --http ADDR to choose");
             Ok(Some(l))
         }
