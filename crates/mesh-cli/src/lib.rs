@@ -127,7 +127,8 @@ pub enum Command {
     Reports(listings::ReportsArgs),
     /// The mesh on one screen: controller, broker, nodes and modules by
     /// state, the last composition, and what needs action. The controller is
-    /// asked where it wrote it serves, and must be this mesh's own.
+    /// asked at the address it wrote into the mesh's directory, and must be
+    /// this mesh's own.
     #[command(after_help = "Examples:
   mesh status
   mesh status --dir /var/lib/mesh

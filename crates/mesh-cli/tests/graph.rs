@@ -95,7 +95,13 @@ fn the_registered_catalogue_is_drawn_by_default() {
     let dir = tmp.path().join("m");
     let port = mesh_testkit::broker::free_port().unwrap().to_string();
     // Registering changes a store that exists; `mesh init` makes it.
-    ok(&mesh(&["init", "--dir", dir.to_str().unwrap(), "--port", &port]));
+    ok(&mesh(&[
+        "init",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--port",
+        &port,
+    ]));
     let store = format!("sqlite://{}", dir.join("mesh.db").display());
     ok(&mesh(&[
         "catalogue",
