@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 
-use crate::authority::{checked_catalogue, open_store};
+use crate::authority::{checked_catalogue, open_store_to_write};
 use crate::node::ListFormat;
 use crate::output;
 use crate::plan::{Pending, name};
@@ -76,7 +76,7 @@ pub fn run_catalogue(args: &CatalogueArgs) -> anyhow::Result<ExitCode> {
     };
     let report = checked_catalogue(&args.paths, "nothing was registered")?;
     crate::block_on(async {
-        let store = open_store(&args.mesh.store_url()).await?;
+        let store = open_store_to_write(&args.mesh.store_url()?).await?;
         let mut done = Vec::new();
         let result = async {
             for m in report.catalogue.manifests() {
@@ -113,7 +113,7 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
         return crate::plan::print_plan(&pending, &args.mesh, args.output);
     }
     crate::block_on(async {
-        let store = open_store(&args.mesh.store_url()).await?;
+        let store = open_store_to_write(&args.mesh.store_url()?).await?;
         let result = async {
             if assign {
                 match store.assign(&node, &module).await {

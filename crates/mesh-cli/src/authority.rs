@@ -17,6 +17,7 @@ use mesh_state::CatalogueCheck;
 use mesh_store::Store;
 
 use crate::files::{self, OutPath};
+use crate::state::MeshArgs;
 use crate::{check, output};
 
 #[derive(Debug, Args)]
@@ -40,15 +41,14 @@ pub enum AuthorityCommand {
 }
 
 /// Where the records come from.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct Sources {
     /// The catalogue: manifests (directories or files), as for `mesh check`.
     #[arg(long = "catalogue", required = true)]
     pub catalogue: Vec<PathBuf>,
-    /// The store holding the mesh's records (`sqlite://PATH` or `postgres://...`).
-    // The URL may carry the database password: `--help` must not print it.
-    #[arg(long, env = "MESH_STORE", hide_env_values = true, default_value = mesh_store::DEFAULT_URL)]
-    pub store: String,
+    /// The mesh whose store holds the records.
+    #[command(flatten)]
+    pub mesh: MeshArgs,
 }
 
 #[derive(Debug, Args)]
@@ -132,12 +132,27 @@ pub async fn open_existing_store(url: &str) -> anyhow::Result<Store> {
     opened(url, Store::open_existing(url).await)
 }
 
+/// Opens an existing store to change its records, bringing an older one
+/// forward; none at `url` is an error, and nothing is created: a record
+/// written from the wrong directory must not start an empty mesh of its own.
+pub async fn open_store_to_write(url: &str) -> anyhow::Result<Store> {
+    match Store::open_existing(url).await {
+        Ok(s) => s.close().await,
+        Err(mesh_store::StoreError::SchemaTooOld { .. }) => {}
+        Err(e) => return opened(url, Err(e)),
+    }
+    open_store(url).await
+}
+
 fn opened(url: &str, r: Result<Store, mesh_store::StoreError>) -> anyhow::Result<Store> {
     use mesh_store::StoreError::{BadUrl, Missing};
     match r {
         Ok(s) => Ok(s),
-        // These name the URL already; saying it twice says nothing more.
-        Err(e @ (BadUrl { .. } | Missing { .. })) => Err(e.into()),
+        Err(Missing { url }) => Err(anyhow::anyhow!(
+            "no mesh store at {url}; `mesh init` or `mesh up` makes a mesh and its store (`mesh fleet load FILE --catalogue DIR` records a fleet into a new one), or point at an existing mesh with --dir DIR, MESH_DIR=DIR or --store URL"
+        )),
+        // It names the URL already; saying it twice says nothing more.
+        Err(e @ BadUrl { .. }) => Err(e.into()),
         Err(e) => {
             Err(e).with_context(|| format!("opening the store {}", mesh_store::redact_url(url)))
         }
@@ -160,7 +175,7 @@ pub async fn load(sources: &Sources) -> anyhow::Result<Loaded> {
         &sources.catalogue,
         "authority is derived only from a catalogue that checks clean",
     )?;
-    let store = open_existing_store(&sources.store).await?;
+    let store = open_existing_store(&sources.mesh.store_url()?).await?;
     let read = read_records(&store).await;
     store.close().await;
     let (records, credentials) = read?;

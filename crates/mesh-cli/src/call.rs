@@ -57,7 +57,7 @@ pub fn run(args: &CallArgs) -> anyhow::Result<ExitCode> {
         Some(node) => ToolAddress::on_node(&args.tool, node),
     }?;
     let kp = read_seed(&args.seed)?;
-    let genesis = Genesis::open(&args.mesh.dir)?;
+    let genesis = Genesis::open(&args.mesh.dir()?)?;
     let answer = crate::block_on(async {
         let person = match &args.person {
             Some(p) => Name::new(p).with_context(|| format!("{p:?} is not a person name"))?,
@@ -95,7 +95,7 @@ pub fn run(args: &CallArgs) -> anyhow::Result<ExitCode> {
 
 /// The person whose recorded key `public_key` is.
 async fn person_of(mesh: &MeshArgs, public_key: &str) -> anyhow::Result<Name> {
-    let store = open_existing_store(&mesh.store_url()).await?;
+    let store = open_existing_store(&mesh.store_url()?).await?;
     let keys = store.person_keys().await;
     store.close().await;
     match keys?.into_iter().find(|(_, k)| k == public_key) {

@@ -19,9 +19,11 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "1h", value_parser = crate::node::parse_ttl)]
     pub store_window: std::time::Duration,
     /// Where to serve /healthz, /readyz, /metrics, the JSON API and the
-    /// dashboard [default: 127.0.0.1:7420, skipped with a warning when
-    /// taken]. Given explicitly, an address that cannot be bound stops the
-    /// start.
+    /// dashboard [default: 127.0.0.1:7420, or a free port on 127.0.0.1 when
+    /// that is taken, logged]. Given explicitly, an address that cannot be
+    /// bound stops the start. The address bound is written to
+    /// `controller/http.addr` in the mesh's directory, where `mesh status`
+    /// reads it.
     #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
     pub http: Option<std::net::SocketAddr>,
     /// Serve no HTTP at all.
@@ -31,7 +33,8 @@ pub struct ControllerArgs {
 
 pub fn run(args: &ControllerArgs) -> anyhow::Result<ExitCode> {
     logging::init();
-    let mut opts = ControllerOptions::new(args.mesh.dir.clone(), args.mesh.store_url());
+    let dir = args.mesh.dir()?;
+    let mut opts = ControllerOptions::new(dir.clone(), args.mesh.store_url()?);
     opts.store_window = args.store_window;
     opts.http = match (args.no_http, args.http) {
         (true, _) => None,
@@ -43,6 +46,6 @@ pub fn run(args: &ControllerArgs) -> anyhow::Result<ExitCode> {
     };
     let rt = logging::daemon_runtime()?;
     rt.block_on(mesh_controller::daemon::run(opts, logging::stop_signal()))
-        .with_context(|| format!("starting the controller of {}", args.mesh.dir.display()))?;
+        .with_context(|| format!("starting the controller of {}", dir.display()))?;
     Ok(ExitCode::SUCCESS)
 }

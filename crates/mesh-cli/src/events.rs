@@ -81,7 +81,7 @@ fn filter_subject(filter: &str) -> anyhow::Result<String> {
 pub fn run(args: &EventsArgs) -> anyhow::Result<ExitCode> {
     let EventsCommand::Tail(args) = &args.command;
     let filter = args.filter.as_deref().map(filter_subject).transpose()?;
-    let genesis = Genesis::open(&args.mesh.dir)?;
+    let genesis = Genesis::open(&args.mesh.dir()?)?;
     let seed_file = genesis.path("controller/nkey.seed");
     let seed = std::fs::read_to_string(&seed_file)
         .with_context(|| format!("reading the controller's key {}", seed_file.display()))?;

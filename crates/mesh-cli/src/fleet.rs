@@ -39,15 +39,16 @@ use crate::{files, output};
 /// How long an enrolment token issued by a fleet file stays live.
 const TOKEN_TTL: Duration = Duration::from_secs(24 * 3600);
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct FleetArgs {
     /// The fleet file.
     pub file: PathBuf,
     #[command(flatten)]
     pub sources: authority::Sources,
-    /// Where minted secrets are written, one file per principal.
-    #[arg(long, default_value = ".mesh/secrets")]
-    pub secrets_dir: PathBuf,
+    /// Where minted secrets are written, one file per principal [default:
+    /// `secrets` in the mesh's directory].
+    #[arg(long = "secrets-dir", value_name = "DIR")]
+    pub secrets: Option<PathBuf>,
     /// Mint this principal's credential (or reissue `enrol_<node>`'s token)
     /// again, replacing the recorded one; repeatable.
     #[arg(long, value_name = "PRINCIPAL")]
@@ -58,8 +59,28 @@ pub struct FleetArgs {
     pub prune: bool,
 }
 
+impl FleetArgs {
+    /// `--secrets-dir`, else `secrets` beside the store in the mesh's
+    /// directory (`./.mesh` when no mesh is found: a load makes one).
+    pub fn secrets_dir(&self) -> PathBuf {
+        self.secrets
+            .clone()
+            .unwrap_or_else(|| self.sources.mesh.dir_or_new().join("secrets"))
+    }
+
+    /// The store: `--store`, else the mesh found's, else `./.mesh`'s, made.
+    fn store_url(&self) -> String {
+        self.sources.mesh.store_url_or_new()
+    }
+}
+
 pub fn run(args: &FleetArgs) -> anyhow::Result<ExitCode> {
-    crate::block_on(load_fleet(args))?
+    // Resolved once: the load makes `./.mesh`, which a second lookup would
+    // then find under another spelling.
+    let mut resolved = args.clone();
+    resolved.secrets = Some(args.secrets_dir());
+    resolved.sources.mesh.store = Some(args.store_url());
+    crate::block_on(load_fleet(&resolved))?
 }
 
 async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
@@ -70,17 +91,17 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
         Ok(f) => f,
         Err(diags) => return Err(refused(&path, &text, &diags)),
     };
-    mesh_store::check_url(&args.sources.store)?;
+    mesh_store::check_url(&args.store_url())?;
     // Before a store is created: a directory of another store's secrets
     // refuses this load, a store made for it would be left behind empty.
-    if let Some(id) = existing_id(&args.sources.store).await {
-        secrets::check_marker(&args.secrets_dir, id.as_deref())?;
+    if let Some(id) = existing_id(&args.store_url()).await {
+        secrets::check_marker(&args.secrets_dir(), id.as_deref())?;
     }
     // Before anything is minted: a secret whose file cannot be written is lost,
     // since the store keeps only its public key or hash.
-    files::private_dir(&args.secrets_dir)?;
+    files::private_dir(&args.secrets_dir())?;
 
-    let store = authority::open_store(&args.sources.store).await?;
+    let store = authority::open_store(&args.store_url()).await?;
     let loaded = record(args, &fleet, &report, &store).await;
     store.close().await;
     let outcome = loaded?;
@@ -141,7 +162,7 @@ async fn record(
     store: &Store,
 ) -> anyhow::Result<Outcome> {
     let store_id = store.id().await?;
-    let needs_marker = secrets::check_marker(&args.secrets_dir, Some(&store_id))?;
+    let needs_marker = secrets::check_marker(&args.secrets_dir(), Some(&store_id))?;
     let before = mesh_state::read(store).await?;
 
     let file_nodes: BTreeSet<&Name> = fleet
@@ -224,20 +245,20 @@ async fn record(
         change.credentials.push(c);
     }
     for (name, _) in &minted {
-        secrets::check_target(&secrets::target(&args.secrets_dir, name), name)?;
+        secrets::check_target(&secrets::target(&args.secrets_dir(), name), name)?;
     }
 
     // Staged files are removed when `staged` drops unless placed.
     let mut staged = secrets::Staged::default();
     if needs_marker {
         staged.stage_bytes(
-            &args.secrets_dir,
+            &args.secrets_dir(),
             secrets::MARKER,
             secrets::marker_text(&store_id, store.url()).as_bytes(),
         )?;
     }
     for (name, secret) in &minted {
-        staged.stage(&args.secrets_dir, name, secret)?;
+        staged.stage(&args.secrets_dir(), name, secret)?;
     }
     let applied = store
         .apply_fleet(&change)
@@ -252,7 +273,7 @@ async fn record(
         ));
     }
 
-    forget_secrets(&args.secrets_dir, &applied);
+    forget_secrets(&args.secrets_dir(), &applied);
     let missing = missing_secrets(args, fleet, store).await?;
     Ok(Outcome {
         applied,
@@ -404,7 +425,7 @@ async fn missing_secrets(
                     && (&principal::host(n) == name
                         || name.starts_with(&format!("module_{n}_")))
             });
-        if held_elsewhere || secrets::target(&args.secrets_dir, name).is_file() {
+        if held_elsewhere || secrets::target(&args.secrets_dir(), name).is_file() {
             continue;
         }
         missing.push(name.clone());
@@ -441,7 +462,7 @@ impl Outcome {
             plural(a.credentials_recorded),
             self.secrets_placed,
             plural(self.secrets_placed),
-            args.secrets_dir.display()
+            args.secrets_dir().display()
         ))?;
         if args.prune {
             for (node, f) in &a.nodes_pruned {
@@ -469,7 +490,7 @@ impl Outcome {
         for m in &self.missing {
             output::note(format_args!(
                 "warning: {m} has a credential recorded but no secret in {}; nobody can connect as {m}\n  = help: {}",
-                args.secrets_dir.display(),
+                args.secrets_dir().display(),
                 remint_command(args, m)
             ));
         }

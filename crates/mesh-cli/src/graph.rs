@@ -35,7 +35,7 @@ pub struct GraphArgs {
 pub fn run(args: &GraphArgs) -> anyhow::Result<ExitCode> {
     let catalogue = if args.catalogue.is_empty() {
         crate::block_on(async {
-            let store = open_existing_store(&args.mesh.store_url()).await?;
+            let store = open_existing_store(&args.mesh.store_url()?).await?;
             let c = mesh_state::registered::catalogue(&store).await;
             store.close().await;
             anyhow::Ok(c?)

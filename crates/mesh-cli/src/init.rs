@@ -20,8 +20,15 @@ use crate::{authority as cli_authority, files, output};
 
 #[derive(Debug, Args)]
 pub struct InitArgs {
-    /// The controller's state directory (created 0700; must not hold a genesis).
-    #[arg(long, default_value = ".mesh")]
+    /// The mesh's directory (created 0700; must not hold a genesis)
+    /// [default: `MESH_DIR`, else `.mesh` in the working directory].
+    #[arg(
+        long,
+        env = "MESH_DIR",
+        hide_env = true,
+        default_value = ".mesh",
+        hide_default_value = true
+    )]
     pub dir: PathBuf,
     /// Another address the broker is reached at (IP or DNS name), besides
     /// 127.0.0.1 and localhost; put in its certificate. May be repeated.

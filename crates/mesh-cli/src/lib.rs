@@ -126,9 +126,12 @@ pub enum Command {
   mesh reports n1 --limit 3 --output json")]
     Reports(listings::ReportsArgs),
     /// The mesh on one screen: controller, broker, nodes and modules by
-    /// state, the last composition, and what needs action.
+    /// state, the last composition, and what needs action. The controller is
+    /// asked at the address it wrote into the mesh's directory, and must be
+    /// this mesh's own.
     #[command(after_help = "Examples:
   mesh status
+  mesh status --dir /var/lib/mesh
   mesh status --http 127.0.0.1:7420 --output json")]
     Status(status::StatusArgs),
     /// Every declared seat and role: scope, accepts, emits, holders by node.

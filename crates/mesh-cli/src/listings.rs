@@ -38,7 +38,7 @@ pub struct ReportsArgs {
 
 pub fn run_modules(args: &ModulesArgs) -> anyhow::Result<ExitCode> {
     crate::block_on(async {
-        let store = open_existing_store(&args.mesh.store_url()).await?;
+        let store = open_existing_store(&args.mesh.store_url()?).await?;
         let read = views::modules(&store).await;
         store.close().await;
         let rows = read?;
@@ -70,7 +70,7 @@ pub fn run_reports(args: &ReportsArgs) -> anyhow::Result<ExitCode> {
     let node =
         Name::new(&args.node).with_context(|| format!("{:?} is not a node name", args.node))?;
     crate::block_on(async {
-        let store = open_existing_store(&args.mesh.store_url()).await?;
+        let store = open_existing_store(&args.mesh.store_url()?).await?;
         let read = views::reports(&store, &node, args.limit).await;
         store.close().await;
         let rows = read?;

@@ -12,7 +12,7 @@ use mesh_core::names::Name;
 use mesh_core::token::Token;
 use mesh_state::views::NodeView;
 
-use crate::authority::{open_existing_store, open_store};
+use crate::authority::{open_existing_store, open_store_to_write};
 use crate::output;
 use crate::state::MeshArgs;
 
@@ -110,16 +110,17 @@ pub fn run(args: &NodeArgs) -> anyhow::Result<ExitCode> {
 
 async fn add(args: &AddArgs) -> anyhow::Result<ExitCode> {
     let node = node_name(&args.name)?;
-    let genesis = Genesis::open(&args.mesh.dir)
-        .with_context(|| format!("reading the genesis in {}", args.mesh.dir.display()))?;
+    let dir = args.mesh.dir()?;
+    let genesis =
+        Genesis::open(&dir).with_context(|| format!("reading the genesis in {}", dir.display()))?;
     // Read from the certificate on disk, never configured: a fingerprint
     // typed in would be a second truth that drifts.
     let cert_sha256 = match &args.broker_cert {
         Some(p) => mesh_bus::fingerprint_of_pem_file(p)?,
         None => genesis.cert_sha256.clone(),
     };
-    let url = args.mesh.store_url();
-    let store = open_store(&url).await?;
+    let url = args.mesh.store_url()?;
+    let store = open_store_to_write(&url).await?;
     let result = issue(&store, &node, args.ttl).await;
     store.close().await;
     let issued = result?;
@@ -159,7 +160,7 @@ async fn issue(
 
 async fn forget(args: &ForgetArgs) -> anyhow::Result<ExitCode> {
     let node = node_name(&args.name)?;
-    let store = open_existing_store(&args.mesh.store_url()).await?;
+    let store = open_store_to_write(&args.mesh.store_url()?).await?;
     let result = store.forget_node(&node).await;
     store.close().await;
     let forgotten = result?;
@@ -176,7 +177,7 @@ pub fn run_list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
-    let store = open_existing_store(&args.mesh.store_url()).await?;
+    let store = open_existing_store(&args.mesh.store_url()?).await?;
     let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
     let read = mesh_state::views::nodes(&store, now).await;
     store.close().await;

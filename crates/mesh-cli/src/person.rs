@@ -13,7 +13,7 @@ use clap::{Args, Subcommand};
 use mesh_core::names::Name;
 use mesh_core::records::ToolAccess;
 
-use crate::authority::open_store;
+use crate::authority::open_store_to_write;
 use crate::output;
 use crate::state::MeshArgs;
 
@@ -112,7 +112,7 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
         );
     }
     crate::block_on(async {
-        let store = open_store(&a.mesh.store_url()).await?;
+        let store = open_store_to_write(&a.mesh.store_url()?).await?;
         let result = async {
             store.put_person(&name, &tools).await?;
             if let Some(k) = &a.nkey {
@@ -137,7 +137,7 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
 fn remove(a: &RemoveArgs) -> anyhow::Result<ExitCode> {
     let name = person_name(&a.name)?;
     let removed = crate::block_on(async {
-        let store = open_store(&a.mesh.store_url()).await?;
+        let store = open_store_to_write(&a.mesh.store_url()?).await?;
         let r = store.remove_person(&name).await;
         store.close().await;
         anyhow::Ok(r?)

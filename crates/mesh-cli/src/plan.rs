@@ -169,7 +169,7 @@ pub fn print_plan(
 /// Reads the mesh as the controller does (registered catalogue, records,
 /// manifest digests, the users file) and plans `pending` against it.
 pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan> {
-    let store = open_existing_store(&mesh.store_url()).await?;
+    let store = open_existing_store(&mesh.store_url()?).await?;
     let read = async {
         let catalogue = mesh_state::registered::catalogue(&store).await?;
         let snapshot = mesh_state::read(&store).await?;
@@ -187,8 +187,10 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         .into_iter()
         .map(|m| (m.name, m.manifest_source))
         .collect();
-    let users_file =
-        std::fs::read_to_string(mesh.dir.join(mesh_controller::genesis::USERS_FILE)).ok();
+    let users_file = mesh
+        .find()
+        .ok()
+        .and_then(|d| std::fs::read_to_string(d.join(mesh_controller::genesis::USERS_FILE)).ok());
     let before = snapshot.records;
     let mut after = before.clone();
     let mut after_versions = versions.clone();

@@ -29,7 +29,7 @@ fn or_dash(v: &[String]) -> String {
 
 pub fn run(args: &SeatsArgs) -> anyhow::Result<ExitCode> {
     let rows = crate::block_on(async {
-        let store = open_existing_store(&args.mesh.store_url()).await?;
+        let store = open_existing_store(&args.mesh.store_url()?).await?;
         let read = mesh_state::views::seats(&store).await;
         store.close().await;
         anyhow::Ok(read?)

@@ -1,27 +1,148 @@
 //! Where a command finds the mesh: the controller's state directory and its
-//! store. One definition, so every command agrees on the defaults.
+//! store. One definition, so every command agrees on the lookup: `--dir`,
+//! then `MESH_DIR`, then the nearest `.mesh` directory in the working
+//! directory or above it (as git finds `.git`). Only `mesh init`, `mesh up`
+//! and `mesh fleet load` make a mesh where none is found.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+/// The environment variable naming the mesh's directory.
+pub const MESH_DIR: &str = "MESH_DIR";
+
+/// The directory name looked for above the working directory, and the one
+/// `mesh init` and `mesh up` make in it.
+pub const DIR_NAME: &str = ".mesh";
+
 #[derive(Debug, Clone, Args)]
 pub struct MeshArgs {
-    /// The controller's state directory (made by `mesh init`).
-    #[arg(long, default_value = ".mesh")]
-    pub dir: PathBuf,
+    /// The mesh's directory (made by `mesh init` or `mesh up`) [default:
+    /// `MESH_DIR`, else the nearest `.mesh` directory in the working
+    /// directory or above it].
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
     /// The store (`sqlite://PATH` or `postgres://...`); default: `mesh.db`
-    /// in the state directory.
+    /// in the mesh's directory.
     // The URL may carry the database password: `--help` must not print it.
     #[arg(long, env = "MESH_STORE", hide_env_values = true)]
     pub store: Option<String>,
 }
 
+/// No mesh could be found, and this command does not make one.
+#[derive(Debug)]
+pub struct NoMesh {
+    pub cwd: PathBuf,
+}
+
+impl std::fmt::Display for NoMesh {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no mesh found: no --dir given, {MESH_DIR} is not set, and no {DIR_NAME} directory in {} or above it; run `mesh up` or `mesh init` here, or point at a mesh with --dir DIR or {MESH_DIR}=DIR",
+            self.cwd.display()
+        )
+    }
+}
+
+impl std::error::Error for NoMesh {}
+
 impl MeshArgs {
-    pub fn store_url(&self) -> String {
+    /// The mesh's directory: `--dir`, `MESH_DIR`, or the nearest `.mesh`
+    /// above the working directory. Nothing is created.
+    pub fn find(&self) -> Result<PathBuf, NoMesh> {
+        if let Some(dir) = &self.dir {
+            return Ok(dir.clone());
+        }
+        let env = std::env::var_os(MESH_DIR).filter(|v| !v.is_empty());
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        find_dir(env.map(PathBuf::from), &cwd)
+    }
+
+    /// As [`MeshArgs::find`], as the error a command ends with.
+    pub fn dir(&self) -> anyhow::Result<PathBuf> {
+        Ok(self.find()?)
+    }
+
+    /// The mesh found, or `./.mesh` to be made: for the commands that make
+    /// a mesh where there is none.
+    pub fn dir_or_new(&self) -> PathBuf {
+        self.find().unwrap_or_else(|_| PathBuf::from(DIR_NAME))
+    }
+
+    /// `--store` (or `MESH_STORE`), else `mesh.db` in the mesh found; no
+    /// mesh is an error when no store is named.
+    pub fn store_url(&self) -> anyhow::Result<String> {
+        match &self.store {
+            Some(url) => Ok(url.clone()),
+            None => Ok(sqlite_in(&self.find()?)),
+        }
+    }
+
+    /// As [`MeshArgs::store_url`], with `./.mesh` when no mesh is found.
+    pub fn store_url_or_new(&self) -> String {
         match &self.store {
             Some(url) => url.clone(),
-            None => format!("sqlite://{}", self.dir.join("mesh.db").display()),
+            None => sqlite_in(&self.dir_or_new()),
+        }
+    }
+}
+
+/// The default store of the mesh in `dir`.
+pub fn sqlite_in(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("mesh.db").display())
+}
+
+/// `env` when set, else the nearest `.mesh` directory at or above `cwd`.
+fn find_dir(env: Option<PathBuf>, cwd: &Path) -> Result<PathBuf, NoMesh> {
+    if let Some(dir) = env {
+        return Ok(dir);
+    }
+    cwd.ancestors()
+        .map(|d| d.join(DIR_NAME))
+        .find(|d| d.is_dir())
+        .ok_or_else(|| NoMesh {
+            cwd: cwd.to_path_buf(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nearest_mesh_above_is_found_and_the_environment_comes_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let top = tmp.path().join(DIR_NAME);
+        let deep = tmp.path().join("a/b/c");
+        std::fs::create_dir_all(&deep).unwrap();
+        std::fs::create_dir_all(&top).unwrap();
+        assert_eq!(find_dir(None, &deep).unwrap(), top);
+        // The nearer one wins.
+        let near = tmp.path().join("a").join(DIR_NAME);
+        std::fs::create_dir(&near).unwrap();
+        assert_eq!(find_dir(None, &deep).unwrap(), near);
+        let env = PathBuf::from("/elsewhere");
+        assert_eq!(find_dir(Some(env.clone()), &deep).unwrap(), env);
+    }
+
+    #[test]
+    fn a_file_named_mesh_is_not_a_mesh() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join(DIR_NAME), "").unwrap();
+        let found = find_dir(None, tmp.path());
+        // Unless something above the temp dir is a mesh, nothing is found.
+        if tmp
+            .path()
+            .ancestors()
+            .skip(1)
+            .all(|d| !d.join(DIR_NAME).is_dir())
+        {
+            let e = found.unwrap_err().to_string();
+            assert!(e.starts_with("no mesh found"), "{e}");
+            assert!(e.contains(&tmp.path().display().to_string()), "{e}");
+        } else {
+            assert_ne!(found.ok(), Some(tmp.path().join(DIR_NAME)));
         }
     }
 }

@@ -2,9 +2,15 @@
 //! HTTP API), the broker and the last composition as it says, nodes and
 //! modules by state from the store, and what needs action, each with its
 //! next step.
+//!
+//! The controller is asked where it says it serves (`controller/http.addr`
+//! in the mesh's directory) unless `--http` names an address; whatever
+//! answers must name this mesh's controller key, or nothing it says is
+//! shown beside this mesh's records.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs as _};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -18,9 +24,11 @@ use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The controller's HTTP address (`mesh controller --http`).
-    #[arg(long, value_name = "ADDR", default_value = mesh_controller::http::DEFAULT_ADDR)]
-    pub http: String,
+    /// The controller's HTTP address (`mesh controller --http`) [default:
+    /// the address the mesh's controller wrote to `controller/http.addr` in
+    /// its directory, else 127.0.0.1:7420].
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
     #[arg(long, value_enum, default_value_t = ListFormat::Text)]
     pub output: ListFormat,
     #[command(flatten)]
@@ -57,33 +65,76 @@ pub fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     Ok((code, body.to_string()))
 }
 
-/// The controller as it says of itself, or unreachable.
-fn ask_controller(addr: &str) -> ControllerView {
-    let url = format!("http://{addr}");
+/// The controller as it says of itself, or unreachable; one that names
+/// another key than `ours` is another mesh's, and only that is kept.
+fn ask_controller(addr: &str, ours: Option<&str>) -> ControllerView {
+    let url = Some(format!("http://{addr}"));
     let said = http_get(addr, "/api/status")
         .ok()
         .filter(|(code, _)| *code == 200)
         .and_then(|(_, body)| serde_json::from_str::<StatusView>(&body).ok());
     match said {
+        Some(s) if ours.is_some() && s.controller.controller_key.as_deref() == ours => {
+            ControllerView {
+                url,
+                other_mesh: None,
+                ..s.controller
+            }
+        }
         Some(s) => ControllerView {
-            url: Some(url),
-            ..s.controller
+            url,
+            other_mesh: Some(
+                s.controller
+                    .controller_key
+                    .unwrap_or_else(|| "none given".into()),
+            ),
+            ..ControllerView::default()
         },
         None => ControllerView {
-            url: Some(url),
+            url,
             ..ControllerView::default()
         },
     }
 }
 
+/// This mesh's controller key: as its store records it (the controller
+/// refuses a store recording another), else as its genesis holds it.
+async fn our_key(store: &mesh_store::Store, dir: Option<&Path>) -> anyhow::Result<Option<String>> {
+    use mesh_core::users_file::UserCredential;
+    let recorded = store
+        .credential(mesh_store::principal::CONTROLLER)
+        .await?
+        .and_then(|c| match c.credential {
+            UserCredential::NKey(k) => Some(k),
+            _ => None,
+        });
+    Ok(recorded.or_else(|| {
+        dir.and_then(|d| mesh_controller::Genesis::open(d).ok())
+            .map(|g| g.controller_nkey)
+    }))
+}
+
 pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
-    let controller = ask_controller(&args.http);
+    // With only --store given there may be no directory: the default
+    // address, still checked against the store's key.
+    let dir = args.mesh.find().ok();
+    let url = args.mesh.store_url()?;
+    let addr = args
+        .http
+        .clone()
+        .or_else(|| dir.as_deref().and_then(mesh_controller::http::served_at))
+        .unwrap_or_else(|| mesh_controller::http::DEFAULT_ADDR.to_string());
     let status = crate::block_on(async {
-        let store = open_existing_store(&args.mesh.store_url()).await?;
-        let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
-        let read = views::status(&store, now, controller).await;
+        let store = open_existing_store(&url).await?;
+        let read = async {
+            let ours = our_key(&store, dir.as_deref()).await?;
+            let controller = ask_controller(&addr, ours.as_deref());
+            let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+            anyhow::Ok(views::status(&store, now, controller).await?)
+        }
+        .await;
         store.close().await;
-        anyhow::Ok(read?)
+        read
     })??;
     match args.output {
         ListFormat::Json => crate::listings::print_json(&status)?,
@@ -115,6 +166,10 @@ fn print_text(s: &StatusView) -> anyhow::Result<()> {
     let at = c.url.as_deref().unwrap_or("");
     let mut out = output::Stdout::lock();
     let controller = match (c.reachable, c.ready) {
+        _ if c.other_mesh.is_some() => format!(
+            "not reachable: {at} is another mesh's controller (controller key {})",
+            c.other_mesh.as_deref().unwrap_or_default()
+        ),
         (false, _) => format!("not reachable at {at}"),
         (true, true) => format!("ready ({at})"),
         (true, false) => format!(

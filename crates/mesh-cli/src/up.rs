@@ -26,8 +26,15 @@ pub const LOCAL_NODE: &str = "local";
 
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// The mesh's directory: genesis, store, broker, the local host.
-    #[arg(long, default_value = ".mesh")]
+    /// The mesh's directory: genesis, store, broker, the local host
+    /// [default: `MESH_DIR`, else `.mesh` in the working directory].
+    #[arg(
+        long,
+        env = "MESH_DIR",
+        hide_env = true,
+        default_value = ".mesh",
+        hide_default_value = true
+    )]
     pub dir: PathBuf,
     /// The catalogue to register; its modules whose command is found are
     /// assigned to the local node.
@@ -75,6 +82,7 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     };
     let nats = nats_server(args)?;
     let (stop_tx, stop) = watch::channel(false);
+    let (http_tx, mut http_bound) = tokio::sync::mpsc::unbounded_channel();
     let starting = Progress::start("up: starting the broker");
     let mut broker = start_broker(&nats, &genesis).await?;
     starting.finish(Some(&format!("up: broker on {}", genesis.local_url())));
@@ -82,17 +90,24 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     // Polled here rather than spawned: the store's futures are not `Send`
     // for every lifetime the spawn demands.
     let controller = async {
-        let r = mesh_controller::daemon::run(
-            ControllerOptions::new(dir.clone(), url.clone()),
-            stopped(stop.clone()),
-        )
-        .await;
+        let mut opts = ControllerOptions::new(dir.clone(), url.clone());
+        opts.http_bound = Some(http_tx);
+        let r = mesh_controller::daemon::run(opts, stopped(stop.clone())).await;
         // A controller that could not start ends the whole mesh.
         let _ = stop_tx.send(true);
         r
     };
     let rest = async {
-        let result = local(args, &genesis, &url, &nats, &mut broker, &stop_tx).await;
+        let result = local(
+            args,
+            &genesis,
+            &url,
+            &nats,
+            &mut broker,
+            &stop_tx,
+            &mut http_bound,
+        )
+        .await;
         // Whatever ended it: the controller stops too.
         let _ = stop_tx.send(true);
         result
@@ -114,6 +129,7 @@ async fn local(
     nats: &Path,
     broker: &mut Child,
     stop_tx: &watch::Sender<bool>,
+    http_bound: &mut tokio::sync::mpsc::UnboundedReceiver<Option<std::net::SocketAddr>>,
 ) -> anyhow::Result<()> {
     let signal = logging::stop_signal();
     tokio::pin!(signal);
@@ -142,7 +158,10 @@ async fn local(
             mesh_host::run(&host, &mesh_host::HostOptions::default(), stop).await
         })
     };
-    print_summary(&args.dir, genesis, &assigned)?;
+    // Where the controller bound HTTP (decided early in its start; none if
+    // it ended before).
+    let http = http_bound.recv().await.flatten();
+    print_summary(&args.dir, genesis, &assigned, http)?;
     let ended = stopped(stop_tx.subscribe());
     tokio::pin!(ended);
     let reported = reported(url, &assigned);
@@ -372,7 +391,12 @@ fn on_path(program: &str) -> bool {
     std::env::split_paths(&path).any(|d| d.join(program).is_file())
 }
 
-fn print_summary(dir: &Path, genesis: &Genesis, assigned: &[Name]) -> anyhow::Result<()> {
+fn print_summary(
+    dir: &Path,
+    genesis: &Genesis,
+    assigned: &[Name],
+    http: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
     let mut out = output::Stdout::lock();
     out.line(format_args!("mesh up: {}", dir.display()))?;
     out.line(format_args!("  broker      {}", genesis.local_url()))?;
@@ -391,10 +415,12 @@ fn print_summary(dir: &Path, genesis: &Genesis, assigned: &[Name]) -> anyhow::Re
             module_dir.join("work").display()
         ))?;
     }
-    out.line(format_args!(
-        "  dashboard   http://{}/ (/metrics, /api/status)",
-        mesh_controller::http::DEFAULT_ADDR
-    ))?;
+    match http {
+        Some(addr) => out.line(format_args!(
+            "  dashboard   http://{addr}/ (/metrics, /api/status)"
+        ))?,
+        None => out.line("  dashboard   none: the controller serves no HTTP (see its log)")?,
+    }
     out.line(format_args!(
         "look with: mesh status --dir {0}; stop with Ctrl-C",
         dir.display()

@@ -33,8 +33,9 @@ pub async fn answered(
     w: &Wanted<'_>,
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
-    let genesis = mesh_controller::Genesis::open(&mesh.dir)
-        .with_context(|| format!("reading the controller's key in {}", mesh.dir.display()))?;
+    let dir = mesh.dir()?;
+    let genesis = mesh_controller::Genesis::open(&dir)
+        .with_context(|| format!("reading the controller's key in {}", dir.display()))?;
     let key = declaration::verifying_key(&genesis.signing_key)
         .context("the controller's signing key in the genesis is not a key")?;
     let deadline = Instant::now() + timeout;

@@ -92,7 +92,17 @@ fn a_consumer_of_an_event_nobody_emits_is_drawn_dangling() {
 #[test]
 fn the_registered_catalogue_is_drawn_by_default() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = format!("sqlite://{}", tmp.path().join("mesh.db").display());
+    let dir = tmp.path().join("m");
+    let port = mesh_testkit::broker::free_port().unwrap().to_string();
+    // Registering changes a store that exists; `mesh init` makes it.
+    ok(&mesh(&[
+        "init",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--port",
+        &port,
+    ]));
+    let store = format!("sqlite://{}", dir.join("mesh.db").display());
     ok(&mesh(&[
         "catalogue",
         "register",

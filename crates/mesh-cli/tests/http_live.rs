@@ -1,7 +1,9 @@
 //! The controller's HTTP side, live: a real controller and a real host;
 //! `/metrics` scraped and parsed as Prometheus text, its counters moving
 //! when reports arrive; `/readyz` 503 until the broker answers; the JSON
-//! API the same structures `mesh ... --output json` prints.
+//! API the same structures `mesh ... --output json` prints; with the
+//! default port taken, the controller serving elsewhere and `mesh status`
+//! finding it, and never showing another mesh's controller as its own.
 
 #[path = "join_live/harness.rs"]
 mod harness;
@@ -270,4 +272,116 @@ fn readyz_is_503_with_its_reason_until_the_broker_answers() {
     );
     assert_eq!(value(&scrape(&addr), "mesh_ready", None), 1.0);
     drop(controller);
+}
+
+/// The address a controller wrote into its mesh's directory.
+fn served_at(mesh: &Mesh) -> String {
+    let file = mesh.dir.join(mesh_controller::http::ADDR_FILE);
+    std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .trim()
+        .to_string()
+}
+
+/// `mesh status` run elsewhere, its mesh named by MESH_DIR alone.
+fn status_by_env(mesh: &Mesh, cwd: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let out = Command::new(harness::mesh_bin())
+        .arg("status")
+        .args(extra)
+        .current_dir(cwd)
+        .env("MESH_DIR", &mesh.dir)
+        .env_remove("MESH_STORE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn key_of(mesh: &Mesh) -> String {
+    mesh_controller::Genesis::open(&mesh.dir)
+        .unwrap()
+        .controller_nkey
+}
+
+#[test]
+fn with_the_default_port_taken_status_finds_its_own_controller_and_no_other() {
+    // Taken by this test, or by something else on this machine (another
+    // controller, which may let it go meanwhile: then only this test's
+    // hold proves the fallback).
+    let default = mesh_controller::http::DEFAULT_ADDR;
+    let mut held = None;
+    wait_until(Duration::from_secs(5), || {
+        held = std::net::TcpListener::bind(default).ok();
+        held.is_some()
+    });
+    let mut ours = Mesh::new(Backend::Sqlite);
+    ours.start_controller();
+    let addr = served_at(&ours);
+    if held.is_some() {
+        assert_ne!(addr, default);
+        ours.controller()
+            .wait_log("the default HTTP address is taken", LONG);
+    }
+    let mut theirs = Mesh::new(Backend::Sqlite);
+    let their_addr = serving::free_addr();
+    theirs.start_controller_with(&["--http", &their_addr]);
+    assert_eq!(served_at(&theirs), their_addr);
+    // Records that tell the two apart: a node here, none there.
+    ours.node_add("n1", "1h");
+    let said: StatusView = get_json(&addr, "/api/status");
+    assert_eq!(said.controller.controller_key, Some(key_of(&ours)));
+
+    // From a directory of neither mesh, by MESH_DIR alone.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mine: StatusView = serde_json::from_slice(
+        &status_by_env(&ours, elsewhere.path(), &["--output", "json"]).stdout,
+    )
+    .unwrap();
+    assert!(mine.controller.reachable, "{mine:?}");
+    assert_eq!(mine.controller.url, Some(format!("http://{addr}")));
+    assert_eq!(mine.controller.other_mesh, None);
+    assert!(mine.controller.compositions.is_some(), "{mine:?}");
+    assert_eq!(mine.nodes.get("not enrolled"), Some(&1), "{mine:?}");
+
+    // Pointed at the other mesh's controller: said so, nothing of it shown.
+    let foreign: StatusView = serde_json::from_slice(
+        &status_by_env(
+            &ours,
+            elsewhere.path(),
+            &["--http", &their_addr, "--output", "json"],
+        )
+        .stdout,
+    )
+    .unwrap();
+    assert!(!foreign.controller.reachable, "{foreign:?}");
+    assert_eq!(foreign.controller.other_mesh, Some(key_of(&theirs)));
+    assert_eq!(foreign.controller.compositions, None, "{foreign:?}");
+    assert_eq!(foreign.controller.broker_connected, None, "{foreign:?}");
+    assert_eq!(foreign.nodes.get("not enrolled"), Some(&1), "{foreign:?}");
+    assert!(
+        foreign.needs_action[0].what.starts_with(&format!(
+            "the controller at http://{their_addr} belongs to another mesh (controller key {}",
+            key_of(&theirs)
+        )),
+        "{foreign:?}"
+    );
+    let text = status_by_env(&ours, elsewhere.path(), &["--http", &their_addr]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.starts_with(&format!(
+            "controller   not reachable: http://{their_addr} is another mesh's controller"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("composition  unknown"), "{text}");
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+
+    // A clean stop takes the address back.
+    ours.controller.as_mut().unwrap().stop();
+    assert!(!ours.dir.join(mesh_controller::http::ADDR_FILE).exists());
+    drop(held);
 }

@@ -229,6 +229,52 @@ fn cases() -> Vec<Case> {
     c.max_output = 64 * 1024;
     cases.push(c);
 
+    // No mesh anywhere: a reader and a writer alike say how to point at
+    // one, and make nothing.
+    for (name, args) in [
+        ("status with no mesh found", &["status"][..]),
+        ("nodes with no mesh found", &["nodes"][..]),
+        ("assign with no mesh found", &["assign", "x", "y"][..]),
+    ] {
+        let mut c = Case::new(name, args);
+        c.store_env = false;
+        c.nothing_new = true;
+        c.exit = 2;
+        c.stderr = vec![
+            "no mesh found: no --dir given, MESH_DIR is not set, and no .mesh directory in ",
+            "/work or above it",
+            "run `mesh up` or `mesh init` here",
+            "--dir DIR or MESH_DIR=DIR",
+        ];
+        cases.push(c);
+    }
+    // A writer pointed at a store that is not there makes none.
+    for (name, args) in [
+        ("assign to a missing store", &["assign", "echo", "n1"][..]),
+        (
+            "register into a missing store",
+            &["catalogue", "register", "{catalogue}"][..],
+        ),
+        (
+            "person add to a missing store",
+            &["person", "add", "ada", "--tools", "*"][..],
+        ),
+        (
+            "node forget in a missing store",
+            &["node", "forget", "n1"][..],
+        ),
+    ] {
+        let mut c = Case::new(name, args);
+        c.nothing_new = true;
+        c.exit = 2;
+        c.stderr = vec![
+            "no mesh store at sqlite://",
+            "`mesh init` or `mesh up` makes a mesh",
+            "--dir DIR, MESH_DIR=DIR or --store URL",
+        ];
+        cases.push(c);
+    }
+
     let mut c = explain("explain a name without its prefix", "bob", Records::Example);
     c.stderr = vec![
         "no principal \"bob\"",

@@ -549,6 +549,11 @@ fn mesh_up_runs_echo_reuses_its_genesis_and_leaves_nothing_behind() {
     let dir = tmp.path().join(".mesh");
     let port = mesh_testkit::broker::free_port().unwrap();
     let work = dir.join("host/modules/echo/work");
+    // The default HTTP port taken (here, or by anything else on this
+    // machine): the summary names where the controller serves instead.
+    let default = mesh_controller::http::DEFAULT_ADDR;
+    let held = std::net::TcpListener::bind(default).ok();
+    let addr_file = dir.join(mesh_controller::http::ADDR_FILE);
     for run in 1..=2 {
         let log = tmp.path().join(format!("up-{run}.log"));
         let mut child = up(&dir, port, &log);
@@ -564,6 +569,20 @@ fn mesh_up_runs_echo_reuses_its_genesis_and_leaves_nothing_behind() {
             "run {run}: mesh up ended:\n{}",
             read()
         );
+        let http = std::fs::read_to_string(&addr_file).unwrap();
+        let http = http.trim();
+        assert!(
+            wait_until(LONG, || read().contains(&format!(
+                "  dashboard   http://{http}/ (/metrics, /api/status)"
+            ))),
+            "run {run}: the summary does not name {http}:\n{}",
+            read()
+        );
+        if held.is_some() {
+            assert_ne!(http, default, "run {run}");
+        }
+        let (code, body) = mesh_cli::status::http_get(http, "/api/status").unwrap();
+        assert_eq!(code, 200, "run {run}: {body}");
         let mut answered = false;
         assert!(
             wait_until(LONG, || {
@@ -593,6 +612,10 @@ fn mesh_up_runs_echo_reuses_its_genesis_and_leaves_nothing_behind() {
             );
         }
         assert!(processes_in(&work).is_empty());
+        assert!(
+            !addr_file.exists(),
+            "run {run}: the HTTP address outlived the stop"
+        );
         if run == 2 {
             assert!(
                 !read().contains("up: node local enrolled"),

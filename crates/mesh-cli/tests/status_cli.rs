@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use mesh_state::views::{SeatView, StatusView};
+use mesh_state::views::{NodeView, SeatView, StatusView};
 
 fn mesh(dir: &Path, args: &[&str]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_mesh"))
@@ -91,4 +91,71 @@ fn seats_and_status_print_json_with_holders_and_next_steps() {
         text.starts_with(&format!("controller   not reachable at http://{addr}")),
         "{text}"
     );
+}
+
+/// `mesh` in `cwd` with no --dir and no store named: what it finds itself.
+fn mesh_in(cwd: &Path, mesh_dir: Option<&Path>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mesh"));
+    cmd.args(args)
+        .current_dir(cwd)
+        .env_remove("MESH_STORE")
+        .env_remove("MESH_DIR");
+    if let Some(d) = mesh_dir {
+        cmd.env("MESH_DIR", d);
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} in {}: {}",
+        cwd.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn node_names(out: &Output) -> Vec<String> {
+    let nodes: Vec<NodeView> = serde_json::from_slice(&out.stdout).unwrap();
+    nodes.into_iter().map(|n| n.node).collect()
+}
+
+#[test]
+fn commands_find_the_nearest_mesh_above_and_mesh_dir_from_anywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = tmp.path().join("project");
+    let deep = project.join("src/deeper");
+    let elsewhere = tmp.path().join("elsewhere");
+    for d in [&deep, &elsewhere] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let port = mesh_testkit::broker::free_port().unwrap().to_string();
+    // `mesh init` makes `.mesh` where it runs.
+    mesh_in(&project, None, &["init", "--port", &port]);
+    assert!(project.join(".mesh/mesh.db").is_file());
+
+    // From two levels below, a writer and a reader find it.
+    mesh_in(&deep, None, &["node", "add", "n1"]);
+    let listed = mesh_in(&deep, None, &["nodes", "--output", "json"]);
+    assert_eq!(node_names(&listed), ["n1"]);
+    assert!(!deep.join(".mesh").exists(), "a mesh was made below");
+
+    // From anywhere, MESH_DIR names it; nothing is made there.
+    let mesh_dir = project.join(".mesh");
+    let listed = mesh_in(&elsewhere, Some(&mesh_dir), &["nodes", "--output", "json"]);
+    assert_eq!(node_names(&listed), ["n1"]);
+    // --dir comes before MESH_DIR: here it names a mesh that is not there.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mesh"));
+    let out = cmd
+        .args(["nodes", "--dir", "nope"])
+        .current_dir(&elsewhere)
+        .env_remove("MESH_STORE")
+        .env("MESH_DIR", &mesh_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no mesh store at sqlite://nope/mesh.db"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 }

@@ -60,6 +60,8 @@ pub struct ControllerOptions {
     /// Where `/healthz`, `/readyz`, `/metrics`, the JSON API and the
     /// dashboard are served; none: not at all.
     pub http: Option<HttpListen>,
+    /// Told where HTTP is served (or that it is not) once it is bound.
+    pub http_bound: Option<crate::http::BoundTx>,
 }
 
 impl ControllerOptions {
@@ -74,6 +76,7 @@ impl ControllerOptions {
             store_window: mesh_core::store_window::DEFAULT_BOUND,
             controller: ControllerSpec::default(),
             http: Some(HttpListen::default()),
+            http_bound: None,
         }
     }
 }
@@ -307,13 +310,20 @@ pub async fn run(
     );
     let (composer, composer_task) = Composer::spawn(composer_config, source);
     // Before the broker answers: /readyz says what the start waits for.
-    let shared = crate::http::Shared::new(store.clone(), composer.watch());
-    let http = match opts.http {
-        Some(listen) => crate::http::serve(listen, shared.clone()).await?,
-        None => None,
-    };
-    if let Some((addr, _)) = &http {
-        info!(url = %format!("http://{addr}/"), "serving HTTP");
+    let shared = crate::http::Shared::new(
+        store.clone(),
+        genesis.controller_nkey.clone(),
+        composer.watch(),
+    );
+    let http = crate::http::serve(
+        opts.http,
+        shared.clone(),
+        &opts.dir,
+        opts.http_bound.as_ref(),
+    )
+    .await?;
+    if let Some(s) = &http {
+        info!(url = %format!("http://{}/", s.addr), "serving HTTP");
     }
 
     tokio::pin!(shutdown);
@@ -369,9 +379,8 @@ pub async fn run(
     for t in &tasks {
         t.abort();
     }
-    if let Some((_, t)) = &http {
-        t.abort();
-    }
+    // Stops serving and removes the address file.
+    drop(http);
     seen.flush(&ctx.store).await;
     let view = CountersView::of(&ctx.counters);
     info!(

@@ -5,11 +5,17 @@
 //! It starts before the broker answers, so `/readyz` can say what the
 //! controller is still waiting for; what needs the daemon's shared state
 //! reads it once the daemon has made it.
+//!
+//! The address bound is written to [`ADDR_FILE`] in the state directory
+//! (removed again on stop): the default port may be another controller's,
+//! so `mesh status` reads where this mesh's controller actually serves, and
+//! `/api/status` names the controller's key so it can tell whose it is.
 
 mod api;
 mod metrics;
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::Router;
@@ -30,13 +36,27 @@ pub(crate) use metrics::ApplyLag;
 pub struct HttpListen {
     pub addr: SocketAddr,
     /// Asked for explicitly (`--http`): failing to bind it stops the start.
-    /// The default is best effort: another controller on this machine may
-    /// hold it, and it must not keep this one from running.
+    /// The default is not: another controller on this machine may hold it,
+    /// and it must not keep this one from serving, so a free port on the
+    /// same interface is bound instead.
     pub required: bool,
 }
 
 /// The default: loopback on a fixed port an operator can remember.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:7420";
+
+/// Where in the state directory the address bound is written, one line.
+pub const ADDR_FILE: &str = "controller/http.addr";
+
+/// Where the controller of the mesh in `dir` says it serves HTTP: none when
+/// it does not (stopped, `--no-http`, or never started).
+pub fn served_at(dir: &Path) -> Option<String> {
+    served_at_file(&dir.join(ADDR_FILE)).filter(|a| a.parse::<SocketAddr>().is_ok())
+}
+
+/// Where the controller serves HTTP, once it is decided: sent the address
+/// bound, or none (`mesh up` prints it in its summary).
+pub type BoundTx = tokio::sync::mpsc::UnboundedSender<Option<SocketAddr>>;
 
 impl Default for HttpListen {
     fn default() -> Self {
@@ -62,6 +82,9 @@ pub struct HttpError {
 /// the daemon's context once it is made.
 pub(crate) struct Shared {
     pub store: Store,
+    /// The controller's NKey public key (`U…`), from its genesis: which
+    /// mesh this controller is.
+    pub controller_key: String,
     pub composer: watch::Receiver<ComposerStatus>,
     /// What the start is doing until the context exists.
     pub phase: Mutex<&'static str>,
@@ -69,9 +92,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(store: Store, composer: watch::Receiver<ComposerStatus>) -> Arc<Shared> {
+    pub fn new(
+        store: Store,
+        controller_key: String,
+        composer: watch::Receiver<ComposerStatus>,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             store,
+            controller_key,
             composer,
             phase: Mutex::new("connecting to the broker"),
             ctx: OnceLock::new(),
@@ -109,36 +137,107 @@ impl Shared {
     }
 }
 
-/// Binds `listen` and serves until the task is aborted. A bind failure is
-/// an error when the address was asked for, a warning otherwise (`None`).
+/// HTTP being served; dropped, it stops and removes its address file.
+pub(crate) struct Serving {
+    pub addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+    file: PathBuf,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.task.abort();
+        // Only while it is still ours: a file naming another address is
+        // another start's.
+        if served_at_file(&self.file).as_deref() == Some(&self.addr.to_string()) {
+            let _ = std::fs::remove_file(&self.file);
+        }
+    }
+}
+
+fn served_at_file(file: &Path) -> Option<String> {
+    std::fs::read_to_string(file)
+        .ok()
+        .map(|t| t.trim().to_string())
+}
+
+/// Binds `listen` (none: serves nothing) and serves until the returned
+/// value is dropped; writes the address bound to [`ADDR_FILE`] in `dir` and
+/// sends it on `bound`. A bind failure is an error when the address was
+/// asked for; otherwise a free port on the same interface is bound instead.
 pub(crate) async fn serve(
-    listen: HttpListen,
+    listen: Option<HttpListen>,
     shared: Arc<Shared>,
-) -> Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>, HttpError> {
-    let listener = match tokio::net::TcpListener::bind(listen.addr).await {
-        Ok(l) => l,
+    dir: &Path,
+    bound: Option<&BoundTx>,
+) -> Result<Option<Serving>, HttpError> {
+    let file = dir.join(ADDR_FILE);
+    // Left by a start that did not stop cleanly: it names an address
+    // nothing of this mesh serves now.
+    let _ = std::fs::remove_file(&file);
+    let serving = match listen {
+        Some(listen) => match bind(listen).await? {
+            Some(listener) => {
+                let addr = listener.local_addr().map_err(|source| HttpError {
+                    addr: listen.addr,
+                    source,
+                })?;
+                Some(start(listener, addr, shared, file))
+            }
+            None => None,
+        },
+        None => None,
+    };
+    if let Some(tx) = bound {
+        let _ = tx.send(serving.as_ref().map(|s| s.addr));
+    }
+    Ok(serving)
+}
+
+async fn bind(listen: HttpListen) -> Result<Option<tokio::net::TcpListener>, HttpError> {
+    use tokio::net::TcpListener;
+    let taken = match TcpListener::bind(listen.addr).await {
+        Ok(l) => return Ok(Some(l)),
         Err(source) if listen.required => {
             return Err(HttpError {
                 addr: listen.addr,
                 source,
             });
         }
-        Err(e) => {
-            warn!(addr = %listen.addr, error = %e, "no HTTP: the default address is taken (another controller on this machine?); pass --http ADDR");
-            return Ok(None);
-        }
+        Err(e) => e,
     };
-    let addr = listener.local_addr().map_err(|source| HttpError {
-        addr: listen.addr,
-        source,
-    })?;
+    let free = SocketAddr::new(listen.addr.ip(), 0);
+    match TcpListener::bind(free).await {
+        Ok(l) => {
+            let at = l
+                .local_addr()
+                .map_or_else(|_| free.to_string(), |a| a.to_string());
+            warn!(taken = %listen.addr, error = %taken, addr = %at, "the default HTTP address is taken (another controller on this machine?); serving HTTP on a free port instead; pass --http ADDR to choose");
+            Ok(Some(l))
+        }
+        Err(e) => {
+            warn!(addr = %listen.addr, error = %taken, fallback_error = %e, "no HTTP: the default address is taken and no free port could be bound; pass --http ADDR");
+            Ok(None)
+        }
+    }
+}
+
+fn start(
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    file: PathBuf,
+) -> Serving {
     let app = router(shared);
     let task = tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, app).await {
             warn!(error = %e, "HTTP stopped");
         }
     });
-    Ok(Some((addr, task)))
+    if let Err(e) = crate::safe_write::write_private(&file, format!("{addr}\n").as_bytes()) {
+        warn!(error = %crate::daemon::error_chain(&e), "could not write the HTTP address; `mesh status` needs --http to find it");
+    }
+    Serving { addr, task, file }
 }
 
 fn router(shared: Arc<Shared>) -> Router {

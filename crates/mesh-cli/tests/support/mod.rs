@@ -90,6 +90,11 @@ pub struct Case {
     pub prints_hashes: bool,
     /// Passwords the fixture holds (a store URL's, say) that must not leak.
     pub secrets: Vec<&'static str>,
+    /// `MESH_STORE` names the case's store (else it is unset, and the
+    /// command must find its mesh itself).
+    pub store_env: bool,
+    /// Nothing at all may appear in the case's dir, store files included.
+    pub nothing_new: bool,
 }
 
 impl Case {
@@ -107,6 +112,8 @@ impl Case {
             creates: Vec::new(),
             prints_hashes: false,
             secrets: Vec::new(),
+            store_env: true,
+            nothing_new: false,
         }
     }
 }
@@ -181,6 +188,22 @@ pub fn snapshot(root: &Path) -> Snapshot {
     }
     let mut out = Snapshot::new();
     walk(root, root, &mut out);
+    out
+}
+
+/// Every path under `root`, the store's files too.
+pub fn every_path(root: &Path) -> std::collections::BTreeSet<PathBuf> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                dirs.push(e.path());
+            }
+            out.insert(e.path().strip_prefix(root).unwrap().to_path_buf());
+        }
+    }
     out
 }
 
@@ -404,6 +427,7 @@ pub fn run(case: &Case) -> Verdict {
     secrets.extend(case.secrets.iter().map(|s| s.to_string()));
 
     let before = snapshot(root.path());
+    let paths_before = every_path(root.path());
     let outside_before: Vec<Option<Entry>> = case
         .outside
         .iter()
@@ -419,13 +443,20 @@ pub fn run(case: &Case) -> Verdict {
                 .replace("{catalogue}", &catalogue.display().to_string())
         })
         .collect();
-    let out = Command::new(mesh_bin())
-        .args(&args)
-        .env("MESH_STORE", store_url(&state))
-        .current_dir(&work)
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(mesh_bin());
+    cmd.args(&args).env_remove("MESH_DIR").current_dir(&work);
+    if case.store_env {
+        cmd.env("MESH_STORE", store_url(&state));
+    } else {
+        cmd.env_remove("MESH_STORE");
+    }
+    let out = cmd.output().unwrap();
     let after = snapshot(root.path());
+    if case.nothing_new {
+        for p in every_path(root.path()).difference(&paths_before) {
+            verdict.wrong.push(format!("{} was created", p.display()));
+        }
+    }
 
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

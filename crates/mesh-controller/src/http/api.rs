@@ -48,6 +48,8 @@ pub(crate) fn controller_view(shared: &Shared) -> ControllerView {
     ControllerView {
         reachable: true,
         url: None,
+        controller_key: Some(shared.controller_key.clone()),
+        other_mesh: None,
         ready: reason.is_none(),
         reason,
         broker_connected: Some(shared.ctx.get().is_some_and(|c| {

@@ -16,6 +16,13 @@ pub struct ControllerView {
     pub reachable: bool,
     /// Where it was asked (the CLI's view); none when it speaks of itself.
     pub url: Option<String>,
+    /// The controller's NKey public key (`U…`) from its genesis: which
+    /// mesh it is the controller of.
+    pub controller_key: Option<String>,
+    /// Set by `mesh status` when the controller that answered at `url` is
+    /// another mesh's: its key (or that it named none). Nothing it said is
+    /// shown beside this mesh's records.
+    pub other_mesh: Option<String>,
     /// Connected to the broker, objects asserted, newest composition live.
     pub ready: bool,
     /// Why it is not ready.
@@ -105,7 +112,15 @@ pub fn needs_action(
 ) -> Vec<Action> {
     let mut out = Vec::new();
     let mut add = |what: String, next: String| out.push(Action { what, next });
-    if !controller.reachable {
+    if let Some(key) = &controller.other_mesh {
+        add(
+            format!(
+                "the controller at {} belongs to another mesh (controller key {key}); this mesh's controller is not answering there",
+                controller.url.as_deref().unwrap_or("the address asked")
+            ),
+            "is it running? start it with `mesh up` or `mesh controller --dir DIR`, or pass its address with --http".into(),
+        );
+    } else if !controller.reachable {
         add(
             format!(
                 "the controller does not answer{}",
