@@ -46,6 +46,13 @@ pub const STOP_LIMIT: Duration = Duration::from_secs(3);
 
 pub fn run(args: &ControllerArgs) -> anyhow::Result<ExitCode> {
     logging::init();
+    // Before anything in the directory is read: a second controller on it
+    // would fight the first over the users file and the broker. A missing
+    // directory is not made here: the genesis's absence is the error.
+    let _lock = match args.mesh.dir.is_dir() {
+        true => Some(DirLock::acquire(&args.mesh.dir, CLAIM)?),
+        false => None,
+    };
     let mut opts = ControllerOptions::new(args.mesh.dir.clone(), args.mesh.store_url());
     opts.store_window = args.store_window;
     opts.http = http_listen(args.no_http, args.http);
@@ -56,9 +63,6 @@ pub fn run(args: &ControllerArgs) -> anyhow::Result<ExitCode> {
 
 async fn controller(opts: ControllerOptions) -> anyhow::Result<()> {
     let signals = Signals::install()?;
-    // Before anything in the directory is read: a second controller on it
-    // would fight the first over the users file and the broker.
-    let _lock = DirLock::acquire(&opts.dir, CLAIM)?;
     // Nothing of its own to kill: it only exits.
     signals.force_on_second(|| {});
     let ran = shutdown::bounded_after(
