@@ -507,6 +507,21 @@ fn one_mesh_per_directory_a_second_start_is_refused_and_the_first_runs_on() {
     );
     let said: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
     assert_eq!(said["greeting"], "hello, ada", "{said}");
+
+    // Stopped, the lock file stays with a dead pid in it: no obstacle.
+    up.signal_group(libc::SIGINT);
+    assert!(up.wait_exit().success(), "{}", up.log());
+    let lock = std::fs::read_to_string(dir.join("mesh.lock")).unwrap();
+    assert!(lock.starts_with(&format!("{} ", up.child.id())), "{lock}");
+    drop(up);
+    let mut again = Up::start(root, root, Some(&dir), &Mesh::examples());
+    again.wait_reported();
+    // What it says of its modules is this run's: the host connected first
+    // (the previous run's newest report said `running` too).
+    let text = again.log();
+    let connected = text.find("connected to the bus node=local").unwrap_or(usize::MAX);
+    let reported = text.find("up: node local reports").unwrap();
+    assert!(connected < reported, "{text}");
 }
 
 /// `node`'s newest report, as the store holds it.
