@@ -301,6 +301,15 @@ fn stop_at(moment: Moment, signal: i32) {
     let status = up.wait_exit();
     assert!(status.success(), "{what}: {status}\n{}", up.log());
     assert!(up.log().contains("up: stopped"), "{what}:\n{}", up.log());
+    if let Moment::Running = moment {
+        // The group's signal did not reach the broker: it stayed up until
+        // the host and the controller were done with it.
+        assert!(
+            !up.log().contains("bus connection lost"),
+            "{what}: the broker went first:\n{}",
+            up.log()
+        );
+    }
     assert_nothing_left(&up, &recorded, &what);
 }
 
