@@ -67,20 +67,24 @@ fn read_token(given: &Secret) -> anyhow::Result<Token> {
 
 async fn host(args: &HostArgs) -> anyhow::Result<ExitCode> {
     let signals = Signals::install()?;
-    // Absolute once: the paths handed to modules (their key file, their
-    // working directory) must name the same place from theirs.
-    let dir = std::path::absolute(&args.state)
-        .with_context(|| format!("resolving {}", args.state.display()))?;
+    // Named as given in messages; the state opened holds it absolute, so
+    // the paths handed to modules (their key file, their working
+    // directory) name the same place from theirs.
+    let dir = &args.state;
     // Before anything is read or killed there: a second host on the
-    // directory would kill the first one's modules as leftovers.
-    let _lock = DirLock::acquire(&dir, CLAIM)?;
-    force_kills_modules(&signals, &dir);
+    // directory would kill the first one's modules as leftovers. Only an
+    // enrolment makes the directory: without one, its absence is the error.
+    let _lock = match args.token.is_some() || dir.is_dir() {
+        true => Some(DirLock::acquire(dir, CLAIM)?),
+        false => None,
+    };
+    force_kills_modules(&signals, dir);
     let state = match &args.token {
         Some(given) => {
             let token = read_token(given)?;
             let opts = EnrolOptions::default();
             let enrolled = tokio::select! {
-                r = mesh_host::enrol(&token, &dir, &opts) => r?,
+                r = mesh_host::enrol(&token, dir, &opts) => r?,
                 () = signals.first() => return Ok(ExitCode::SUCCESS),
             };
             let mut out = output::Stdout::lock();
@@ -88,7 +92,7 @@ async fn host(args: &HostArgs) -> anyhow::Result<ExitCode> {
             out.flush()?;
             enrolled
         }
-        None => HostState::open(&dir)?,
+        None => HostState::open(dir)?,
     };
     let ran = shutdown::bounded_after(
         signals.first(),
@@ -100,7 +104,7 @@ async fn host(args: &HostArgs) -> anyhow::Result<ExitCode> {
         Some(r) => r?,
         None => {
             tracing::warn!(limit = ?STOP_LIMIT, "the host did not stop in time; killing its modules");
-            kill_modules(&dir);
+            kill_modules(dir);
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -213,7 +213,10 @@ fn stat(pid: u32) -> Option<(char, u64)> {
     let line = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = line.rsplit_once(')')?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some((fields.first()?.chars().next()?, fields.get(19)?.parse().ok()?))
+    Some((
+        fields.first()?.chars().next()?,
+        fields.get(19)?.parse().ok()?,
+    ))
 }
 
 /// Every process whose command line or working directory is under `root`.
@@ -432,16 +435,26 @@ fn one_mesh_per_directory_a_second_start_is_refused_and_the_first_runs_on() {
     let examples = Mesh::examples();
     let second = run_bounded(
         root,
-        &["up", "--dir", d, "--port", &port, "--no-http", "--catalogue"]
-            .into_iter()
-            .chain([examples.to_str().unwrap()])
-            .collect::<Vec<_>>(),
+        &[
+            "up",
+            "--dir",
+            d,
+            "--port",
+            &port,
+            "--no-http",
+            "--catalogue",
+        ]
+        .into_iter()
+        .chain([examples.to_str().unwrap()])
+        .collect::<Vec<_>>(),
         None,
     );
     refused(&second, &holder, "a second mesh up");
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(
-        err.contains(&format!("the mesh in {d} is in use by {holder}; stop it first, or give another --dir")),
+        err.contains(&format!(
+            "the mesh in {d} is in use by {holder}; stop it first, or give another --dir"
+        )),
         "{err}"
     );
     refused(
@@ -528,7 +541,9 @@ fn one_mesh_per_directory_a_second_start_is_refused_and_the_first_runs_on() {
     // What it says of its modules is this run's: the host connected first
     // (the previous run's newest report said `running` too).
     let text = again.log();
-    let connected = text.find("connected to the bus node=local").unwrap_or(usize::MAX);
+    let connected = text
+        .find("connected to the bus node=local")
+        .unwrap_or(usize::MAX);
     let reported = text.find("up: node local reports").unwrap();
     assert!(connected < reported, "{text}");
 }
@@ -542,7 +557,10 @@ fn latest_report(dir: &Path, node: &str) -> Option<mesh_store::Report> {
         .unwrap();
     rt.block_on(async {
         let store = mesh_store::Store::open(&url).await.unwrap();
-        let r = store.latest_report(&Name::new(node).unwrap()).await.unwrap();
+        let r = store
+            .latest_report(&Name::new(node).unwrap())
+            .await
+            .unwrap();
         store.close().await;
         r.map(|r| r.report)
     })
@@ -571,7 +589,10 @@ fn assert_running_steadily(dir: &Path, node: &str, host_dir: &Path, modules: &[&
     };
     let came_up = wait_until(START, || all_running(&outcomes(dir, node, modules)));
     let before = outcomes(dir, node, modules);
-    assert!(came_up, "{modules:?} on {node} never all running: {before:?}");
+    assert!(
+        came_up,
+        "{modules:?} on {node} never all running: {before:?}"
+    );
     let pids: Vec<Option<u32>> = modules
         .iter()
         .map(|m| module_pids(host_dir).get(*m).copied())
@@ -582,7 +603,10 @@ fn assert_running_steadily(dir: &Path, node: &str, host_dir: &Path, modules: &[&
     for (m, pid) in modules.iter().zip(&pids) {
         let pid = pid.unwrap_or_else(|| panic!("{m} on {node}: no pid record"));
         assert_eq!(module_pids(host_dir).get(*m), Some(&pid), "{m} on {node}");
-        assert!(mesh_testkit::pid_alive(pid), "{m} on {node} (pid {pid}) is gone");
+        assert!(
+            mesh_testkit::pid_alive(pid),
+            "{m} on {node} (pid {pid}) is gone"
+        );
     }
     // The first start may come before the broker admits the module's key
     // (a known, separate issue); a loaded machine may need a few.
