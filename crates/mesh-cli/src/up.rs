@@ -2,9 +2,12 @@
 //! and `wash up` do it. Genesis in `--dir` (reused on the next run), the
 //! broker started and supervised, the controller, one local host enrolled
 //! through a token, the example catalogue registered and its runnable
-//! modules assigned to it. SIGTERM or Ctrl-C stops everything it started:
-//! the modules (the host's driver stops them), the host, the controller,
-//! then the broker.
+//! modules assigned to it. SIGTERM or Ctrl-C stops everything it started,
+//! each step bounded: the modules (the host's driver stops them), the
+//! host, the controller, then the broker (in a process group of its own,
+//! so a terminal's Ctrl-C reaches it only through `mesh up`). A second
+//! signal kills what is left and exits 130 at once. One `mesh up` per
+//! directory: a second is refused, naming the first.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
