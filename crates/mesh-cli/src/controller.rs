@@ -1,13 +1,17 @@
 //! `mesh controller`: runs the controller daemon until SIGTERM or SIGINT.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
 use mesh_controller::ControllerOptions;
 use mesh_controller::http::HttpListen;
 
+use mesh_files::lock::{Claim, DirLock};
+
 use crate::logging;
+use crate::shutdown::{self, Signals};
 use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]
@@ -19,11 +23,9 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "1h", value_parser = crate::node::parse_ttl)]
     pub store_window: std::time::Duration,
     /// Where to serve /healthz, /readyz, /metrics, the JSON API and the
-    /// dashboard [default: 127.0.0.1:7420, or a free port on 127.0.0.1 when
-    /// that is taken, logged]. Given explicitly, an address that cannot be
-    /// bound stops the start. The address bound is written to
-    /// `controller/http.addr` in the mesh's directory, where `mesh status`
-    /// reads it.
+    /// dashboard [default: 127.0.0.1:7420, skipped with a warning when
+    /// taken]. Given explicitly, an address that cannot be bound stops the
+    /// start.
     #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
     pub http: Option<std::net::SocketAddr>,
     /// Serve no HTTP at all.
@@ -31,21 +33,64 @@ pub struct ControllerArgs {
     pub no_http: bool,
 }
 
+/// One mesh per directory: the controller's lock on `--dir`.
+pub const CLAIM: Claim = Claim {
+    holder: "mesh controller",
+    what: "the mesh",
+    option: "--dir",
+};
+
+/// How long the controller may take to stop once asked (its last flush of
+/// last-seen times, the bus connection's flush, the store's close).
+pub const STOP_LIMIT: Duration = Duration::from_secs(3);
+
 pub fn run(args: &ControllerArgs) -> anyhow::Result<ExitCode> {
     logging::init();
+    // Before anything in the directory is read: a second controller on it
+    // would fight the first over the users file and the broker. A missing
+    // directory is not made here: the genesis's absence is the error.
     let dir = args.mesh.dir()?;
+    let _lock = match dir.is_dir() {
+        true => Some(DirLock::acquire(&dir, CLAIM)?),
+        false => None,
+    };
     let mut opts = ControllerOptions::new(dir.clone(), args.mesh.store_url()?);
     opts.store_window = args.store_window;
-    opts.http = match (args.no_http, args.http) {
+    opts.http = http_listen(args.no_http, args.http);
+    shutdown::block_on(controller(opts))?
+        .with_context(|| format!("starting the controller of {}", dir.display()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn controller(opts: ControllerOptions) -> anyhow::Result<()> {
+    let signals = Signals::install()?;
+    // Nothing of its own to kill: it only exits.
+    signals.force_on_second(|| {});
+    let ran = shutdown::bounded_after(
+        signals.first(),
+        STOP_LIMIT,
+        mesh_controller::daemon::run(opts, signals.first()),
+    )
+    .await;
+    match ran {
+        Some(r) => {
+            r?;
+        }
+        None => tracing::warn!(limit = ?STOP_LIMIT, "the controller did not stop in time; exiting"),
+    }
+    Ok(())
+}
+
+/// `--http ADDR` / `--no-http` as the controller takes them: nothing given
+/// serves on the default address (skipped with a warning when taken); an
+/// address given must be bound.
+pub fn http_listen(no_http: bool, http: Option<std::net::SocketAddr>) -> Option<HttpListen> {
+    match (no_http, http) {
         (true, _) => None,
         (false, Some(addr)) => Some(HttpListen {
             addr,
             required: true,
         }),
         (false, None) => Some(HttpListen::default()),
-    };
-    let rt = logging::daemon_runtime()?;
-    rt.block_on(mesh_controller::daemon::run(opts, logging::stop_signal()))
-        .with_context(|| format!("starting the controller of {}", dir.display()))?;
-    Ok(ExitCode::SUCCESS)
+    }
 }

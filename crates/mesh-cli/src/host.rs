@@ -3,15 +3,18 @@
 //! host again. A daemon: it runs until SIGTERM or SIGINT.
 
 use std::io::Read as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
 use mesh_core::secret::Secret;
 use mesh_core::token::Token;
+use mesh_files::lock::{Claim, DirLock};
 use mesh_host::{EnrolOptions, HostOptions, HostState};
 
+use crate::shutdown::{self, Signals};
 use crate::{logging, output};
 
 #[derive(Debug, Args)]
@@ -30,11 +33,23 @@ fn secret(s: &str) -> Result<Secret, std::convert::Infallible> {
     Ok(Secret::new(s))
 }
 
+/// One host per state directory.
+pub const CLAIM: Claim = Claim {
+    holder: "mesh host",
+    what: "the host state",
+    option: "--state",
+};
+
+/// How long a host may take to stop once asked: its modules get their
+/// declared grace (10 s unless a manifest says otherwise) before SIGKILL,
+/// then the bus connection 2 s to drain. Past it, what is left is killed.
+pub const STOP_LIMIT: Duration = Duration::from_secs(30);
+
 pub fn run(args: &HostArgs) -> anyhow::Result<ExitCode> {
     logging::init();
     // A daemon serving several streams at once: heartbeats must not wait
     // behind a slow delivery.
-    logging::daemon_runtime()?.block_on(host(args))
+    shutdown::block_on(host(args))?
 }
 
 fn read_token(given: &Secret) -> anyhow::Result<Token> {
@@ -51,25 +66,62 @@ fn read_token(given: &Secret) -> anyhow::Result<Token> {
 }
 
 async fn host(args: &HostArgs) -> anyhow::Result<ExitCode> {
-    let shutdown = logging::stop_signal();
-    tokio::pin!(shutdown);
+    let signals = Signals::install()?;
+    // Named as given in messages; the state opened holds it absolute, so
+    // the paths handed to modules (their key file, their working
+    // directory) name the same place from theirs.
+    let dir = &args.state;
+    // Before anything is read or killed there: a second host on the
+    // directory would kill the first one's modules as leftovers. Only an
+    // enrolment makes the directory: without one, its absence is the error.
+    let _lock = match args.token.is_some() || dir.is_dir() {
+        true => Some(DirLock::acquire(dir, CLAIM)?),
+        false => None,
+    };
+    force_kills_modules(&signals, dir);
     let state = match &args.token {
         Some(given) => {
             let token = read_token(given)?;
             let opts = EnrolOptions::default();
             let enrolled = tokio::select! {
-                r = mesh_host::enrol(&token, &args.state, &opts) => r?,
-                () = &mut shutdown => return Ok(ExitCode::SUCCESS),
+                r = mesh_host::enrol(&token, dir, &opts) => r?,
+                () = signals.first() => return Ok(ExitCode::SUCCESS),
             };
             let mut out = output::Stdout::lock();
             out.line(format_args!("enrolled as node {}", enrolled.node))?;
             out.flush()?;
             enrolled
         }
-        None => HostState::open(&args.state)?,
+        None => HostState::open(dir)?,
     };
-    mesh_host::run(&state, &HostOptions::default(), shutdown).await?;
+    let ran = shutdown::bounded_after(
+        signals.first(),
+        STOP_LIMIT,
+        mesh_host::run(&state, &HostOptions::default(), signals.first()),
+    )
+    .await;
+    match ran {
+        Some(r) => r?,
+        None => {
+            tracing::warn!(limit = ?STOP_LIMIT, "the host did not stop in time; killing its modules");
+            kill_modules(dir);
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// On a second signal the modules of the host in `dir` are killed at once.
+pub fn force_kills_modules(signals: &Signals, dir: &Path) {
+    let dir = dir.to_path_buf();
+    signals.force_on_second(move || kill_modules(&dir));
+}
+
+/// SIGKILL to every module group the host in `dir` recorded, each leader
+/// (a child of this process) reaped.
+pub fn kill_modules(dir: &Path) {
+    for pid in mesh_host::driver::kill_recorded(dir) {
+        shutdown::reap(pid);
+    }
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub mod person;
 pub mod plan;
 pub mod progress;
 pub mod seats;
+pub mod shutdown;
 pub mod state;
 pub mod status;
 pub mod up;

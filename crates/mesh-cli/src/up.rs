@@ -2,27 +2,48 @@
 //! and `wash up` do it. Genesis in `--dir` (reused on the next run), the
 //! broker started and supervised, the controller, one local host enrolled
 //! through a token, the example catalogue registered and its runnable
-//! modules assigned to it. SIGTERM or Ctrl-C stops everything it started:
-//! the modules (the host's driver stops them), the host, the controller,
-//! then the broker.
+//! modules assigned to it. SIGTERM or Ctrl-C stops everything it started,
+//! each step bounded: the modules (the host's driver stops them), the
+//! host, the controller, then the broker (in a process group of its own,
+//! so a terminal's Ctrl-C reaches it only through `mesh up`). A second
+//! signal kills what is left and exits 130 at once. One `mesh up` per
+//! directory: a second is refused, naming the first.
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitCode, Stdio};
+use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use clap::Args;
 use mesh_controller::{ControllerOptions, Genesis};
 use mesh_core::names::Name;
 use mesh_core::token::Token;
-use tokio::process::{Child, Command};
+use mesh_files::lock::{Claim, DirLock};
 use tokio::sync::watch;
 
 use crate::progress::Progress;
-use crate::{authority, init, logging, output};
+use crate::shutdown::{self, Signals};
+use crate::{authority, controller, host, init, logging, output};
+
+mod broker;
+
+use broker::Broker;
 
 /// The local host's node name.
 pub const LOCAL_NODE: &str = "local";
+
+/// One mesh per directory: `mesh up` holds the mesh's lock, and the lock of
+/// its host's state directory (a `mesh host --state DIR/host` beside it
+/// would kill its modules as leftovers).
+const CLAIM: Claim = Claim {
+    holder: "mesh up",
+    ..controller::CLAIM
+};
+const HOST_CLAIM: Claim = Claim {
+    holder: "mesh up",
+    option: "--dir",
+    ..host::CLAIM
+};
 
 #[derive(Debug, Args)]
 pub struct UpArgs {
@@ -46,6 +67,15 @@ pub struct UpArgs {
     /// The nats-server binary (default: `MESH_NATS_SERVER`, then PATH).
     #[arg(long, env = "MESH_NATS_SERVER")]
     pub nats_server: Option<PathBuf>,
+    /// Where the controller serves /healthz, /readyz, /metrics, the JSON
+    /// API and the dashboard [default: 127.0.0.1:7420, skipped with a
+    /// warning when taken]. Given explicitly, an address that cannot be
+    /// bound stops the start.
+    #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Serve no HTTP at all.
+    #[arg(long)]
+    pub no_http: bool,
 }
 
 pub fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
@@ -63,7 +93,7 @@ pub fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
             unsafe { std::env::set_var("PATH", joined) };
         }
     }
-    logging::daemon_runtime()?.block_on(up(args))
+    shutdown::block_on(up(args))?
 }
 
 fn store_url(dir: &Path) -> String {
@@ -71,132 +101,230 @@ fn store_url(dir: &Path) -> String {
 }
 
 async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
-    let dir = &args.dir;
-    let url = store_url(dir);
-    let genesis = match Genesis::open(dir) {
+    // First: a Ctrl-C from here on stops in order, never half-way.
+    let signals = Signals::install()?;
+    // Absolute once: every path handed on (a module's key file and working
+    // directory, the broker's files) then names the same place from any
+    // working directory.
+    let dir = std::path::absolute(&args.dir)
+        .with_context(|| format!("resolving {}", args.dir.display()))?;
+    let host_dir = dir.join("host");
+    // Before anything in the directory is touched; held until the process
+    // ends (the kernel drops them however it ends).
+    let _lock = DirLock::acquire(&dir, CLAIM)?;
+    let _host_lock = DirLock::acquire(&host_dir, HOST_CLAIM)?;
+    let url = store_url(&dir);
+    let genesis = match Genesis::open(&dir) {
         Ok(g) => g,
         Err(_) if !dir.join(mesh_controller::genesis::SIGNING_SEED).exists() => {
-            init::make(dir, &[], args.port, &url).await?.0
+            init::make(&dir, &[], args.port, &url).await?.0
         }
         Err(e) => return Err(e).context(format!("reading the genesis in {}", dir.display())),
     };
     let nats = nats_server(args)?;
-    let (stop_tx, stop) = watch::channel(false);
-    let (http_tx, mut http_bound) = tokio::sync::mpsc::unbounded_channel();
+    let mut broker = Broker::new(&nats, &genesis);
+    {
+        // A second Ctrl-C: the modules and the broker are killed, now.
+        let (pid, host_dir) = (broker.pid_cell(), host_dir.clone());
+        signals.force_on_second(move || {
+            host::kill_modules(&host_dir);
+            if let Some(pid) = broker::running(&pid) {
+                shutdown::kill_and_reap(pid);
+            }
+        });
+    }
+    // The records first, before the controller opens the store: SQLite
+    // has one writer, and a controller starting beside a burst of writes
+    // may find the database locked.
+    let prepared = tokio::select! {
+        r = prepare_records(&url, &args.catalogue) => r?,
+        () = signals.first() => return Ok(ExitCode::SUCCESS),
+    };
     let starting = Progress::start("up: starting the broker");
-    let mut broker = start_broker(&nats, &genesis).await?;
-    starting.finish(Some(&format!("up: broker on {}", genesis.local_url())));
+    let started = tokio::select! {
+        r = broker.start() => Some(r),
+        () = signals.first() => None,
+    };
+    match started {
+        Some(Ok(())) => starting.finish(Some(&format!("up: broker on {}", genesis.local_url()))),
+        Some(Err(e)) => {
+            broker.stop().await;
+            return Err(e);
+        }
+        None => {
+            drop(starting);
+            broker.stop().await;
+            output::note("up: stopped");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
 
+    let (stop_tx, stop) = watch::channel(false);
+    let mut opts = ControllerOptions::new(dir.clone(), url.clone());
+    opts.http = controller::http_listen(args.no_http, args.http);
+    let (http_tx, http_bound) = tokio::sync::mpsc::unbounded_channel();
+    opts.http_bound = Some(http_tx);
     // Polled here rather than spawned: the store's futures are not `Send`
     // for every lifetime the spawn demands.
     let controller = async {
-        let mut opts = ControllerOptions::new(dir.clone(), url.clone());
-        opts.http_bound = Some(http_tx);
-        let r = mesh_controller::daemon::run(opts, stopped(stop.clone())).await;
+        let r = shutdown::bounded_after(
+            stopped(stop.clone()),
+            controller::STOP_LIMIT,
+            mesh_controller::daemon::run(opts, stopped(stop.clone())),
+        )
+        .await;
         // A controller that could not start ends the whole mesh.
         let _ = stop_tx.send(true);
         r
     };
     let rest = async {
-        let result = local(
-            args,
-            &genesis,
-            &url,
-            &nats,
-            &mut broker,
-            &stop_tx,
-            &mut http_bound,
-        )
-        .await;
+        let local = Local {
+            dir: &dir,
+            genesis: &genesis,
+            url: &url,
+            signals: &signals,
+            stop_tx: &stop_tx,
+        };
+        let result = local.run(&mut broker, prepared, http_bound).await;
         // Whatever ended it: the controller stops too.
         let _ = stop_tx.send(true);
         result
     };
     let (controlled, rest) = tokio::join!(controller, rest);
-    stop_child(&mut broker).await;
+    // Last: the host and the controller were using it.
+    broker.stop().await;
+    tracing::info!("broker stopped");
     output::note("up: stopped");
     rest?;
-    controlled.context("the controller")?;
+    match controlled {
+        Some(r) => {
+            r.context("the controller")?;
+        }
+        None => {
+            tracing::warn!(limit = ?controller::STOP_LIMIT, "the controller did not stop in time")
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The local host, the catalogue, and the wait for a signal (keeping the
-/// broker up meanwhile); returns once everything should stop.
-async fn local(
-    args: &UpArgs,
-    genesis: &Genesis,
-    url: &str,
-    nats: &Path,
-    broker: &mut Child,
-    stop_tx: &watch::Sender<bool>,
-    http_bound: &mut tokio::sync::mpsc::UnboundedReceiver<Option<std::net::SocketAddr>>,
-) -> anyhow::Result<()> {
-    let signal = logging::stop_signal();
-    tokio::pin!(signal);
-    let host_dir = args.dir.join("host");
-    let host = match mesh_host::HostState::open(&host_dir) {
-        Ok(s) => s,
-        Err(_) => {
-            let enrolling = Progress::start(format!("up: enrolling node {LOCAL_NODE}"));
-            let host = tokio::select! {
-                h = enrol_local(genesis, url, &host_dir) => h?,
-                () = &mut signal => return Ok(()),
-            };
-            enrolling.finish(Some(&format!("up: node {LOCAL_NODE} enrolled")));
-            host
-        }
-    };
-    let registering = Progress::start(format!(
-        "up: registering {} and assigning its runnable modules",
-        args.catalogue.display()
-    ));
-    let assigned = register_and_assign(url, &args.catalogue).await?;
-    registering.finish(None);
-    let host_task = {
-        let stop = stopped(stop_tx.subscribe());
-        tokio::spawn(async move {
-            mesh_host::run(&host, &mesh_host::HostOptions::default(), stop).await
-        })
-    };
-    // Where the controller bound HTTP (decided early in its start; none if
-    // it ended before).
-    let http = http_bound.recv().await.flatten();
-    print_summary(&args.dir, genesis, &assigned, http)?;
-    let ended = stopped(stop_tx.subscribe());
-    tokio::pin!(ended);
-    let reported = reported(url, &assigned);
-    tokio::pin!(reported);
-    let mut waiting = !assigned.is_empty();
-    loop {
-        tokio::select! {
-            () = &mut signal => break,
-            () = &mut ended => break,
-            r = &mut reported, if waiting => {
-                waiting = false;
-                if let Err(e) = r {
-                    tracing::warn!(error = %format!("{e:#}"), "could not read the local node's reports");
-                }
-            }
-            status = broker.wait() => {
-                tracing::warn!(?status, "the broker exited; starting it again");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                *broker = start_broker(nats, genesis).await?;
-            }
-        }
-    }
-    output::note("up: stopping");
-    // The host stops its modules while the broker is still up.
-    let _ = stop_tx.send(true);
-    host_task_result(host_task).await;
-    Ok(())
+/// What the local part of `mesh up` works with.
+struct Local<'a> {
+    dir: &'a Path,
+    genesis: &'a Genesis,
+    url: &'a str,
+    signals: &'a Signals,
+    stop_tx: &'a watch::Sender<bool>,
 }
 
-async fn host_task_result(task: tokio::task::JoinHandle<Result<(), mesh_host::HostError>>) {
-    match task.await {
-        Ok(Err(e)) => tracing::warn!(error = %e, "the host stopped with an error"),
-        Err(e) => tracing::warn!(error = %e, "the host task failed"),
-        Ok(Ok(())) => {}
+impl Local<'_> {
+    /// The local host, the catalogue, and the wait for a signal (keeping
+    /// the broker up meanwhile); returns once everything should stop, the
+    /// host stopped.
+    async fn run(
+        &self,
+        broker: &mut Broker,
+        prepared: Prepared,
+        mut http_bound: tokio::sync::mpsc::UnboundedReceiver<Option<std::net::SocketAddr>>,
+    ) -> anyhow::Result<()> {
+        let Prepared { assigned, seen } = prepared;
+        let host_dir = self.dir.join("host");
+        // The controller could not start.
+        let ended = stopped(self.stop_tx.subscribe());
+        tokio::pin!(ended);
+        // Nothing of this needs stopping: a signal drops it where it is.
+        let host = tokio::select! {
+            r = self.host(&host_dir) => r?,
+            () = self.signals.first() => return Ok(()),
+            () = &mut ended => return Ok(()),
+        };
+        let mut host_task = {
+            let stop = stopped(self.stop_tx.subscribe());
+            tokio::spawn(async move {
+                mesh_host::run(&host, &mesh_host::HostOptions::default(), stop).await
+            })
+        };
+        // Where the controller bound HTTP (decided early in its start; none
+        // if it ended before).
+        let http = http_bound.recv().await.flatten();
+        print_summary(self.dir, self.genesis, &assigned, http)?;
+        let reported = reported(self.url, &assigned, seen);
+        tokio::pin!(reported);
+        let mut waiting = !assigned.is_empty();
+        let mut failure = None;
+        loop {
+            tokio::select! {
+                () = self.signals.first() => break,
+                () = &mut ended => break,
+                r = &mut reported, if waiting => {
+                    waiting = false;
+                    if let Err(e) = r {
+                        tracing::warn!(error = %format!("{e:#}"), "could not read the local node's reports");
+                    }
+                }
+                status = broker.exited() => {
+                    tracing::warn!(?status, "the broker exited; starting it again");
+                    let restarted = tokio::select! {
+                        r = async {
+                            tokio::time::sleep(Duration::from_secs(1)).await;
+                            broker.start().await
+                        } => r,
+                        () = self.signals.first() => break,
+                    };
+                    if let Err(e) = restarted {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        output::note("up: stopping");
+        // The host stops its modules while the broker is still up.
+        let _ = self.stop_tx.send(true);
+        match tokio::time::timeout(host::STOP_LIMIT, &mut host_task).await {
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the host stopped with an error"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "the host task failed"),
+            Ok(Ok(Ok(()))) => tracing::info!("host stopped"),
+            Err(_) => {
+                tracing::warn!(limit = ?host::STOP_LIMIT, "the host did not stop in time; killing its modules");
+                host_task.abort();
+                host::kill_modules(&host_dir);
+            }
+        }
+        failure.map_or(Ok(()), Err)
     }
+
+    /// The enrolled local host, enrolled now if it is not.
+    async fn host(&self, host_dir: &Path) -> anyhow::Result<mesh_host::HostState> {
+        if let Ok(s) = mesh_host::HostState::open(host_dir) {
+            return Ok(s);
+        }
+        let enrolling = Progress::start(format!("up: enrolling node {LOCAL_NODE}"));
+        let host = enrol_local(self.genesis, self.url, host_dir).await?;
+        enrolling.finish(Some(&format!("up: node {LOCAL_NODE} enrolled")));
+        Ok(host)
+    }
+}
+
+/// What the records say before the local host starts.
+struct Prepared {
+    /// The modules assigned to the local node.
+    assigned: Vec<Name>,
+    /// The id of its newest report so far: the wait for this run's report
+    /// skips the previous run's.
+    seen: Option<i64>,
+}
+
+/// The local node recorded, the catalogue registered and its runnable
+/// modules assigned to it.
+async fn prepare_records(url: &str, catalogue: &Path) -> anyhow::Result<Prepared> {
+    let registering = Progress::start(format!(
+        "up: registering {} and assigning its runnable modules",
+        catalogue.display()
+    ));
+    let assigned = register_and_assign(url, catalogue).await?;
+    registering.finish(None);
+    let seen = latest_report_id(url).await?;
+    Ok(Prepared { assigned, seen })
 }
 
 /// Resolves once `stop` turns true.
@@ -222,50 +350,6 @@ pub(crate) fn nats_server_path(given: Option<&Path>) -> anyhow::Result<PathBuf> 
                 "no nats-server found: run `scripts/setup` and `. .tools/env` (it sets MESH_NATS_SERVER), or give --nats-server PATH"
             )
         })
-}
-
-async fn start_broker(nats: &Path, genesis: &Genesis) -> anyhow::Result<Child> {
-    let log_path = genesis.path("broker/nats.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .with_context(|| format!("opening {}", log_path.display()))?;
-    let child = Command::new(nats)
-        .arg("-c")
-        .arg(genesis.path(mesh_controller::genesis::BROKER_CONF))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        // The broker must not outlive a `mesh up` that was killed outright.
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("starting {}", nats.display()))?;
-    // Ready when it accepts a TCP connection on its port.
-    let addr = format!("127.0.0.1:{}", genesis.port);
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(&addr).await.is_ok() {
-            return Ok(child);
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    bail!(
-        "the broker did not listen on {addr} within 5 s; its log is {}",
-        log_path.display()
-    )
-}
-
-async fn stop_child(child: &mut Child) {
-    if let Some(pid) = child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
-        // SAFETY: kill(2) on our own child, not yet reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
-    if tokio::time::timeout(Duration::from_secs(10), child.wait())
-        .await
-        .is_err()
-    {
-        let _ = child.kill().await;
-    }
 }
 
 /// A token for the local node, spent by an enrolment in this process.
@@ -309,6 +393,9 @@ async fn register_and_assign(url: &str, catalogue: &Path) -> anyhow::Result<Vec<
     let store = authority::open_store(url).await?;
     let mut assigned = Vec::new();
     let result = async {
+        if store.node(&node).await?.is_none() {
+            store.add_node(&node, &[]).await?;
+        }
         for m in report.catalogue.manifests() {
             let source = report.sources.get(&m.path).context("manifest text")?;
             store.register_module(&m.name.value, source).await?;
@@ -330,16 +417,30 @@ async fn register_and_assign(url: &str, catalogue: &Path) -> anyhow::Result<Vec<
     Ok(assigned)
 }
 
-/// Waits until the local node's newest report says how each assigned
-/// module came out (running or failed), showing progress meanwhile.
-async fn reported(url: &str, assigned: &[Name]) -> anyhow::Result<()> {
+/// The id of the local node's newest report, if it has one.
+async fn latest_report_id(url: &str) -> anyhow::Result<Option<i64>> {
+    let node = Name::new(LOCAL_NODE).expect("a valid name");
+    let store = authority::open_existing_store(url).await?;
+    let latest = store.latest_report(&node).await;
+    store.close().await;
+    Ok(latest?.map(|r| r.id))
+}
+
+/// Waits until a report of the local node newer than `seen` (the newest
+/// before this run: it may say `running` of processes a previous run
+/// stopped) says how each assigned module came out (running or failed),
+/// showing progress meanwhile.
+async fn reported(url: &str, assigned: &[Name], seen: Option<i64>) -> anyhow::Result<()> {
     use mesh_store::ModuleState;
     let node = Name::new(LOCAL_NODE).expect("a valid name");
     let mut progress = Progress::start(format!("up: waiting for node {LOCAL_NODE} to report"));
     let store = authority::open_existing_store(url).await?;
     let result = async {
         loop {
-            let latest = store.latest_report(&node).await?;
+            let latest = store
+                .latest_report(&node)
+                .await?
+                .filter(|r| seen.is_none_or(|s| r.id > s));
             let states: Vec<(&Name, Option<&ModuleState>)> = assigned
                 .iter()
                 .map(|m| {

@@ -395,7 +395,9 @@ pub async fn run(
         "controller stopped"
     );
     composer_task.abort();
-    let _ = ctx.client.flush().await;
+    // Bounded: a broker already gone would keep the flush waiting for a
+    // reconnection that may never come.
+    let _ = tokio::time::timeout(Duration::from_secs(2), ctx.client.flush()).await;
     ctx.store.close().await;
     Ok(view)
 }

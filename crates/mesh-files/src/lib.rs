@@ -1,6 +1,9 @@
 //! mesh-files: replacing a file whole, mode 0600 — the users file the
 //! broker reads, a host's keys and records — so a reader or a crash only
-//! ever sees the old file or the new one.
+//! ever sees the old file or the new one; and [`lock`]: one process per
+//! state directory.
+
+pub mod lock;
 
 use std::fs::{File, OpenOptions};
 use std::io::Write as _;

@@ -45,6 +45,9 @@ impl Default for HostOptions {
 /// How long one connect attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long the stop waits for the bus connection to drain.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
     #[error(transparent)]
@@ -137,8 +140,21 @@ pub async fn run(
     tracing::info!(node = %state.node, "shutting down");
     // The modules go with their host.
     applier.driver().stop_all().await;
-    if let Err(e) = client.drain().await {
-        tracing::warn!(reason = %dial::chain(&e), "draining the bus connection");
+    tracing::info!(node = %state.node, "modules stopped");
+    // Bounded: with the broker gone the client reconnects for ever, and a
+    // drain would wait for it (a Ctrl-C in a terminal kills the broker of
+    // `mesh up` too, if it shares the process group).
+    if client.connection_state() != async_nats::connection::State::Connected {
+        // Nothing reaches a broker that is not there.
+        return Ok(());
+    }
+    match tokio::time::timeout(DRAIN_LIMIT, client.drain()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(reason = %dial::chain(&e), "draining the bus connection"),
+        Err(_) => tracing::warn!(
+            limit = ?DRAIN_LIMIT,
+            "the bus connection did not drain in time; closing it"
+        ),
     }
     Ok(())
 }
@@ -147,6 +163,10 @@ fn log_event(node: &mesh_core::names::Name, event: &Event) {
     match event {
         Event::Connected => tracing::info!(node = %node, "bus connection (re)established"),
         Event::Disconnected => tracing::warn!(node = %node, "bus connection lost; reconnecting"),
+        // The host's own stop.
+        Event::Draining | Event::Closed => {
+            tracing::info!(node = %node, event = %event, "bus connection")
+        }
         other => tracing::warn!(node = %node, event = %other, "bus connection"),
     }
 }

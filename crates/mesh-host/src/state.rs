@@ -231,7 +231,7 @@ impl HostState {
         }
         HostKeys::load(dir)?;
         Ok(HostState {
-            dir: dir.to_path_buf(),
+            dir: absolute(dir)?,
             node: record.node,
             bus_urls: record.bus_urls,
             cert_sha256: record.cert_sha256,
@@ -259,7 +259,7 @@ impl HostState {
         json.push(b'\n');
         write_private(&dir.join(HOST_FILE), &json)?;
         Ok(HostState {
-            dir: dir.to_path_buf(),
+            dir: absolute(dir)?,
             node: record.node,
             bus_urls: record.bus_urls,
             cert_sha256: record.cert_sha256,
@@ -320,6 +320,13 @@ pub(crate) fn unix_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// `dir` made absolute against the working directory: every path under it
+/// goes to modules (`MESH_NKEY_FILE`, their working directory), which run
+/// in directories of their own, where a relative one names nothing.
+fn absolute(dir: &Path) -> Result<PathBuf, StateError> {
+    std::path::absolute(dir).map_err(io_err("resolve", dir))
 }
 
 /// Creates `dir` 0700 if missing, and makes an existing one 0700: the keys

@@ -421,6 +421,13 @@ impl Driver {
     }
 }
 
+/// Kills (SIGKILL, no grace) every module group a driver on the host state
+/// dir `dir` recorded and is still running; returns their pids. For a host
+/// forced to exit at once; an orderly stop is [`Driver::stop_all`].
+pub fn kill_recorded(dir: &Path) -> Vec<u32> {
+    procfs::kill_recorded(&dir.join(MODULES_DIR))
+}
+
 /// Creates `dir` (and parents) 0700: it holds a module's log and files.
 fn make_private_dir(dir: &Path) -> Result<(), DriverError> {
     std::fs::DirBuilder::new()

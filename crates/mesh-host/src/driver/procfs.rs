@@ -229,6 +229,23 @@ pub async fn kill_leftover(dir: &Path, grace: Duration) -> io::Result<Option<Lef
     Ok(Some(outcome))
 }
 
+/// SIGKILL, at once, to the group each record under `modules_dir` names
+/// while it is still ours; records are left for the next driver to clear.
+/// For a host forced to exit now (a second Ctrl-C), which cannot wait for
+/// the graces. Returns the groups signalled.
+pub fn kill_recorded(modules_dir: &Path) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir(modules_dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join(PID_FILE)).ok())
+        .filter_map(|text| PidRecord::parse(&text))
+        .filter(PidRecord::is_ours_and_alive)
+        .filter(|rec| signal_group(rec.pid, libc::SIGKILL).is_ok())
+        .map(|rec| rec.pid)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,665 @@
+//! `mesh up` the way a person runs it: the real binary in a process group
+//! of its own, stopped as a terminal stops it (SIGINT, or SIGTERM, to the
+//! whole group) while starting, while running and right after its broker
+//! died, each time gone within a bound with nothing it started left, not
+//! even a zombie; a second signal forcing the stop; one mesh per
+//! directory; and a relative state directory that every module still runs
+//! from.
+
+#[path = "join_live/harness.rs"]
+mod harness;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use harness::{Mesh, mesh_bin, path_with_bins, wait_until};
+use mesh_core::names::Name;
+use mesh_store::ModuleState;
+
+/// Bound on a start (genesis, broker, enrolment, modules running).
+const START: Duration = Duration::from_secs(60);
+/// Bound on a stop: a person waits this long, not for ever.
+const STOP: Duration = Duration::from_secs(10);
+
+/// The runnable example modules `mesh up` assigns.
+const MODULES: [&str; 6] = [
+    "echo",
+    "greeter",
+    "node-worker",
+    "recorder",
+    "ticker",
+    "worker",
+];
+
+/// One whole mesh at a time: each case runs a broker, a controller, a host
+/// and six modules, on a machine of two cores.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A running `mesh up`, the leader of its own process group. Dropped, the
+/// group and everything recorded under `root` is killed.
+struct Up {
+    child: Child,
+    log: PathBuf,
+    /// Every process started for the case has this in its command line or
+    /// working directory.
+    root: PathBuf,
+    /// The mesh's directory.
+    dir: PathBuf,
+}
+
+impl Up {
+    /// `mesh up` in `cwd`, with `--dir dir` unless `None` (the default,
+    /// relative `.mesh`), on a free port, serving no HTTP.
+    fn start(root: &Path, cwd: &Path, dir: Option<&Path>, catalogue: &Path) -> Up {
+        let log = root.join(format!(
+            "up-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        let out = std::fs::File::create(&log).unwrap();
+        let port = mesh_testkit::broker::free_port().unwrap().to_string();
+        let mut cmd = Command::new(mesh_bin());
+        cmd.args(["up", "--port", &port, "--no-http", "--catalogue"])
+            .arg(catalogue);
+        if let Some(d) = dir {
+            cmd.arg("--dir").arg(d);
+        }
+        let child = cmd
+            .current_dir(cwd)
+            .env("PATH", path_with_bins())
+            .env(
+                "MESH_NATS_SERVER",
+                mesh_testkit::nats_server_binary().unwrap(),
+            )
+            .env("MESH_LOG", "info,async_nats=off")
+            .env_remove("MESH_STORE")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            // As a shell starts a job: its own group, which a terminal's
+            // Ctrl-C reaches as a whole.
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        Up {
+            child,
+            log,
+            root: root.to_path_buf(),
+            dir: dir.map_or_else(|| cwd.join(".mesh"), Path::to_path_buf),
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits (bounded) until the log holds `needle`; fails if `mesh up`
+    /// ended first.
+    fn wait_log(&mut self, needle: &str) {
+        let mut ended = None;
+        let said = wait_until(START, || {
+            if self.log().contains(needle) {
+                return true;
+            }
+            ended = self.child.try_wait().unwrap();
+            ended.is_some()
+        }) && ended.is_none();
+        assert!(
+            said,
+            "mesh up never said {needle:?} (ended: {ended:?}):\n{}",
+            self.log()
+        );
+    }
+
+    /// Waits until the local node reported how its modules came out.
+    fn wait_reported(&mut self) {
+        self.wait_log("up: node local reports");
+    }
+
+    fn signal_group(&self, signal: i32) {
+        let pgid = self.child.id() as i32;
+        // SAFETY: kill(2) on the group this test made.
+        assert_eq!(unsafe { libc::kill(-pgid, signal) }, 0, "signal {signal}");
+    }
+
+    /// The exit status, within [`STOP`]; fails naming what still runs.
+    fn wait_exit(&mut self) -> ExitStatus {
+        let until = Instant::now() + STOP;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < until,
+                "mesh up still running {STOP:?} after the signal; processes: {:?}\nlog:\n{}",
+                processes_under(&self.root),
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The broker's and each module's recorded process, while they run.
+    fn recorded(&self) -> Vec<Recorded> {
+        let mut out = Vec::new();
+        let broker = std::fs::read_to_string(self.dir.join("broker/nats.pid")).unwrap_or_default();
+        if let Ok(pid) = broker.trim().parse() {
+            out.extend(Recorded::of("broker", pid));
+        }
+        for (module, pid) in module_pids(&self.dir.join("host")) {
+            out.extend(Recorded::of(&module, pid));
+        }
+        out
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let pgid = self.child.id() as i32;
+        // SAFETY: kill(2) on the group this test made, and on processes
+        // found under this case's own temp dir.
+        unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        for p in self.recorded() {
+            unsafe { libc::kill(-(p.pid as i32), libc::SIGKILL) };
+        }
+        for (pid, _) in processes_under(&self.root) {
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// A process as its start time identifies it (a pid alone may be reused).
+#[derive(Debug, Clone)]
+struct Recorded {
+    what: String,
+    pid: u32,
+    starttime: u64,
+}
+
+impl Recorded {
+    fn of(what: &str, pid: u32) -> Option<Recorded> {
+        let (_, starttime) = stat(pid)?;
+        Some(Recorded {
+            what: what.to_string(),
+            pid,
+            starttime,
+        })
+    }
+
+    /// Still there, as itself (a zombie counts: nobody reaped it).
+    fn left(&self) -> Option<String> {
+        match stat(self.pid) {
+            Some((state, st)) if st == self.starttime => {
+                Some(format!("{} (pid {}, state {state})", self.what, self.pid))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// State and start time from `/proc/<pid>/stat`.
+fn stat(pid: u32) -> Option<(char, u64)> {
+    let line = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = line.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some((
+        fields.first()?.chars().next()?,
+        fields.get(19)?.parse().ok()?,
+    ))
+}
+
+/// Every process whose command line or working directory is under `root`.
+fn processes_under(root: &Path) -> Vec<(u32, String)> {
+    let root_text = root.to_str().unwrap();
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != me)
+        .filter_map(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+            (cmdline.contains(root_text) || cwd.starts_with(root)).then_some((pid, cmdline))
+        })
+        .collect()
+}
+
+/// Module -> pid, from the host's pid records under `host_dir`.
+fn module_pids(host_dir: &Path) -> BTreeMap<String, u32> {
+    let Ok(entries) = std::fs::read_dir(host_dir.join("modules")) else {
+        return BTreeMap::new();
+    };
+    entries
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let text = std::fs::read_to_string(e.path().join("pid")).ok()?;
+            let pid = text.split_whitespace().next()?.parse().ok()?;
+            Some((e.file_name().to_string_lossy().into_owned(), pid))
+        })
+        .collect()
+}
+
+/// Nothing the case started is left: no process under its temp dir, no
+/// recorded broker or module (running or a zombie).
+fn assert_nothing_left(up: &Up, recorded: &[Recorded], what: &str) {
+    let left: Vec<String> = recorded.iter().filter_map(Recorded::left).collect();
+    let under = processes_under(&up.root);
+    assert!(
+        left.is_empty() && under.is_empty(),
+        "{what}: left behind: {left:?} {under:?}\nlog:\n{}",
+        up.log()
+    );
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Moment {
+    /// The broker up, the local node not yet enrolled: before the summary.
+    Starting,
+    /// The local node reported its modules running.
+    Running,
+    /// Running, and the broker just killed (SIGKILL), as a terminal's
+    /// Ctrl-C kills a broker sharing the group.
+    BrokerDied,
+}
+
+fn stop_at(moment: Moment, signal: i32) {
+    let what = format!("{moment:?}, signal {signal}");
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let mut up = Up::start(root, root, Some(&root.join(".mesh")), &Mesh::examples());
+    match moment {
+        Moment::Starting => {
+            up.wait_log("up: broker on");
+            assert!(
+                !up.log().contains("mesh up: "),
+                "{what}: the summary came before the signal could:\n{}",
+                up.log()
+            );
+        }
+        Moment::Running | Moment::BrokerDied => up.wait_reported(),
+    }
+    let recorded = up.recorded();
+    assert!(
+        recorded.iter().any(|r| r.what == "broker"),
+        "{what}: no broker recorded: {recorded:?}"
+    );
+    if let Moment::BrokerDied = moment {
+        let broker = recorded.iter().find(|r| r.what == "broker").unwrap();
+        // SAFETY: kill(2) on the broker this case started.
+        unsafe { libc::kill(broker.pid as i32, libc::SIGKILL) };
+    }
+    up.signal_group(signal);
+    let status = up.wait_exit();
+    assert!(status.success(), "{what}: {status}\n{}", up.log());
+    assert!(up.log().contains("up: stopped"), "{what}:\n{}", up.log());
+    if let Moment::Running = moment {
+        // The group's signal did not reach the broker: it stayed up until
+        // the host and the controller were done with it.
+        assert!(
+            !up.log().contains("bus connection lost"),
+            "{what}: the broker went first:\n{}",
+            up.log()
+        );
+    }
+    assert_nothing_left(&up, &recorded, &what);
+}
+
+#[test]
+fn a_signal_to_the_whole_group_stops_mesh_up_at_any_moment_leaving_nothing() {
+    let _one = serial();
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        for moment in [Moment::Starting, Moment::Running, Moment::BrokerDied] {
+            stop_at(moment, signal);
+        }
+    }
+}
+
+/// A catalogue of one module that ignores SIGTERM (its whole group does):
+/// an orderly stop waits out its grace.
+fn stubborn_catalogue(root: &Path) -> PathBuf {
+    let catalogue = root.join("catalogue");
+    std::fs::create_dir_all(catalogue.join("stubborn")).unwrap();
+    let mut f = std::fs::File::create(catalogue.join("stubborn/mesh.toml")).unwrap();
+    f.write_all(
+        br#"[module]
+name = "stubborn"
+description = "Ignores SIGTERM"
+
+[run]
+command = ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"]
+"#,
+    )
+    .unwrap();
+    catalogue
+}
+
+#[test]
+fn a_second_ctrl_c_kills_what_mesh_up_started_and_exits_at_once() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let catalogue = stubborn_catalogue(root);
+    let mut up = Up::start(root, root, Some(&root.join(".mesh")), &catalogue);
+    up.wait_log("up: node local reports stubborn running");
+    let recorded = up.recorded();
+    assert!(
+        recorded.iter().any(|r| r.what == "stubborn"),
+        "{recorded:?}"
+    );
+    up.signal_group(libc::SIGINT);
+    up.wait_log("up: stopping");
+    // The orderly stop now waits out the module's 10 s grace; the second
+    // Ctrl-C does not.
+    up.signal_group(libc::SIGINT);
+    let status = up.wait_exit();
+    assert_eq!(status.code(), Some(130), "{status}\n{}", up.log());
+    assert_nothing_left(&up, &recorded, "forced");
+}
+
+/// Runs `args` (a command that must end by itself) within [`STOP`].
+fn run_bounded(cwd: &Path, args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(mesh_bin())
+        .args(args)
+        .current_dir(cwd)
+        .env("PATH", path_with_bins())
+        .env("MESH_LOG", "warn,async_nats=off")
+        .env_remove("MESH_STORE")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+    }
+    let pid = child.id();
+    let until = Instant::now() + STOP;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "mesh {args:?} (pid {pid}) did not end within {STOP:?}:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn refused(out: &Output, holder: &str, what: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{what} was not refused:\n{err}");
+    assert!(
+        err.contains(&format!("is in use by {holder}; stop it first")),
+        "{what}:\n{err}"
+    );
+}
+
+#[test]
+fn one_mesh_per_directory_a_second_start_is_refused_and_the_first_runs_on() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let dir = root.join(".mesh");
+    let d = dir.to_str().unwrap();
+    let mut up = Up::start(root, root, Some(&dir), &Mesh::examples());
+    up.wait_reported();
+    let holder = format!("mesh up (pid {})", up.child.id());
+    let modules = module_pids(&dir.join("host"));
+    assert_eq!(modules.len(), MODULES.len(), "{modules:?}");
+
+    let port = mesh_testkit::broker::free_port().unwrap().to_string();
+    let examples = Mesh::examples();
+    let second = run_bounded(
+        root,
+        &[
+            "up",
+            "--dir",
+            d,
+            "--port",
+            &port,
+            "--no-http",
+            "--catalogue",
+        ]
+        .into_iter()
+        .chain([examples.to_str().unwrap()])
+        .collect::<Vec<_>>(),
+        None,
+    );
+    refused(&second, &holder, "a second mesh up");
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains(&format!(
+            "the mesh in {d} is in use by {holder}; stop it first, or give another --dir"
+        )),
+        "{err}"
+    );
+    refused(
+        &run_bounded(root, &["controller", "--dir", d, "--no-http"], None),
+        &holder,
+        "mesh controller",
+    );
+    let host_dir = dir.join("host");
+    let host = run_bounded(root, &["host", "--state", host_dir.to_str().unwrap()], None);
+    refused(&host, &holder, "mesh host");
+    assert!(
+        String::from_utf8_lossy(&host.stderr).contains("give another --state"),
+        "{}",
+        String::from_utf8_lossy(&host.stderr)
+    );
+
+    // The first is untouched: the same module processes, still running.
+    assert_eq!(module_pids(&host_dir), modules);
+    for (m, pid) in &modules {
+        assert!(mesh_testkit::pid_alive(*pid), "{m} (pid {pid}) is gone");
+    }
+    assert!(up.child.try_wait().unwrap().is_none(), "{}", up.log());
+    // And its controller still composes: a person added now is admitted.
+    let seed = root.join("carol.seed");
+    let key = run_bounded(
+        root,
+        &["person", "key", "--out", seed.to_str().unwrap()],
+        None,
+    );
+    assert!(key.status.success(), "{key:?}");
+    let key = String::from_utf8(key.stdout).unwrap();
+    let added = run_bounded(
+        root,
+        &[
+            "person",
+            "add",
+            "carol",
+            "--tools",
+            "*",
+            "--nkey",
+            key.trim(),
+            "--dir",
+            d,
+        ],
+        None,
+    );
+    assert!(added.status.success(), "{added:?}");
+    let mut answer = None;
+    wait_until(START, || {
+        let out = run_bounded(
+            root,
+            &[
+                "call",
+                "greeter.greet",
+                r#"{"name": "ada"}"#,
+                "--as",
+                seed.to_str().unwrap(),
+                "--dir",
+                d,
+            ],
+            None,
+        );
+        let admitted = !String::from_utf8_lossy(&out.stderr).contains("authorization");
+        answer = Some(out);
+        admitted
+    });
+    let answer = answer.unwrap();
+    assert!(
+        answer.status.success(),
+        "{}",
+        String::from_utf8_lossy(&answer.stderr)
+    );
+    let said: serde_json::Value = serde_json::from_slice(&answer.stdout).unwrap();
+    assert_eq!(said["greeting"], "hello, ada", "{said}");
+
+    // Stopped, the lock file stays with a dead pid in it: no obstacle.
+    up.signal_group(libc::SIGINT);
+    assert!(up.wait_exit().success(), "{}", up.log());
+    let lock = std::fs::read_to_string(dir.join("mesh.lock")).unwrap();
+    assert!(lock.starts_with(&format!("{} ", up.child.id())), "{lock}");
+    drop(up);
+    let mut again = Up::start(root, root, Some(&dir), &Mesh::examples());
+    again.wait_reported();
+    // What it says of its modules is this run's: the host connected first
+    // (the previous run's newest report said `running` too).
+    let text = again.log();
+    let connected = text
+        .find("connected to the bus node=local")
+        .unwrap_or(usize::MAX);
+    let reported = text.find("up: node local reports").unwrap();
+    assert!(connected < reported, "{text}");
+}
+
+/// `node`'s newest report, as the store holds it.
+fn latest_report(dir: &Path, node: &str) -> Option<mesh_store::Report> {
+    let url = format!("sqlite://{}", dir.join("mesh.db").display());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = mesh_store::Store::open(&url).await.unwrap();
+        let r = store
+            .latest_report(&Name::new(node).unwrap())
+            .await
+            .unwrap();
+        store.close().await;
+        r.map(|r| r.report)
+    })
+}
+
+/// Each of `modules` in `node`'s newest report: (state, restarts).
+fn outcomes(dir: &Path, node: &str, modules: &[&str]) -> Vec<(ModuleState, u32)> {
+    let Some(report) = latest_report(dir, node) else {
+        return Vec::new();
+    };
+    modules
+        .iter()
+        .filter_map(|m| {
+            let o = report.outcomes.iter().find(|o| o.module.as_str() == *m)?;
+            Some((o.state.clone(), o.restarts))
+        })
+        .collect()
+}
+
+/// Every module in `modules` comes up `running` on `node` and stays so: a
+/// few seconds later the same process runs, restarted no more often (a
+/// module that cannot read its key would be in a crash loop by then).
+fn assert_running_steadily(dir: &Path, node: &str, host_dir: &Path, modules: &[&str]) {
+    let all_running = |o: &[(ModuleState, u32)]| {
+        o.len() == modules.len() && o.iter().all(|(s, _)| *s == ModuleState::Running)
+    };
+    let came_up = wait_until(START, || all_running(&outcomes(dir, node, modules)));
+    let before = outcomes(dir, node, modules);
+    assert!(
+        came_up,
+        "{modules:?} on {node} never all running: {before:?}"
+    );
+    let pids: Vec<Option<u32>> = modules
+        .iter()
+        .map(|m| module_pids(host_dir).get(*m).copied())
+        .collect();
+    std::thread::sleep(STEADY);
+    let after = outcomes(dir, node, modules);
+    assert_eq!(after, before, "{modules:?} on {node}: restarted meanwhile");
+    for (m, pid) in modules.iter().zip(&pids) {
+        let pid = pid.unwrap_or_else(|| panic!("{m} on {node}: no pid record"));
+        assert_eq!(module_pids(host_dir).get(*m), Some(&pid), "{m} on {node}");
+        assert!(
+            mesh_testkit::pid_alive(pid),
+            "{m} on {node} (pid {pid}) is gone"
+        );
+    }
+    // The first start may come before the broker admits the module's key
+    // (a known, separate issue); a loaded machine may need a few.
+    for ((_, restarts), m) in after.iter().zip(modules) {
+        assert!(*restarts <= 3, "{m} on {node}: {after:?}");
+    }
+}
+
+/// What a crash loop needs to show: a module that cannot read its key
+/// exits at once, and is started again after 1 s, then 2 s.
+const STEADY: Duration = Duration::from_secs(4);
+
+#[test]
+fn relative_state_directories_run_every_module() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    // Plain `mesh up` in the directory: `--dir` left to its relative default.
+    let mut up = Up::start(root, root, None, &Mesh::examples());
+    up.wait_reported();
+
+    // A second node, its host on a relative `--state`.
+    let token = run_bounded(root, &["node", "add", "n2"], None);
+    assert!(token.status.success(), "{token:?}");
+    let token = String::from_utf8(token.stdout).unwrap();
+    let host_log = root.join("host.log");
+    let out = std::fs::File::create(&host_log).unwrap();
+    let mut host = Command::new(mesh_bin())
+        .args(["host", "--token", "-", "--state", "./rel"])
+        .current_dir(root)
+        .env("PATH", path_with_bins())
+        .env("MESH_LOG", "info,async_nats=off")
+        .env_remove("MESH_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    host.stdin
+        .take()
+        .unwrap()
+        .write_all(token.as_bytes())
+        .unwrap();
+    let assigned = run_bounded(root, &["assign", "recorder", "n2"], None);
+    assert!(assigned.status.success(), "{assigned:?}");
+    let dir = root.join(".mesh");
+    assert_running_steadily(&dir, "local", &dir.join("host"), &MODULES);
+    assert_running_steadily(&dir, "n2", &root.join("rel"), &["recorder"]);
+
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(host.id() as i32, libc::SIGTERM) };
+    let _ = host.wait();
+    up.signal_group(libc::SIGINT);
+    let status = up.wait_exit();
+    assert!(status.success(), "{status}\n{}", up.log());
+}
