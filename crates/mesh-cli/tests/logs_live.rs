@@ -139,6 +139,21 @@ async fn a_log_on_another_node_is_read_and_followed_over_the_bus() {
     assert_eq!(news.len(), 1, "only what is new: {news:?}");
     drop(follow);
 
+    // What is no logs request is answered as such, and the host goes on.
+    let observer = mesh.observer().await;
+    let subject = mesh_core::subjects::host_logs(&mesh_core::names::Name::new("n2").unwrap());
+    for (bad, says) in [
+        (&b"{nope"[..], "is not JSON"),
+        (br#"{"module": "../../etc/passwd"}"#, "not a logs request"),
+        (br#"{"module": "echo", "lines": 99999}"#, "at most 10000"),
+    ] {
+        let answer = observer.request(subject.clone(), bad.into()).await.unwrap();
+        match mesh_core::tool::parse_reply(&answer.payload).unwrap() {
+            mesh_core::tool::ToolReply::Error(e) => assert!(e.contains(says), "{e}"),
+            ok => panic!("{:?} answered {ok:?}", String::from_utf8_lossy(bad)),
+        }
+    }
+
     // Refusals name what is wrong and what is there.
     let (_, err) = logs(&mesh, &["ecko", "--node", "n2"], false);
     assert!(
