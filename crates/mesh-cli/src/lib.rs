@@ -21,6 +21,7 @@ pub mod host;
 pub mod init;
 pub mod listings;
 pub mod logging;
+pub mod logs;
 pub mod node;
 pub mod output;
 pub mod person;
@@ -167,6 +168,12 @@ pub enum Command {
   mesh call greeter.greet '{\"name\": \"ada\"}' --as ada.seed
   mesh call greeter.count --as ada.seed --timeout 3s")]
     Call(call::CallArgs),
+    /// A module's log on any node, from that node's host over the bus.
+    #[command(after_help = "Examples:
+  mesh logs echo
+  mesh logs echo --node n2 --lines 5
+  mesh logs echo --node n2 --follow")]
+    Logs(logs::LogsArgs),
     /// Watch the events the mesh stores.
     #[command(after_help = "Example:\n  mesh events tail ticker.tick --all")]
     Events(events::EventsArgs),
@@ -242,6 +249,7 @@ where
         Command::Host(args) => host::run(&args),
         Command::Person(args) => person::run(&args),
         Command::Call(args) => call::run(&args),
+        Command::Logs(args) => logs::run(&args),
         Command::Events(args) => events::run(&args),
         Command::Completions(args) => completions::run(&args),
         Command::Bench(args) => bench::run(&args),
@@ -321,8 +329,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 38,
-            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), call, events (1), completions, bench"
+            seen, 39,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), call, logs, events (1), completions, bench"
         );
     }
 }

@@ -127,6 +127,16 @@ const FORBIDDEN: &[(&str, Op, &str)] = &[
     ("host_n1", Op::Pub, "mesh.node.n1.declaration"),
     ("host_n1", Op::Pub, "mesh.mod.audit-log.event.entry-written"),
     ("host_n1", Op::Sub, "mesh.mod.*.event.>"),
+    // A host serves its own node's logs tool only, calls none, and its
+    // allow_responses answers requests it was sent, nothing else.
+    ("host_n2", Op::Sub, "mesh.host.n1.tool.logs"),
+    ("host_n1", Op::Sub, "mesh.host.*.tool.logs"),
+    ("host_n1", Op::Pub, "mesh.host.n2.tool.logs"),
+    ("host_n1", Op::Pub, "_INBOX.controller.unasked"),
+    // A module neither reads a node's logs nor poses as its host.
+    ("module_n1_audit-log", Op::Pub, "mesh.host.n1.tool.logs"),
+    ("module_n1_audit-log", Op::Sub, "mesh.host.n1.tool.logs"),
+    ("person_bob", Op::Pub, "mesh.host.n1.tool.logs"),
     // A module emits only its own declared events, and acks only its own.
     (
         "module_n1_audit-log",

@@ -97,7 +97,8 @@ pub struct Grant {
 pub struct Permissions {
     pub publish: Vec<Grant>,
     pub subscribe: Vec<Grant>,
-    /// Set (with its cause) only for principals that serve tools: lets them
+    /// Set (with its cause) only for principals that serve tools (modules,
+    /// and hosts for their logs tool): lets them
     /// answer a request they received, and nothing else.
     pub allow_responses: Option<Cause>,
 }
@@ -308,6 +309,10 @@ pub fn controller_principal(spec: &ControllerSpec) -> Principal {
         subjects::inbox(CONTROLLER),
         rule("replies to the controller reach its own inbox"),
     );
+    p.publish(
+        subjects::ALL_HOST_LOGS,
+        rule("the controller reads any node's module logs from its host (mesh logs)"),
+    );
     if !spec.follows.is_empty() {
         p.publish(
             subjects::js_ack(STREAM_EVENTS, consumer::CONTROLLER_EVENTS),
@@ -349,6 +354,17 @@ pub fn host_principal(node: &Name) -> Principal {
         why("binds its own consumer (the client asks for its info)"),
     );
     p.subscribe(subjects::deliver(&c), why("receives its declarations"));
+    p.subscribe(
+        subjects::host_logs(node),
+        why("serves its modules' logs (mesh logs)"),
+    );
+    // The answer goes to the requester's reply subject, in its inbox: a
+    // publish grant on `_INBOX.controller.>` would let a host write into any
+    // reply the controller waits for; allow_responses allows one answer to
+    // each request the host was sent, and nothing else.
+    p.allow_responses = Some(why(
+        "answers each log request it receives, once, at the requester's reply subject",
+    ));
     let kind = PrincipalKind::Host { node: node.clone() };
     p.subscribe(
         subjects::inbox(&kind.principal_name()),
@@ -382,6 +398,14 @@ pub fn person_principal(person: &PersonRecord) -> Principal {
             for s in subjects::ALL_TOOLS {
                 p.publish(s, record(format!("person {name} may call every tool")));
             }
+            // Every tool is the hosts' too: `*` is an operator's whole reach,
+            // and a module's log is no more than its tools could tell.
+            p.publish(
+                subjects::ALL_HOST_LOGS,
+                record(format!(
+                    "person {name} may call every tool, the hosts' logs tool included"
+                )),
+            );
         }
         ToolAccess::Only(tools) => {
             for t in tools {

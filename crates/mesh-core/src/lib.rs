@@ -26,6 +26,7 @@ pub mod event;
 pub mod fleet;
 pub mod jetstream;
 pub mod liveness;
+pub mod logs;
 pub mod manifest;
 pub mod names;
 pub mod placeholders;

@@ -175,6 +175,18 @@ pub const ALL_TOOLS: [&str; 3] = [
     "mesh.seat.*.node.*.tool.*",
 ];
 
+/// `mesh.host.<node>.tool.logs`: the logs tool a node's host serves
+/// (`mesh logs`). A namespace of its own, `mesh.host.`, which no stream
+/// captures (a request stored would be a log line stored) and no module,
+/// seat or node subject can reach.
+pub fn host_logs(node: &Name) -> String {
+    format!("mesh.host.{node}.tool.logs")
+}
+
+/// Every host's logs tool: what the controller (and a person granted every
+/// tool) may call.
+pub const ALL_HOST_LOGS: &str = "mesh.host.*.tool.logs";
+
 /// `mesh.deliver.<consumer>`: where the server pushes a consumer's messages.
 pub fn deliver(consumer: &str) -> String {
     format!("mesh.deliver.{consumer}")
@@ -370,6 +382,35 @@ mod tests {
             consumer::seat_node_worker(&pf, &n1),
             "seat_packet-filter_n1"
         );
+    }
+
+    #[test]
+    fn a_hosts_logs_tool_is_its_own_and_never_stored() {
+        let (n1, n2) = (n("n1"), n("n2"));
+        assert_eq!(host_logs(&n1), "mesh.host.n1.tool.logs");
+        assert!(covers(ALL_HOST_LOGS, &host_logs(&n1)));
+        assert!(!covers(&host_logs(&n2), &host_logs(&n1)));
+        // No stream filter captures it, and no module's or seat's tool,
+        // event, work or declaration subject is it.
+        for other in [
+            ALL_REPORTS,
+            ALL_ENROLMENTS,
+            ALL_HEARTBEATS,
+            ALL_DECLARATIONS,
+            ALL_MODULE_EVENTS,
+            ALL_SEAT_EVENTS,
+            "mesh.seat.*.node.*.event.>",
+            "mesh.seat.*.work.*",
+            "mesh.seat.*.node.*.work.*",
+            "mesh.deliver.*",
+            "_INBOX.>",
+            "$JS.>",
+        ]
+        .into_iter()
+        .chain(ALL_TOOLS)
+        {
+            assert!(!overlap(other, ALL_HOST_LOGS), "{other}");
+        }
     }
 
     #[test]

@@ -53,6 +53,8 @@ pub struct Applier {
     controller: VerifyingKey,
     driver: Driver,
     applied: Mutex<Applied>,
+    /// The names in `applied.modules`, readable while an apply runs.
+    declared: std::sync::Mutex<Vec<Name>>,
 }
 
 impl Applier {
@@ -68,11 +70,23 @@ impl Applier {
                 sequence: None,
                 modules: Vec::new(),
             }),
+            declared: std::sync::Mutex::new(Vec::new()),
         })
     }
 
     pub fn driver(&self) -> &Driver {
         &self.driver
+    }
+
+    /// The modules the newest applied declaration names: those whose logs
+    /// the logs tool serves.
+    /// Not behind the apply lock: a log is wanted most while an apply is
+    /// slow.
+    pub fn declared(&self) -> Vec<Name> {
+        self.declared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Applies the envelope a previous run kept, if any (verified again: the
@@ -203,6 +217,11 @@ impl Applier {
         }
         applied.sequence = Some(d.sequence);
         applied.modules = d.modules.clone();
+        *self
+            .declared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            d.modules.iter().map(|m| m.name.clone()).collect();
     }
 
     fn is_managed(&self, module: &Name) -> bool {

@@ -7,6 +7,7 @@ pub mod backoff;
 mod dial;
 pub mod driver;
 pub mod enrol;
+pub mod logs;
 pub mod run;
 pub mod state;
 

@@ -131,6 +131,7 @@ pub async fn run(
             consume(&client, state, opts, &applier),
             report_changes(&client, &applier),
             report_reconnects(&client, &applier, reconnected),
+            crate::logs::serve(&client, &state.node, &state.dir, &applier),
         )
     };
     tokio::select! {

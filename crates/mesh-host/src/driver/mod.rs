@@ -23,6 +23,8 @@ mod procfs;
 mod schedule;
 mod supervise;
 
+#[cfg(test)]
+pub(crate) use logfile::LogFile;
 pub use logfile::{LOG_FILE, last_lines, rotated_name, rotation_plan};
 pub use procfs::{PID_FILE, PidRecord};
 pub use schedule::{AfterExit, Schedule, state_at_spawn};
