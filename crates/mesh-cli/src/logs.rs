@@ -60,7 +60,7 @@ pub fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|n| Name::new(n).with_context(|| format!("{n:?} is not a node name")))
         .transpose()?;
-    let genesis = Genesis::open(&args.mesh.dir)?;
+    let genesis = Genesis::open(&args.mesh.dir()?)?;
     crate::block_on(async {
         let node = match explicit {
             Some(n) => n,
@@ -118,7 +118,7 @@ fn controller_bus(genesis: &Genesis) -> anyhow::Result<BusConfig> {
 
 /// The one node `module` is assigned to, from the store's assignments.
 async fn node_of(mesh: &MeshArgs, module: &Name) -> anyhow::Result<Name> {
-    let store = open_existing_store(&mesh.store_url()).await?;
+    let store = open_existing_store(&mesh.store_url()?).await?;
     let read = store.assignments().await;
     store.close().await;
     let assignments: Vec<Assignment> = read
