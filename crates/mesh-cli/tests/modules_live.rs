@@ -98,6 +98,19 @@ async fn stored(mesh: &Mesh, stream: &str) -> u64 {
 
 /// `mesh person key` into the mesh's temp dir, then `mesh person add`.
 fn person(mesh: &Mesh, name: &str, tools: &str) -> PathBuf {
+    let (seed, key) = person_key(mesh, name);
+    let out = mesh.mesh(&["person", "add", name, "--tools", tools, "--nkey", &key]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    seed
+}
+
+/// `mesh person key` into the mesh's temp dir: the seed file and the
+/// public key.
+fn person_key(mesh: &Mesh, name: &str) -> (PathBuf, String) {
     let seed = mesh.tmp.path().join(format!("{name}.seed"));
     let out = Command::new(mesh_bin())
         .args(["person", "key", "--out", seed.to_str().unwrap()])
@@ -116,13 +129,7 @@ fn person(mesh: &Mesh, name: &str, tools: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&seed).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    let out = mesh.mesh(&["person", "add", name, "--tools", tools, "--nkey", &key]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    seed
+    (seed, key)
 }
 
 /// `mesh call TOOL PAYLOAD --as SEED`, waiting until the person's key is
@@ -464,4 +471,41 @@ async fn modules_and_persons_get_exactly_what_they_declare() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("nothing serves tool echo.say"), "{err}");
+}
+
+/// `mesh person add` returns once the broker admits the person, and `mesh
+/// person remove` once it refuses them: a call made at once after either
+/// is answered as the records now say, every time (no retry here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_calls_at_once_after_being_added_and_is_refused_at_once_after_removal() {
+    let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
+    mesh.assign("greeter", "n1", true);
+    wait_running(&mesh, "n1", "greeter").await;
+    for i in 0..10 {
+        let name = format!("p{i}");
+        let (seed, key) = person_key(&mesh, &name);
+        let out = mesh.mesh(&["person", "add", &name, "--tools", "greeter.greet", "--nkey", &key]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("the broker admits them now"),
+            "{said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seed = seed.to_str().unwrap();
+        let call = ["call", "greeter.greet", r#"{"name": "p"}"#, "--as", seed, "--person", &name];
+        let greeting = answer(&mesh.mesh(&call));
+        assert_eq!(greeting["greeting"], "hello, p", "call {i}");
+
+        let out = mesh.mesh(&["person", "remove", &name]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("the broker refuses their key now"),
+            "{said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = mesh.mesh(&call);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "removed, call {i}: {err}");
+        assert!(err.contains("authorization violation"), "removed, call {i}: {err}");
+    }
 }
