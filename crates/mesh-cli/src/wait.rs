@@ -161,7 +161,7 @@ pub async fn live(
         if Instant::now() > deadline {
             progress.finish(None);
             return Ok(Live::Unconfirmed(format!(
-                "the controller confirmed no composition of it within {}s; is `mesh controller` running?",
+                "the controller confirmed no composition of it within {}s (is `mesh controller` running?)",
                 timeout.as_secs()
             )));
         }
