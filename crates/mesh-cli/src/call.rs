@@ -156,7 +156,7 @@ fn undeclared(catalogue: &Catalogue, r: &ToolRef) -> Option<String> {
     }
     let tool = r.tool.as_str();
     let rest = match (suggest(tool, tools.iter().copied()), tools.as_slice()) {
-        (_, []) => "; it declares no tools".to_string(),
+        (_, []) => "; it serves none".to_string(),
         (Some(close), _) => format!("; did you mean {close}? (it serves {})", tools.join(", ")),
         (None, all) => format!("; it serves {}", all.join(", ")),
     };
@@ -165,13 +165,63 @@ fn undeclared(catalogue: &Catalogue, r: &ToolRef) -> Option<String> {
 
 /// A provider the catalogue does not hold, with the closest it does.
 fn unknown<'a>(what: &str, name: &str, names: impl Iterator<Item = &'a str>) -> String {
-    match suggest(name, names) {
-        Some(close) => format!("no {what} \"{name}\" registered; did you mean {close}?"),
-        None if what == "seat" => {
-            format!("no seat \"{name}\" is declared; `mesh seats` lists the seats")
-        }
-        None => format!(
-            "no {what} \"{name}\" registered; `mesh catalogue register DIR` registers its catalogue"
+    let (missing, remedy) = match what {
+        "seat" => ("declared", "`mesh seats` lists the seats"),
+        _ => (
+            "registered",
+            "`mesh catalogue register DIR` registers its catalogue",
         ),
+    };
+    match suggest(name, names) {
+        Some(close) => format!("no {what} \"{name}\" {missing}; did you mean {close}?"),
+        None => format!("no {what} \"{name}\" {missing}; {remedy}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mesh_core::catalogue::{Aliases, Catalogue};
+    use mesh_core::manifest::{self, refs::parse_tool_ref};
+
+    use super::undeclared;
+
+    fn catalogue() -> Catalogue {
+        let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/catalogue");
+        let manifests = ["greeter", "git-server", "echo"]
+            .iter()
+            .map(|m| {
+                let path = format!("{examples}/{m}/mesh.toml");
+                manifest::parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap()
+            })
+            .collect();
+        Catalogue::build(manifests, Aliases::new())
+    }
+
+    fn said(tool: &str) -> Option<String> {
+        undeclared(&catalogue(), &parse_tool_ref(tool).unwrap())
+    }
+
+    #[test]
+    fn a_tool_the_catalogue_lacks_is_named_with_what_is_there() {
+        assert_eq!(said("greeter.greet"), None, "declared: nothing to add");
+        assert_eq!(said("seat:git.clone"), None);
+        assert_eq!(
+            said("seat:git.clon").as_deref(),
+            Some("seat git has no tool \"clon\"; did you mean clone? (it serves clone, create-repo)")
+        );
+        assert_eq!(
+            said("seat:gitt.clone").as_deref(),
+            Some("no seat \"gitt\" declared; did you mean git?")
+        );
+        assert_eq!(
+            said("seat:zzzzzz.clone").as_deref(),
+            Some("no seat \"zzzzzz\" declared; `mesh seats` lists the seats")
+        );
+        assert_eq!(
+            said("nothing-like-it.x").as_deref(),
+            Some(
+                "no module \"nothing-like-it\" registered; `mesh catalogue register DIR` registers its catalogue"
+            )
+        );
     }
 }

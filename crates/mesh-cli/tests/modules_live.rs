@@ -261,19 +261,55 @@ async fn a_consumer_assigned_after_three_events_receives_all_three() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tailed: std::collections::BTreeSet<String> = String::from_utf8(out.stdout)
+    let tailed: Vec<Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            v["envelope"]["id"].as_str().unwrap().to_string()
-        })
+        .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(
-        tailed,
-        ids.iter().map(|s| s.to_string()).collect(),
+        tailed
+            .iter()
+            .map(|v| v["envelope"]["id"].as_str().unwrap())
+            .collect::<std::collections::BTreeSet<_>>(),
+        ids,
         "events tail shows the stored events"
     );
+    for v in &tailed {
+        let at = v["envelope"]["at"].as_u64().unwrap();
+        assert_eq!(v["time"], utc(at / 1000), "{v}");
+    }
+
+    // As text, each line starts with when it was emitted. Asked for more
+    // than are stored, it stops once none comes within --timeout, saying
+    // how many came, exit 1.
+    let out = mesh.mesh(&[
+        "events", "tail", "ticker.tick", "--all", "--count", "5", "--timeout", "1s",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "3 of 5 events; no more within 1s"
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (line, v) in lines.iter().zip(&tailed) {
+        let time = v["time"].as_str().unwrap();
+        assert!(
+            line.starts_with(&format!("{time}  mesh.mod.ticker.event.tick  ticker@n1  ")),
+            "{line}"
+        );
+    }
+}
+
+/// RFC 3339 UTC to the second, as the system's `date` writes it: a second
+/// opinion on the CLI's own conversion.
+fn utc(secs: u64) -> String {
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -466,11 +502,33 @@ async fn modules_and_persons_get_exactly_what_they_declare() {
         &[],
     ));
     assert!(id["id"].is_string(), "{id}");
-    // A tool nobody serves says so.
-    let out = call(&mesh, &alice, "echo.say", &json!(null), &[]);
+    // A declared tool nobody serves right now says so.
+    let out = call(&mesh, &alice, "audit-log.search", &json!(null), &[]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("nothing serves tool echo.say"), "{err}");
+    assert!(err.contains("nothing serves tool audit-log.search"), "{err}");
+    // A tool the catalogue says no module has is named as such, with what
+    // the module does serve (and the tool meant, when close).
+    for (tool, said) in [
+        (
+            "greeter.nosuch",
+            "module greeter serves no tool \"nosuch\"; it serves greet, count, submit",
+        ),
+        (
+            "greeter.gret",
+            "module greeter serves no tool \"gret\"; did you mean greet? (it serves greet, count, submit)",
+        ),
+        ("echo.say", "module echo serves no tool \"say\"; it serves none"),
+        (
+            "gretter.greet",
+            "no module \"gretter\" registered; did you mean greeter?",
+        ),
+    ] {
+        let out = call(&mesh, &alice, tool, &json!(null), &[]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(said) && !err.contains("nothing serves"), "{err}");
+    }
 }
 
 /// `mesh person add` returns once the broker admits the person, and `mesh
