@@ -12,11 +12,11 @@ use clap::Args;
 use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
 use mesh_controller::Genesis;
 use mesh_core::authority::PrincipalKind;
-use mesh_core::names::Name;
-use mesh_core::subjects;
 use mesh_core::catalogue::Catalogue;
 use mesh_core::diagnostic::suggest;
 use mesh_core::manifest::{Target, ToolRef};
+use mesh_core::names::Name;
+use mesh_core::subjects;
 use mesh_sdk::{Denied, SdkError, ServerErrors, ToolAddress};
 
 use crate::authority::open_existing_store;
@@ -91,10 +91,12 @@ pub fn run(args: &CallArgs) -> anyhow::Result<ExitCode> {
         )
         .await;
         match r {
-            Err(e @ SdkError::NoServer { .. }) => match not_in_catalogue(&args.mesh, &args.tool).await {
-                Some(why) => Err(anyhow::anyhow!(why)),
-                None => Err(e.into()),
-            },
+            Err(e @ SdkError::NoServer { .. }) => {
+                match not_in_catalogue(&args.mesh, &args.tool).await {
+                    Some(why) => Err(anyhow::anyhow!(why)),
+                    None => Err(e.into()),
+                }
+            }
             r => anyhow::Ok(r?),
         }
     })??;
@@ -207,7 +209,9 @@ mod tests {
         assert_eq!(said("seat:git.clone"), None);
         assert_eq!(
             said("seat:git.clon").as_deref(),
-            Some("seat git has no tool \"clon\"; did you mean clone? (it serves clone, create-repo)")
+            Some(
+                "seat git has no tool \"clon\"; did you mean clone? (it serves clone, create-repo)"
+            )
         );
         assert_eq!(
             said("seat:gitt.clone").as_deref(),

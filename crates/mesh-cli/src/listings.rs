@@ -59,7 +59,11 @@ fn print_modules(rows: &[views::ModuleView]) -> anyhow::Result<()> {
         return Ok(());
     }
     let width = |head: &str, f: fn(&views::ModuleView) -> &str| {
-        rows.iter().map(|r| f(r).len()).max().unwrap_or(0).max(head.len())
+        rows.iter()
+            .map(|r| f(r).len())
+            .max()
+            .unwrap_or(0)
+            .max(head.len())
     };
     let (m, n, s) = (
         width("MODULE", |r| &r.module),

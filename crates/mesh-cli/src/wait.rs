@@ -139,9 +139,8 @@ pub async fn live(
     revision: i64,
     timeout: Duration,
 ) -> anyhow::Result<Live> {
-    let covered = |l: Option<mesh_store::LiveComposition>| {
-        l.is_some_and(|l| l.records_revision >= revision)
-    };
+    let covered =
+        |l: Option<mesh_store::LiveComposition>| l.is_some_and(|l| l.records_revision >= revision);
     if covered(store.composition_live().await?) {
         return Ok(Live::Confirmed);
     }
@@ -186,12 +185,7 @@ fn broker_not_running(mesh: &MeshArgs) -> Option<String> {
     let Ok(text) = std::fs::read_to_string(&pid_file) else {
         return not_running();
     };
-    let Some(pid) = text
-        .trim()
-        .parse::<libc::pid_t>()
-        .ok()
-        .filter(|p| *p > 0)
-    else {
+    let Some(pid) = text.trim().parse::<libc::pid_t>().ok().filter(|p| *p > 0) else {
         return not_running();
     };
     // SAFETY: kill(2) with signal 0 sends nothing; it only asks whether

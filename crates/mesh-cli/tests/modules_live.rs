@@ -283,7 +283,14 @@ async fn a_consumer_assigned_after_three_events_receives_all_three() {
     // than are stored, it stops once none comes within --timeout, saying
     // how many came, exit 1.
     let out = mesh.mesh(&[
-        "events", "tail", "ticker.tick", "--all", "--count", "5", "--timeout", "1s",
+        "events",
+        "tail",
+        "ticker.tick",
+        "--all",
+        "--count",
+        "5",
+        "--timeout",
+        "1s",
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
@@ -506,7 +513,10 @@ async fn modules_and_persons_get_exactly_what_they_declare() {
     let out = call(&mesh, &alice, "audit-log.search", &json!(null), &[]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("nothing serves tool audit-log.search"), "{err}");
+    assert!(
+        err.contains("nothing serves tool audit-log.search"),
+        "{err}"
+    );
     // A tool the catalogue says no module has is named as such, with what
     // the module does serve (and the tool meant, when close).
     for (tool, said) in [
@@ -518,7 +528,10 @@ async fn modules_and_persons_get_exactly_what_they_declare() {
             "greeter.gret",
             "module greeter serves no tool \"gret\"; did you mean greet? (it serves greet, count, submit)",
         ),
-        ("echo.say", "module echo serves no tool \"say\"; it serves none"),
+        (
+            "echo.say",
+            "module echo serves no tool \"say\"; it serves none",
+        ),
         (
             "gretter.greet",
             "no module \"gretter\" registered; did you mean greeter?",
@@ -527,7 +540,10 @@ async fn modules_and_persons_get_exactly_what_they_declare() {
         let out = call(&mesh, &alice, tool, &json!(null), &[]);
         assert_eq!(out.status.code(), Some(2));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains(said) && !err.contains("nothing serves"), "{err}");
+        assert!(
+            err.contains(said) && !err.contains("nothing serves"),
+            "{err}"
+        );
     }
 }
 
@@ -542,7 +558,15 @@ async fn a_person_calls_at_once_after_being_added_and_is_refused_at_once_after_r
     for i in 0..10 {
         let name = format!("p{i}");
         let (seed, key) = person_key(&mesh, &name);
-        let out = mesh.mesh(&["person", "add", &name, "--tools", "greeter.greet", "--nkey", &key]);
+        let out = mesh.mesh(&[
+            "person",
+            "add",
+            &name,
+            "--tools",
+            "greeter.greet",
+            "--nkey",
+            &key,
+        ]);
         let said = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success() && said.contains("the broker admits them now"),
@@ -550,7 +574,15 @@ async fn a_person_calls_at_once_after_being_added_and_is_refused_at_once_after_r
             String::from_utf8_lossy(&out.stderr)
         );
         let seed = seed.to_str().unwrap();
-        let call = ["call", "greeter.greet", r#"{"name": "p"}"#, "--as", seed, "--person", &name];
+        let call = [
+            "call",
+            "greeter.greet",
+            r#"{"name": "p"}"#,
+            "--as",
+            seed,
+            "--person",
+            &name,
+        ];
         let greeting = answer(&mesh.mesh(&call));
         assert_eq!(greeting["greeting"], "hello, p", "call {i}");
 
@@ -564,6 +596,9 @@ async fn a_person_calls_at_once_after_being_added_and_is_refused_at_once_after_r
         let out = mesh.mesh(&call);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "removed, call {i}: {err}");
-        assert!(err.contains("authorization violation"), "removed, call {i}: {err}");
+        assert!(
+            err.contains("authorization violation"),
+            "removed, call {i}: {err}"
+        );
     }
 }

@@ -290,7 +290,10 @@ fn cases() -> Vec<Case> {
     ];
     cases.push(c);
 
-    let mut c = Case::new("unassign from a node typo", &["unassign", "notifier", "n22"]);
+    let mut c = Case::new(
+        "unassign from a node typo",
+        &["unassign", "notifier", "n22"],
+    );
     c.records = Records::Example;
     c.exit = 2;
     c.stderr = vec!["no node \"n22\" recorded; did you mean n2?"];
@@ -302,7 +305,10 @@ fn cases() -> Vec<Case> {
     c.stderr = vec!["no module \"notifer\" registered; did you mean notifier?"];
     cases.push(c);
 
-    let mut c = Case::new("unassign what is not assigned", &["unassign", "notifier", "n3"]);
+    let mut c = Case::new(
+        "unassign what is not assigned",
+        &["unassign", "notifier", "n3"],
+    );
     c.records = Records::Example;
     c.exit = 2;
     c.stderr = vec![

@@ -29,13 +29,19 @@ fn modules_are_listed_under_a_header_and_as_json_as_before() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = init(&tmp);
     let examples = cli::examples();
-    ok(&mesh(&dir, &["catalogue", "register", examples.to_str().unwrap()]));
+    ok(&mesh(
+        &dir,
+        &["catalogue", "register", examples.to_str().unwrap()],
+    ));
     ok(&mesh(&dir, &["node", "add", "n1"]));
     ok(&mesh(&dir, &["assign", "echo", "n1"]));
     ok(&mesh(&dir, &["assign", "greeter", "n1"]));
 
     let text = ok(&mesh(&dir, &["modules"]));
-    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split_whitespace().collect()).collect();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
     assert_eq!(
         rows,
         [
@@ -47,13 +53,21 @@ fn modules_are_listed_under_a_header_and_as_json_as_before() {
     );
     // Columns line up under their headings.
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines[0].find("STATE"), lines[1].find("unreported"), "{text}");
+    assert_eq!(
+        lines[0].find("STATE"),
+        lines[1].find("unreported"),
+        "{text}"
+    );
 
     let json: Vec<ModuleView> =
         serde_json::from_str(&ok(&mesh(&dir, &["modules", "--output", "json"]))).unwrap();
     assert_eq!(json.len(), 2);
     assert_eq!(
-        (json[0].module.as_str(), json[0].node.as_str(), json[0].state.as_str()),
+        (
+            json[0].module.as_str(),
+            json[0].node.as_str(),
+            json[0].state.as_str()
+        ),
         ("echo", "n1", "unreported")
     );
 }
@@ -65,7 +79,17 @@ fn a_person_recorded_with_no_broker_running_is_said_to_wait_for_the_controller()
     let key = nkeys::KeyPair::new_user().public_key();
     // Not cut short by the broker's absence, the wait would last 30 s and
     // end naming the controller instead.
-    let add = ["person", "add", "ada", "--tools", "*", "--nkey", &key, "--timeout", "30s"];
+    let add = [
+        "person",
+        "add",
+        "ada",
+        "--tools",
+        "*",
+        "--nkey",
+        &key,
+        "--timeout",
+        "30s",
+    ];
     let o = mesh(&dir, &add);
     assert_eq!(ok(&o), "person ada may call *\n");
     let err = String::from_utf8_lossy(&o.stderr);

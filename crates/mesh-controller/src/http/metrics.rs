@@ -111,7 +111,12 @@ pub(crate) async fn render(shared: &Shared) -> Result<String, std::fmt::Error> {
         Ok(views) => Some(
             ["ready", "stale", "down", "unseen", "not enrolled"]
                 .into_iter()
-                .map(|state| (state, views.iter().filter(|v| v.condition() == state).count()))
+                .map(|state| {
+                    (
+                        state,
+                        views.iter().filter(|v| v.condition() == state).count(),
+                    )
+                })
                 .collect(),
         ),
         Err(e) => {

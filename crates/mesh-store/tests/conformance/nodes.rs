@@ -165,10 +165,12 @@ async fn the_live_composition_only_moves_forward(fx: &Fixture) {
     assert_eq!(s.composition_live().await.unwrap(), None);
     let revision = s.records_revision().await.unwrap();
     s.record_composition_live(7, 100).await.unwrap();
-    let live = |r, at| Some(mesh_store::LiveComposition {
-        records_revision: r,
-        live_at: at,
-    });
+    let live = |r, at| {
+        Some(mesh_store::LiveComposition {
+            records_revision: r,
+            live_at: at,
+        })
+    };
     assert_eq!(s.composition_live().await.unwrap(), live(7, 100));
     s.record_composition_live(5, 200).await.unwrap();
     assert_eq!(
