@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
+use mesh_core::diagnostic::suggest;
+use mesh_core::names::Name;
+use mesh_store::Store;
 
 use crate::authority::{checked_catalogue, open_store_to_write};
 use crate::node::ListFormat;
@@ -117,19 +120,19 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
         let result = async {
             if assign {
                 match store.assign(&node, &module).await {
-                    Err(mesh_store::StoreError::NotFound { what: "module", .. }) => bail!(
-                        "module {module} is not registered; register its catalogue first with `mesh catalogue register DIR`"
-                    ),
-                    Err(mesh_store::StoreError::NotFound { what: "node", .. }) => bail!(
-                        "node {node} is not recorded; add it with `mesh node add {node}`"
-                    ),
+                    Err(mesh_store::StoreError::NotFound { what: "module", .. }) => {
+                        bail!(unregistered(&store, &module).await?)
+                    }
+                    Err(mesh_store::StoreError::NotFound { what: "node", .. }) => {
+                        bail!(unrecorded(&store, &node).await?)
+                    }
                     other => other?,
                 }
                 Ok(format!("assigned {module} to {node}\n"))
             } else if store.unassign(&node, &module).await? {
                 Ok(format!("unassigned {module} from {node}\n"))
             } else {
-                bail!("{module} is not assigned to {node}; `mesh nodes` lists the nodes")
+                bail!(not_assigned(&store, &module, &node).await?)
             }
         }
         .await;
@@ -152,4 +155,51 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
         store.close().await;
         code
     })?
+}
+
+/// A module that is not registered, with the closest that is.
+async fn unregistered(store: &Store, module: &Name) -> anyhow::Result<String> {
+    let modules = store.modules().await?;
+    let names = modules.iter().map(|m| m.name.as_str());
+    Ok(match suggest(module.as_str(), names) {
+        Some(close) => format!("no module \"{module}\" registered; did you mean {close}?"),
+        None => format!(
+            "no module \"{module}\" registered; register its catalogue first with `mesh catalogue register DIR`"
+        ),
+    })
+}
+
+/// A node that is not recorded, with the closest that is.
+async fn unrecorded(store: &Store, node: &Name) -> anyhow::Result<String> {
+    let nodes = store.nodes().await?;
+    let names = nodes.iter().map(|n| n.name.as_str());
+    Ok(match suggest(node.as_str(), names) {
+        Some(close) => format!("no node \"{node}\" recorded; did you mean {close}?"),
+        None => format!("no node \"{node}\" recorded; add it with `mesh node add {node}`"),
+    })
+}
+
+/// Why `module` could not be unassigned from `node`: a name that names
+/// nothing, or what does run there.
+async fn not_assigned(store: &Store, module: &Name, node: &Name) -> anyhow::Result<String> {
+    if store.node(node).await?.is_none() {
+        return unrecorded(store, node).await;
+    }
+    if store.module(module).await?.is_none() {
+        return unregistered(store, module).await;
+    }
+    let on_node: Vec<String> = store
+        .assignments()
+        .await?
+        .into_iter()
+        .filter(|a| a.node == *node)
+        .map(|a| a.module.to_string())
+        .collect();
+    let there = match on_node.as_slice() {
+        [] => format!("nothing is assigned to {node}"),
+        some => format!("{node} runs {}", some.join(", ")),
+    };
+    Ok(format!(
+        "{module} is not assigned to {node}; {there} (`mesh modules` lists every assignment)"
+    ))
 }

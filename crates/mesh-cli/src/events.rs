@@ -5,6 +5,7 @@
 //! nothing: watching takes nothing from any module.
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use async_nats::jetstream::consumer::{DeliverPolicy, pull};
@@ -28,10 +29,12 @@ pub struct EventsArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum EventsCommand {
-    /// Print events as they are stored (every event by default).
+    /// Print events as they are stored (every event by default), each
+    /// line starting with when it was emitted (UTC).
     #[command(after_help = "Examples:
   mesh events tail
   mesh events tail ticker.tick --all --count 3
+  mesh events tail ticker.tick --all --count 5 --timeout 30s
   mesh events tail 'seat:jobs.*' --output json
   mesh events tail 'mesh.mod.*.event.>'")]
     Tail(TailArgs),
@@ -46,9 +49,13 @@ pub struct TailArgs {
     /// From the first event stored, not only those from now on.
     #[arg(long)]
     pub all: bool,
-    /// Stop after this many events.
+    /// Stop after this many events. Fewer within --timeout of the last
+    /// one (or of the start): stop, say how many came, exit 1.
     #[arg(long)]
     pub count: Option<u64>,
+    /// With --count: how long to wait for the next event before giving up.
+    #[arg(long, default_value = "10s", value_parser = crate::node::parse_ttl, requires = "count")]
+    pub timeout: Duration,
     #[arg(long, value_enum, default_value = "text")]
     pub output: ListFormat,
     #[command(flatten)]
@@ -117,26 +124,53 @@ pub fn run(args: &EventsArgs) -> anyhow::Result<ExitCode> {
         let mut messages = consumer.messages().await.context("reading EVENTS")?;
         let mut seen = 0;
         while args.count.is_none_or(|c| seen < c) {
-            let Some(m) = messages.next().await else {
+            let next = match args.count {
+                // Without --count it follows for ever, as `tail -f` does.
+                None => messages.next().await,
+                Some(count) => match tokio::time::timeout(args.timeout, messages.next()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        output::note(format!(
+                            "{seen} of {count} events; no more within {}s",
+                            args.timeout.as_secs()
+                        ));
+                        return Ok(ExitCode::FAILURE);
+                    }
+                },
+            };
+            let Some(m) = next else {
                 break;
             };
             let m = m.context("reading EVENTS")?;
-            print_event(&m.subject, &m.payload, args.output)?;
+            // When the broker stored it: the time of a message that is no
+            // envelope (an envelope says when it was emitted).
+            let stored = m
+                .info()
+                .ok()
+                .and_then(|i| u64::try_from(i.published.unix_timestamp()).ok());
+            print_event(&m.subject, &m.payload, stored, args.output)?;
             seen += 1;
         }
-        anyhow::Ok(())
-    })??;
-    Ok(ExitCode::SUCCESS)
+        anyhow::Ok(ExitCode::SUCCESS)
+    })?
 }
 
-fn print_event(subject: &str, payload: &[u8], format: ListFormat) -> anyhow::Result<()> {
+fn print_event(
+    subject: &str,
+    payload: &[u8],
+    stored_secs: Option<u64>,
+    format: ListFormat,
+) -> anyhow::Result<()> {
+    let stored = stored_secs.map_or_else(|| "-".to_string(), utc_seconds);
     let line = match (mesh_core::event::parse(payload), format) {
         (Ok(e), ListFormat::Json) => serde_json::to_string(&serde_json::json!({
+            "time": utc_seconds(e.at / 1000),
             "subject": subject,
             "envelope": e,
         }))?,
         (Ok(e), ListFormat::Text) => format!(
-            "{subject}  {}@{}  {}  {}",
+            "{}  {subject}  {}@{}  {}  {}",
+            utc_seconds(e.at / 1000),
             e.module,
             e.node,
             e.id,
@@ -145,11 +179,51 @@ fn print_event(subject: &str, payload: &[u8], format: ListFormat) -> anyhow::Res
         // Shown, not dropped: a stored message that is no envelope is
         // something an administrator wants to see.
         (Err(err), ListFormat::Json) => serde_json::to_string(&serde_json::json!({
+            "time": stored,
             "subject": subject,
             "malformed": err.to_string(),
         }))?,
-        (Err(err), ListFormat::Text) => format!("{subject}  (not an event envelope: {err})"),
+        (Err(err), ListFormat::Text) => {
+            format!("{stored}  {subject}  (not an event envelope: {err})")
+        }
     };
     output::print(&format!("{line}\n"))?;
     Ok(())
+}
+
+/// RFC 3339 in UTC to the second (`2026-12-01T22:20:54Z`), from seconds
+/// since the Unix epoch.
+fn utc_seconds(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rest = secs % 86_400;
+    // Civil date from days since 1970-01-01 (the proleptic Gregorian
+    // calendar's 400-year eras, from 0000-03-01).
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc_seconds;
+
+    #[test]
+    fn times_read_as_rfc_3339_utc() {
+        assert_eq!(utc_seconds(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_seconds(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_seconds(1_796_163_654), "2026-12-01T22:20:54Z");
+        assert_eq!(utc_seconds(4_107_542_399), "2100-02-28T23:59:59Z");
+    }
 }

@@ -44,26 +44,49 @@ pub fn run_modules(args: &ModulesArgs) -> anyhow::Result<ExitCode> {
         let rows = read?;
         match args.output {
             ListFormat::Json => print_json(&rows)?,
-            ListFormat::Text => {
-                let mut out = output::Stdout::lock();
-                if rows.is_empty() {
-                    out.line("nothing assigned; `mesh assign MODULE NODE` runs one")?;
-                }
-                for r in &rows {
-                    out.line(format_args!(
-                        "{:<24} {:<16} {:<10} restarts {:<3} {}",
-                        r.module,
-                        r.node,
-                        r.state,
-                        r.restarts,
-                        r.reason.as_deref().unwrap_or("")
-                    ))?;
-                }
-                out.flush()?;
-            }
+            ListFormat::Text => print_modules(&rows)?,
         }
         Ok(ExitCode::SUCCESS)
     })?
+}
+
+/// The assignments as a table under a header, as `mesh nodes` prints.
+fn print_modules(rows: &[views::ModuleView]) -> anyhow::Result<()> {
+    let mut out = output::Stdout::lock();
+    if rows.is_empty() {
+        out.line("nothing assigned; `mesh assign MODULE NODE` runs one")?;
+        out.flush()?;
+        return Ok(());
+    }
+    let width = |head: &str, f: fn(&views::ModuleView) -> &str| {
+        rows.iter()
+            .map(|r| f(r).len())
+            .max()
+            .unwrap_or(0)
+            .max(head.len())
+    };
+    let (m, n, s) = (
+        width("MODULE", |r| &r.module),
+        width("NODE", |r| &r.node),
+        width("STATE", |r| &r.state),
+    );
+    out.line(format_args!(
+        "{:<m$}  {:<n$}  {:<s$}  {:<8}  REASON",
+        "MODULE", "NODE", "STATE", "RESTARTS"
+    ))?;
+    for r in rows {
+        let line = format!(
+            "{:<m$}  {:<n$}  {:<s$}  {:<8}  {}",
+            r.module,
+            r.node,
+            r.state,
+            r.restarts,
+            r.reason.as_deref().unwrap_or("-")
+        );
+        out.line(line.trim_end())?;
+    }
+    out.flush()?;
+    Ok(())
 }
 
 pub fn run_reports(args: &ReportsArgs) -> anyhow::Result<ExitCode> {

@@ -7,15 +7,18 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use mesh_core::names::Name;
 use mesh_core::records::ToolAccess;
+use mesh_store::Store;
 
 use crate::authority::open_store_to_write;
 use crate::output;
 use crate::state::MeshArgs;
+use crate::wait::Live;
 
 #[derive(Debug, Args)]
 pub struct PersonArgs {
@@ -29,13 +32,18 @@ pub enum PersonCommand {
     /// public key to stdout (give it to `mesh person add --nkey`).
     #[command(after_help = "Example:\n  mesh person key --out ~/.mesh-person.seed")]
     Key(KeyArgs),
-    /// Record a person and the tools they may call (`*`: every tool).
+    /// Record a person and the tools they may call (`*`: every tool);
+    /// returns once the broker admits them (at most --timeout).
     #[command(after_help = "Examples:
   mesh person add ada --tools '*' --nkey UAB3…
-  mesh person add bob --tools greeter.greet,seat:git.clone --nkey UCD4…")]
+  mesh person add bob --tools greeter.greet,seat:git.clone --nkey UCD4…
+  mesh person add carol --tools '*' --nkey UEF5… --no-wait")]
     Add(AddArgs),
-    /// Forget a person: their key is refused once recomposed.
-    #[command(after_help = "Example:\n  mesh person remove bob")]
+    /// Forget a person; returns once the broker refuses their key (at most
+    /// --timeout).
+    #[command(after_help = "Examples:
+  mesh person remove bob
+  mesh person remove bob --timeout 30s")]
     Remove(RemoveArgs),
 }
 
@@ -57,6 +65,8 @@ pub struct AddArgs {
     #[arg(long, value_name = "U…")]
     pub nkey: Option<String>,
     #[command(flatten)]
+    pub live: LiveArgs,
+    #[command(flatten)]
     pub mesh: MeshArgs,
 }
 
@@ -64,7 +74,38 @@ pub struct AddArgs {
 pub struct RemoveArgs {
     pub name: String,
     #[command(flatten)]
+    pub live: LiveArgs,
+    #[command(flatten)]
     pub mesh: MeshArgs,
+}
+
+/// Waiting for a change to be in force: the controller composes the users
+/// file within a poll of the change and the broker reloads it; until then
+/// the broker answers as before.
+#[derive(Debug, Args)]
+pub struct LiveArgs {
+    /// Return once recorded, before the broker serves the change.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How long to wait for the broker to serve the change.
+    #[arg(long, default_value = "10s", value_parser = crate::node::parse_ttl, conflicts_with = "no_wait")]
+    pub timeout: Duration,
+}
+
+/// After a write: the revision it produced, then (unless --no-wait)
+/// whether the broker serves it.
+async fn after_write(
+    store: &Store,
+    mesh: &MeshArgs,
+    live: &LiveArgs,
+) -> anyhow::Result<Option<Live>> {
+    if live.no_wait {
+        return Ok(None);
+    }
+    let revision = store.records_revision().await?;
+    crate::wait::live(store, mesh, revision, live.timeout)
+        .await
+        .map(Some)
 }
 
 pub fn run(args: &PersonArgs) -> anyhow::Result<ExitCode> {
@@ -111,41 +152,64 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
             "--nkey {k:?} is not an NKey user public key (U…); `mesh person key --out FILE` prints one"
         );
     }
-    crate::block_on(async {
+    let live = crate::block_on(async {
         let store = open_store_to_write(&a.mesh.store_url()?).await?;
         let result = async {
             store.put_person(&name, &tools).await?;
             if let Some(k) = &a.nkey {
                 store.set_person_key(&name, k).await?;
             }
-            anyhow::Ok(())
+            after_write(&store, &a.mesh, &a.live).await
         }
         .await;
         store.close().await;
         result
     })??;
     let tools = tools.written().join(",");
-    let key = if a.nkey.is_some() {
-        ""
-    } else {
-        " (no key yet: add again with --nkey to let them connect)"
+    let line = match (&a.nkey, live) {
+        (None, _) => format!(
+            "person {name} may call {tools} (no key yet: add again with --nkey to let them connect)"
+        ),
+        (Some(_), None) => format!("person {name} may call {tools}"),
+        (Some(_), Some(Live::Confirmed)) => {
+            format!("person {name} may call {tools}; the broker admits them now")
+        }
+        (Some(_), Some(Live::Unconfirmed(why))) => {
+            output::note(format!(
+                "not confirmed live: {why}; person {name} is recorded and is admitted once the controller composes"
+            ));
+            format!("person {name} may call {tools}")
+        }
     };
-    output::print(&format!("person {name} may call {tools}{key}\n"))?;
+    output::print(&format!("{line}\n"))?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn remove(a: &RemoveArgs) -> anyhow::Result<ExitCode> {
     let name = person_name(&a.name)?;
-    let removed = crate::block_on(async {
+    let live = crate::block_on(async {
         let store = open_store_to_write(&a.mesh.store_url()?).await?;
-        let r = store.remove_person(&name).await;
+        let result = async {
+            if !store.remove_person(&name).await? {
+                bail!("there is no person {name}; `mesh authority explain` lists the persons");
+            }
+            after_write(&store, &a.mesh, &a.live).await
+        }
+        .await;
         store.close().await;
-        anyhow::Ok(r?)
+        result
     })??;
-    if !removed {
-        bail!("there is no person {name}; `mesh authority explain` lists the persons");
-    }
-    output::print(&format!("person {name} removed\n"))?;
+    let line = match live {
+        None => format!("person {name} removed"),
+        Some(Live::Confirmed) => format!("person {name} removed; the broker refuses their key now"),
+        Some(Live::Unconfirmed(why)) => {
+            output::note(format!(
+                "not confirmed live: {why}; person {name} is removed from the records and refused once the controller composes"
+            ));
+            format!("person {name} removed")
+        }
+    };
+    output::print(&format!("{line}\n"))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -120,3 +120,79 @@ pub async fn answered(
         tokio::time::sleep(POLL).await;
     }
 }
+
+/// How a wait for a change to be in force on the broker ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Live {
+    /// A live composition covers the change.
+    Confirmed,
+    /// Not confirmed: why, for the operator (the change is recorded).
+    Unconfirmed(String),
+}
+
+/// Waits until the controller records a live composition of the records at
+/// `revision` or later (what the broker then serves), for `timeout` at most.
+/// A broker that is not running on this machine ends the wait at once:
+/// nothing can go live before it runs.
+pub async fn live(
+    store: &Store,
+    mesh: &MeshArgs,
+    revision: i64,
+    timeout: Duration,
+) -> anyhow::Result<Live> {
+    let covered =
+        |l: Option<mesh_store::LiveComposition>| l.is_some_and(|l| l.records_revision >= revision);
+    if covered(store.composition_live().await?) {
+        return Ok(Live::Confirmed);
+    }
+    if let Some(why) = broker_not_running(mesh) {
+        return Ok(Live::Unconfirmed(why));
+    }
+    let deadline = Instant::now() + timeout;
+    let progress = Progress::start(format!(
+        "waiting for the controller to put records revision {revision} in force on the broker"
+    ));
+    loop {
+        tokio::time::sleep(POLL / 2).await;
+        if covered(store.composition_live().await?) {
+            progress.finish(None);
+            return Ok(Live::Confirmed);
+        }
+        if Instant::now() > deadline {
+            progress.finish(None);
+            return Ok(Live::Unconfirmed(format!(
+                "the controller confirmed no composition of it within {}s (is `mesh controller` running?)",
+                timeout.as_secs()
+            )));
+        }
+    }
+}
+
+/// Why the broker of `mesh.dir` is not running, when the pid file it
+/// writes says so; none when it runs or this machine cannot tell (no
+/// genesis here: the store may be another machine's).
+fn broker_not_running(mesh: &MeshArgs) -> Option<String> {
+    use mesh_controller::genesis::{BROKER_CONF, BROKER_PID};
+    let dir = mesh.dir().ok()?;
+    if !dir.join(BROKER_CONF).is_file() {
+        return None;
+    }
+    let pid_file = dir.join(BROKER_PID);
+    let not_running = || {
+        Some(format!(
+            "the broker is not running ({} names no running process)",
+            pid_file.display()
+        ))
+    };
+    let Ok(text) = std::fs::read_to_string(&pid_file) else {
+        return not_running();
+    };
+    let Some(pid) = text.trim().parse::<libc::pid_t>().ok().filter(|p| *p > 0) else {
+        return not_running();
+    };
+    // SAFETY: kill(2) with signal 0 sends nothing; it only asks whether
+    // the process exists (EPERM: it does, as another user's).
+    let alive = unsafe { libc::kill(pid, 0) } == 0
+        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    if alive { None } else { not_running() }
+}

@@ -98,6 +98,19 @@ async fn stored(mesh: &Mesh, stream: &str) -> u64 {
 
 /// `mesh person key` into the mesh's temp dir, then `mesh person add`.
 fn person(mesh: &Mesh, name: &str, tools: &str) -> PathBuf {
+    let (seed, key) = person_key(mesh, name);
+    let out = mesh.mesh(&["person", "add", name, "--tools", tools, "--nkey", &key]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    seed
+}
+
+/// `mesh person key` into the mesh's temp dir: the seed file and the
+/// public key.
+fn person_key(mesh: &Mesh, name: &str) -> (PathBuf, String) {
     let seed = mesh.tmp.path().join(format!("{name}.seed"));
     let out = Command::new(mesh_bin())
         .args(["person", "key", "--out", seed.to_str().unwrap()])
@@ -116,13 +129,7 @@ fn person(mesh: &Mesh, name: &str, tools: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     let mode = std::fs::metadata(&seed).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    let out = mesh.mesh(&["person", "add", name, "--tools", tools, "--nkey", &key]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    seed
+    (seed, key)
 }
 
 /// `mesh call TOOL PAYLOAD --as SEED`, waiting until the person's key is
@@ -254,19 +261,62 @@ async fn a_consumer_assigned_after_three_events_receives_all_three() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let tailed: std::collections::BTreeSet<String> = String::from_utf8(out.stdout)
+    let tailed: Vec<Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            v["envelope"]["id"].as_str().unwrap().to_string()
-        })
+        .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(
-        tailed,
-        ids.iter().map(|s| s.to_string()).collect(),
+        tailed
+            .iter()
+            .map(|v| v["envelope"]["id"].as_str().unwrap())
+            .collect::<std::collections::BTreeSet<_>>(),
+        ids,
         "events tail shows the stored events"
     );
+    for v in &tailed {
+        let at = v["envelope"]["at"].as_u64().unwrap();
+        assert_eq!(v["time"], utc(at / 1000), "{v}");
+    }
+
+    // As text, each line starts with when it was emitted. Asked for more
+    // than are stored, it stops once none comes within --timeout, saying
+    // how many came, exit 1.
+    let out = mesh.mesh(&[
+        "events",
+        "tail",
+        "ticker.tick",
+        "--all",
+        "--count",
+        "5",
+        "--timeout",
+        "1s",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "3 of 5 events; no more within 1s"
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (line, v) in lines.iter().zip(&tailed) {
+        let time = v["time"].as_str().unwrap();
+        assert!(
+            line.starts_with(&format!("{time}  mesh.mod.ticker.event.tick  ticker@n1  ")),
+            "{line}"
+        );
+    }
+}
+
+/// RFC 3339 UTC to the second, as the system's `date` writes it: a second
+/// opinion on the CLI's own conversion.
+fn utc(secs: u64) -> String {
+    let out = Command::new("date")
+        .args(["-u", "-d", &format!("@{secs}"), "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -459,9 +509,96 @@ async fn modules_and_persons_get_exactly_what_they_declare() {
         &[],
     ));
     assert!(id["id"].is_string(), "{id}");
-    // A tool nobody serves says so.
-    let out = call(&mesh, &alice, "echo.say", &json!(null), &[]);
+    // A declared tool nobody serves right now says so.
+    let out = call(&mesh, &alice, "audit-log.search", &json!(null), &[]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("nothing serves tool echo.say"), "{err}");
+    assert!(
+        err.contains("nothing serves tool audit-log.search"),
+        "{err}"
+    );
+    // A tool the catalogue says no module has is named as such, with what
+    // the module does serve (and the tool meant, when close).
+    for (tool, said) in [
+        (
+            "greeter.nosuch",
+            "module greeter serves no tool \"nosuch\"; it serves greet, count, submit",
+        ),
+        (
+            "greeter.gret",
+            "module greeter serves no tool \"gret\"; did you mean greet? (it serves greet, count, submit)",
+        ),
+        (
+            "echo.say",
+            "module echo serves no tool \"say\"; it serves none",
+        ),
+        (
+            "gretter.greet",
+            "no module \"gretter\" registered; did you mean greeter?",
+        ),
+    ] {
+        let out = call(&mesh, &alice, tool, &json!(null), &[]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(said) && !err.contains("nothing serves"),
+            "{err}"
+        );
+    }
+}
+
+/// `mesh person add` returns once the broker admits the person, and `mesh
+/// person remove` once it refuses them: a call made at once after either
+/// is answered as the records now say, every time (no retry here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_calls_at_once_after_being_added_and_is_refused_at_once_after_removal() {
+    let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
+    mesh.assign("greeter", "n1", true);
+    wait_running(&mesh, "n1", "greeter").await;
+    for i in 0..10 {
+        let name = format!("p{i}");
+        let (seed, key) = person_key(&mesh, &name);
+        let out = mesh.mesh(&[
+            "person",
+            "add",
+            &name,
+            "--tools",
+            "greeter.greet",
+            "--nkey",
+            &key,
+        ]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("the broker admits them now"),
+            "{said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seed = seed.to_str().unwrap();
+        let call = [
+            "call",
+            "greeter.greet",
+            r#"{"name": "p"}"#,
+            "--as",
+            seed,
+            "--person",
+            &name,
+        ];
+        let greeting = answer(&mesh.mesh(&call));
+        assert_eq!(greeting["greeting"], "hello, p", "call {i}");
+
+        let out = mesh.mesh(&["person", "remove", &name]);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("the broker refuses their key now"),
+            "{said}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = mesh.mesh(&call);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "removed, call {i}: {err}");
+        assert!(
+            err.contains("authorization violation"),
+            "removed, call {i}: {err}"
+        );
+    }
 }

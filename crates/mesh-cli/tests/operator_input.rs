@@ -313,6 +313,56 @@ fn cases() -> Vec<Case> {
     c.max_output = 4 * 1024;
     cases.push(c);
 
+    // Assignments: a typo is answered with the name meant, an unassignment
+    // of what is not assigned with what is.
+    let mut c = Case::new("assign a module typo", &["assign", "audit-lg", "n1"]);
+    c.records = Records::Example;
+    c.exit = 2;
+    c.stderr = vec!["no module \"audit-lg\" registered; did you mean audit-log?"];
+    cases.push(c);
+
+    let mut c = Case::new("assign to a node typo", &["assign", "notifier", "n11"]);
+    c.records = Records::Example;
+    c.exit = 2;
+    c.stderr = vec!["no node \"n11\" recorded; did you mean n1?"];
+    cases.push(c);
+
+    let mut c = Case::new("assign far from any module", &["assign", "zzzzzz", "n1"]);
+    c.records = Records::Example;
+    c.exit = 2;
+    c.stderr = vec![
+        "no module \"zzzzzz\" registered",
+        "`mesh catalogue register DIR`",
+    ];
+    cases.push(c);
+
+    let mut c = Case::new(
+        "unassign from a node typo",
+        &["unassign", "notifier", "n22"],
+    );
+    c.records = Records::Example;
+    c.exit = 2;
+    c.stderr = vec!["no node \"n22\" recorded; did you mean n2?"];
+    cases.push(c);
+
+    let mut c = Case::new("unassign a module typo", &["unassign", "notifer", "n2"]);
+    c.records = Records::Example;
+    c.exit = 2;
+    c.stderr = vec!["no module \"notifer\" registered; did you mean notifier?"];
+    cases.push(c);
+
+    let mut c = Case::new(
+        "unassign what is not assigned",
+        &["unassign", "notifier", "n3"],
+    );
+    c.records = Records::Example;
+    c.exit = 2;
+    c.stderr = vec![
+        "notifier is not assigned to n3; n3 runs firewall-admin, nftables",
+        "`mesh modules` lists every assignment",
+    ];
+    cases.push(c);
+
     cases
 }
 

@@ -11,6 +11,7 @@
 
 mod declare;
 mod enrol;
+mod live;
 mod report;
 mod seen;
 mod watch;
@@ -151,6 +152,8 @@ pub(crate) struct Ctx {
     /// reports.
     pub window: std::sync::Mutex<Window>,
     pub lag: crate::http::ApplyLag,
+    /// The revisions compositions were triggered for, until recorded live.
+    pub covered: live::Covered,
 }
 
 /// The store window as the controller keeps it: when it opened (unix ms).
@@ -349,6 +352,7 @@ pub async fn run(
         users_file: genesis.path(genesis::USERS_FILE),
         window: std::sync::Mutex::new(Window::default()),
         lag: crate::http::ApplyLag::default(),
+        covered: live::Covered::new(revision),
     });
     let _ = shared.ctx.set(ctx.clone());
     let published = declare::declare_all(&ctx, true).await;
@@ -363,6 +367,7 @@ pub async fn run(
 
     let tasks = vec![
         tokio::spawn(watch::log_compositions(ctx.composer.watch())),
+        tokio::spawn(live::record(ctx.clone(), ctx.composer.watch())),
         tokio::spawn(watch::follow(
             ctx.clone(),
             revision,

@@ -147,10 +147,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "person_keys",
         sql: include_str!("../migrations/0010_person_keys.sql"),
     },
+    Migration {
+        version: 11,
+        name: "composition_live",
+        sql: include_str!("../migrations/0011_composition_live.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 10;
+pub const SCHEMA_VERSION: i64 = 11;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -250,3 +250,12 @@ pub struct Forgotten {
     pub credentials: Vec<String>,
     pub assignments: u64,
 }
+
+/// The newest composition of the users file the broker is known to serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveComposition {
+    /// The records revision it was composed from: every change that moved
+    /// the revision up to this one is in force.
+    pub records_revision: i64,
+    pub live_at: Millis,
+}

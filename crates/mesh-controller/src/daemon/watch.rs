@@ -90,7 +90,7 @@ pub(crate) async fn follow(
             continue;
         }
         info!(revision, "records changed");
-        ctx.composer.trigger();
+        ctx.covered.trigger(&ctx.composer, revision);
         match mesh_state::derive(&ctx.store, &ctx.opts.controller).await {
             Ok(d) if asserted.as_ref() == Some(&d.objects) => {}
             Ok(d) => match mesh_bus::assert_objects(&ctx.js, &d.objects).await {

@@ -19,6 +19,7 @@ use prometheus_client::registry::Registry;
 use tracing::warn;
 
 use super::Shared;
+use crate::composer::ComposerStatus;
 use crate::daemon::CountersView;
 
 /// From a declaration's publish to the first report answering it being
@@ -68,138 +69,188 @@ struct StateLabel {
     state: String,
 }
 
+/// Registers with `help` as written: the encoder ends every HELP line
+/// with a full stop of its own, so the text carries none.
+fn register(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    metric: impl prometheus_client::registry::Metric,
+) {
+    registry.register(name, help.trim_end_matches('.'), metric);
+}
+
 fn counter(registry: &mut Registry, name: &str, help: &str, value: u64) {
     let c: Counter = Counter::default();
     c.inc_by(value);
-    registry.register(name, help, c);
+    register(registry, name, help, c);
 }
 
 fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
     let g: Gauge = Gauge::default();
     g.set(value);
-    registry.register(name, help, g);
+    register(registry, name, help, g);
+}
+
+/// What one scrape reports, read before anything is encoded.
+struct Figures {
+    counters: CountersView,
+    composer: ComposerStatus,
+    window_open: bool,
+    ready: bool,
+    /// Nodes by liveness; none when the store could not be read.
+    nodes: Option<Vec<(&'static str, usize)>>,
+    lag: Histogram,
 }
 
 /// The metrics, encoded.
 pub(crate) async fn render(shared: &Shared) -> Result<String, std::fmt::Error> {
-    let mut r = Registry::default();
     let ctx = shared.ctx.get();
-    let c = ctx
-        .map(|c| CountersView::of(&c.counters))
-        .unwrap_or_default();
+    let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+    let nodes = match mesh_state::views::nodes(&shared.store, now).await {
+        Ok(views) => Some(
+            ["ready", "stale", "down", "unseen", "not enrolled"]
+                .into_iter()
+                .map(|state| {
+                    (
+                        state,
+                        views.iter().filter(|v| v.condition() == state).count(),
+                    )
+                })
+                .collect(),
+        ),
+        Err(e) => {
+            warn!(error = %crate::daemon::error_chain(&e), "nodes not counted for /metrics");
+            None
+        }
+    };
+    let composer = shared.composer.borrow().clone();
+    encode(&Figures {
+        counters: ctx
+            .map(|c| CountersView::of(&c.counters))
+            .unwrap_or_default(),
+        composer,
+        window_open: shared.window_open(),
+        ready: shared.not_ready().is_none(),
+        nodes,
+        lag: ctx.map_or_else(lag_histogram, |c| c.lag.histogram.clone()),
+    })
+}
+
+fn encode(f: &Figures) -> Result<String, std::fmt::Error> {
+    let mut r = Registry::default();
+    let c = &f.counters;
     counter(
         &mut r,
         "mesh_reports_recorded",
-        "Reports recorded in the store.",
+        "Reports recorded in the store",
         c.reports,
     );
     counter(
         &mut r,
         "mesh_reports_duplicate",
-        "Reports redelivered after they were recorded (acknowledged again).",
+        "Reports redelivered after they were recorded (acknowledged again)",
         c.duplicates,
     );
     counter(
         &mut r,
         "mesh_reports_superseded",
-        "Reports answering an older declaration than the node's newest.",
+        "Reports answering an older declaration than the node's newest",
         c.superseded,
     );
     counter(
         &mut r,
         "mesh_reports_let_go",
-        "Reports let go after the store stayed unavailable past the store window.",
+        "Reports let go after the store stayed unavailable past the store window",
         c.let_go,
     );
     counter(
         &mut r,
         "mesh_declarations_published",
-        "Declarations published to NODES.",
+        "Declarations published to NODES",
         c.declarations,
     );
     counter(
         &mut r,
         "mesh_hostile_terminated",
-        "Malformed messages terminated (never redelivered).",
+        "Malformed messages terminated (never redelivered)",
         c.terminated,
     );
-    counter(&mut r, "mesh_enrolments", "Enrolments taken.", c.enrolled);
+    counter(&mut r, "mesh_enrolments", "Enrolments taken", c.enrolled);
     counter(
         &mut r,
         "mesh_enrolments_refused",
-        "Enrolments refused.",
+        "Enrolments refused",
         c.refused,
     );
-    counter(&mut r, "mesh_heartbeats", "Heartbeats heard.", c.heartbeats);
+    counter(&mut r, "mesh_heartbeats", "Heartbeats heard", c.heartbeats);
 
-    let status = shared.composer.borrow().clone();
+    let status = &f.composer;
     counter(
         &mut r,
         "mesh_compositions",
-        "Compositions of the users file.",
+        "Compositions of the users file",
         status.compositions,
     );
     counter(
         &mut r,
         "mesh_compositions_live",
-        "Compositions confirmed live by their canary.",
+        "Compositions confirmed live by their canary",
         status.live,
     );
     counter(
         &mut r,
         "mesh_compositions_not_live",
-        "Compositions not in force on the broker.",
+        "Compositions not in force on the broker",
         status.not_live,
     );
     gauge(
         &mut r,
         "mesh_composition_live",
-        "1 when the newest composition is live.",
+        "1 when the newest composition is live",
         i64::from(status.last.as_ref().is_some_and(|o| o.is_live())),
     );
     let reload: prometheus_client::metrics::gauge::Gauge<f64, std::sync::atomic::AtomicU64> =
         Default::default();
     reload.set(status.last_reload.map_or(0.0, |d| d.as_secs_f64()));
-    r.register("mesh_composition_reload_seconds", "How long the last composition that signalled the broker took, until its canary was admitted.", reload);
+    register(
+        &mut r,
+        "mesh_composition_reload_seconds",
+        "How long the last composition that signalled the broker took, until its canary was admitted",
+        reload,
+    );
     gauge(
         &mut r,
         "mesh_store_window_open",
-        "1 while the store cannot take reports (they wait in CONTROL).",
-        i64::from(shared.window_open()),
+        "1 while the store cannot take reports (they wait in CONTROL)",
+        i64::from(f.window_open),
     );
     gauge(
         &mut r,
         "mesh_ready",
-        "1 when /readyz answers 200.",
-        i64::from(shared.not_ready().is_none()),
+        "1 when /readyz answers 200",
+        i64::from(f.ready),
     );
 
     let nodes = Family::<StateLabel, Gauge>::default();
-    let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
-    match mesh_state::views::nodes(&shared.store, now).await {
-        Ok(views) => {
-            for state in ["ready", "stale", "down", "unseen", "not enrolled"] {
-                let n = views.iter().filter(|v| v.condition() == state).count();
-                nodes
-                    .get_or_create(&StateLabel {
-                        state: state.replace(' ', "_"),
-                    })
-                    .set(i64::try_from(n).unwrap_or(i64::MAX));
-            }
-        }
-        Err(e) => warn!(error = %crate::daemon::error_chain(&e), "nodes not counted for /metrics"),
+    for (state, n) in f.nodes.iter().flatten() {
+        nodes
+            .get_or_create(&StateLabel {
+                state: state.replace(' ', "_"),
+            })
+            .set(i64::try_from(*n).unwrap_or(i64::MAX));
     }
-    r.register(
+    register(
+        &mut r,
         "mesh_nodes",
-        "Nodes by liveness (ready, stale, down, unseen; not_enrolled).",
+        "Nodes by liveness (ready, stale, down, unseen; not_enrolled)",
         nodes,
     );
-
-    let lag = ctx.map_or_else(lag_histogram, |c| c.lag.histogram.clone());
-    r.register(
+    register(
+        &mut r,
         "mesh_declaration_apply_lag_seconds",
-        "From a declaration's publish to the first report answering it being recorded.",
-        lag,
+        "From a declaration's publish to the first report answering it being recorded",
+        f.lag.clone(),
     );
 
     let mut out = String::new();
@@ -218,5 +269,28 @@ pub(crate) async fn scrape(State(shared): State<Arc<Shared>>) -> Response {
         )
             .into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "metrics not encoded\n").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_help_line_ends_in_one_full_stop() {
+        let text = encode(&Figures {
+            counters: CountersView::default(),
+            composer: ComposerStatus::default(),
+            window_open: false,
+            ready: true,
+            nodes: Some(vec![("ready", 1)]),
+            lag: lag_histogram(),
+        })
+        .unwrap();
+        let help: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP ")).collect();
+        assert!(help.len() >= 18, "{text}");
+        for line in help {
+            assert!(line.ends_with('.') && !line.ends_with(".."), "{line}");
+        }
     }
 }

@@ -158,8 +158,34 @@ async fn the_records_revision_moves_with_records_only(fx: &Fixture) {
     moved(s.records_revision().await.unwrap(), "forgetting a node");
 }
 
+/// The live composition is recorded forward only, and recording it moves
+/// no revision (else confirming a composition would ask for another).
+async fn the_live_composition_only_moves_forward(fx: &Fixture) {
+    let s = &fx.store;
+    assert_eq!(s.composition_live().await.unwrap(), None);
+    let revision = s.records_revision().await.unwrap();
+    s.record_composition_live(7, 100).await.unwrap();
+    let live = |r, at| {
+        Some(mesh_store::LiveComposition {
+            records_revision: r,
+            live_at: at,
+        })
+    };
+    assert_eq!(s.composition_live().await.unwrap(), live(7, 100));
+    s.record_composition_live(5, 200).await.unwrap();
+    assert_eq!(
+        s.composition_live().await.unwrap(),
+        live(7, 100),
+        "an older revision confirmed later does not take it back"
+    );
+    s.record_composition_live(9, 300).await.unwrap();
+    assert_eq!(s.composition_live().await.unwrap(), live(9, 300));
+    assert_eq!(s.records_revision().await.unwrap(), revision);
+}
+
 conformance!(
     nodes_round_trip,
     forgetting_a_node_leaves_none_of_its_credentials,
     the_records_revision_moves_with_records_only,
+    the_live_composition_only_moves_forward,
 );
