@@ -403,7 +403,7 @@ async fn register_and_assign(url: &str, catalogue: &Path) -> anyhow::Result<Vec<
                 .run
                 .as_ref()
                 .and_then(|r| r.command.first())
-                .is_some_and(|argv0| on_path(&argv0.text));
+                .is_some_and(|argv0| built_here(&argv0.text));
             if runnable {
                 store.assign(&node, &m.name.value).await?;
                 assigned.push(m.name.value.clone());
@@ -484,12 +484,19 @@ async fn reported(url: &str, assigned: &[Name], seen: Option<i64>) -> anyhow::Re
     Ok(())
 }
 
-fn on_path(program: &str) -> bool {
+/// Whether `program` is one of the example modules built beside this
+/// `mesh` (cargo puts them in one directory). Found anywhere on PATH is not
+/// enough: the example catalogue also describes programs such as
+/// `nats-server` that this mesh runs itself, and assigning those runs them
+/// without what they need, failing for good.
+fn built_here(program: &str) -> bool {
     if program.contains('/') {
-        return Path::new(program).is_file();
+        return false;
     }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path).any(|d| d.join(program).is_file())
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join(program)))
+        .is_some_and(|p| p.is_file())
 }
 
 fn print_summary(

@@ -135,14 +135,18 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-fn fail(step: &Step, printed: &[String], why: &str) -> ! {
-    panic!(
+fn mismatch(step: &Step, printed: &[String], why: &str) -> String {
+    format!(
         "README.md:{}: `{}` {why}\n--- the README shows:\n{}\n--- it printed:\n{}\n",
         step.line,
         step.command,
         step.shown.join("\n"),
         printed.join("\n")
     )
+}
+
+fn fail(step: &Step, printed: &[String], why: &str) -> ! {
+    panic!("{}", mismatch(step, printed, why))
 }
 
 #[test]
@@ -169,6 +173,9 @@ fn the_readme_walked_in_order_prints_what_it_shows() {
     let mut shell = Shell::start(&root, tmp.path(), &path);
 
     let mut background: Vec<i32> = Vec::new();
+    // A command printing something else is noted and the walk goes on, so
+    // one run names every line of the README that is out of date.
+    let mut wrong: Vec<String> = Vec::new();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for step in &steps {
             let command = step.command.trim();
@@ -199,10 +206,9 @@ fn the_readme_walked_in_order_prints_what_it_shows() {
             let (status, printed) = shell.run(command);
             let meant_to_fail = step.shown.iter().any(|l| l.starts_with("error"));
             if (status == 0) == meant_to_fail {
-                fail(step, &printed, &format!("exited {status}"));
-            }
-            if !walk::matches(&step.shown, &printed) {
-                fail(step, &printed, "printed something else");
+                wrong.push(mismatch(step, &printed, &format!("exited {status}")));
+            } else if !walk::matches(&step.shown, &printed) {
+                wrong.push(mismatch(step, &printed, "printed something else"));
             }
         }
     }));
@@ -229,7 +235,9 @@ fn the_readme_walked_in_order_prints_what_it_shows() {
     if let Err(e) = result {
         std::panic::resume_unwind(e);
     }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(hung.is_empty(), "still running 30 s after Ctrl-C: {hung:?}");
+    println!("readme: {} commands walked, each printing what the README shows", steps.len());
 }
 
 fn harness_examples() -> PathBuf {
