@@ -73,8 +73,8 @@ pub(super) struct Layout {
 #[derive(Debug, Clone, Copy)]
 enum Vert {
     Node(usize),
-    /// A point of edge `.0`; `.1`: it carries the label.
-    Dummy(usize, bool),
+    /// A point of an edge; `true`: it carries the edge's label.
+    Dummy(bool),
 }
 
 /// The rank graph: real and dummy vertices, each edge a chain from the
@@ -162,7 +162,7 @@ fn layers(nodes: &[NodeSpec], edges: &[EdgeSpec], reversed: &[bool], post: &[usi
 fn weight(a: Vert, b: Vert) -> f64 {
     // As dot: long edges straight first.
     match (a, b) {
-        (Vert::Dummy(..), Vert::Dummy(..)) => 8.0,
+        (Vert::Dummy(_), Vert::Dummy(_)) => 8.0,
         (Vert::Node(_), Vert::Node(_)) => 1.0,
         _ => 2.0,
     }
@@ -218,7 +218,7 @@ fn rank_graph(nodes: &[NodeSpec], edges: &[EdgeSpec], loop_room: &[i64]) -> Rank
         for r in r0 + 1..r1 {
             let labelled = r == label_rank && e.label_w > 0;
             let right = if labelled { LABEL_OFF + e.label_w } else { 0 };
-            chain.push(add(&mut g, Vert::Dummy(i, labelled), r, 0, right));
+            chain.push(add(&mut g, Vert::Dummy(labelled), r, 0, right));
         }
         chain.push(lo);
         for pair in chain.windows(2) {
@@ -625,7 +625,7 @@ pub(super) fn layout(nodes: &[NodeSpec], edges: &[EdgeSpec], dx: i64, dy: i64) -
             let (px, r) = (shifted[d], g.rank[d]);
             points.push((px, top[r]));
             points.push((px, top[r] + band(r)));
-            if let Vert::Dummy(_, true) = g.verts[d] {
+            if let Vert::Dummy(true) = g.verts[d] {
                 label = Some(Rect {
                     x: px + LABEL_OFF,
                     y: top[r],
@@ -658,7 +658,7 @@ pub(super) fn layout(nodes: &[NodeSpec], edges: &[EdgeSpec], dx: i64, dy: i64) -
 fn vert_node(g: &Ranked, v: usize) -> usize {
     match g.verts[v] {
         Vert::Node(n) => n,
-        Vert::Dummy(..) => 0,
+        Vert::Dummy(_) => 0,
     }
 }
 
