@@ -26,8 +26,8 @@ pub(super) const LABEL_OFF: i64 = 5;
 const MIN_RANK_GAP: i64 = 30;
 const MAX_RANK_GAP: i64 = 110;
 /// Horizontal room between two boxes, and between lines.
-const NODE_GAP: i64 = 36;
-const LINE_GAP: i64 = 14;
+const NODE_GAP: i64 = 28;
+const LINE_GAP: i64 = 12;
 /// A self-loop's line stands this far right of what it passes.
 const LOOP_STEP: i64 = 12;
 const ORDER_ROUNDS: usize = 24;
@@ -337,12 +337,73 @@ fn place(g: &Ranked, order: &[Vec<usize>]) -> Vec<i64> {
             }
         }
     }
+    compact(g, order, &seps, &mut xi);
     let min = (0..g.verts.len())
         .map(|v| xi[v] - g.left[v])
         .min()
         .unwrap_or(0);
     xi.iter_mut().for_each(|p| *p -= min);
     xi
+}
+
+/// The connected part each vertex belongs to.
+fn components(g: &Ranked) -> Vec<usize> {
+    let mut comp = vec![usize::MAX; g.verts.len()];
+    for root in 0..g.verts.len() {
+        if comp[root] != usize::MAX {
+            continue;
+        }
+        comp[root] = root;
+        let mut stack = vec![root];
+        while let Some(v) = stack.pop() {
+            for &(w, _) in g.up[v].iter().chain(&g.down[v]) {
+                if comp[w] == usize::MAX {
+                    comp[w] = root;
+                    stack.push(w);
+                }
+            }
+        }
+    }
+    comp
+}
+
+/// Slides each connected part left, leftmost first, until it meets what
+/// is left of it in some rank: nothing pulls two parts together, so they
+/// would keep whatever distance the first packing left. Only the nearest
+/// left neighbour outside the part bounds the slide, so order and
+/// separations hold.
+fn compact(g: &Ranked, order: &[Vec<usize>], seps: &[Vec<i64>], x: &mut [i64]) {
+    let comp = components(g);
+    let mut parts: Vec<(i64, usize)> = Vec::new();
+    for v in 0..g.verts.len() {
+        let left = x[v] - g.left[v];
+        match parts.iter_mut().find(|p| p.1 == comp[v]) {
+            Some(p) => p.0 = p.0.min(left),
+            None => parts.push((left, comp[v])),
+        }
+    }
+    parts.sort_unstable();
+    let Some(&(edge, _)) = parts.first() else {
+        return;
+    };
+    for &(part_left, part) in &parts {
+        let mut slide = part_left - edge;
+        for (layer, sep) in order.iter().zip(seps) {
+            for i in 1..layer.len() {
+                let (u, v) = (layer[i - 1], layer[i]);
+                if comp[v] == part && comp[u] != part {
+                    slide = slide.min(x[v] - x[u] - sep[i - 1]);
+                }
+            }
+        }
+        if slide > 0 {
+            for v in 0..g.verts.len() {
+                if comp[v] == part {
+                    x[v] -= slide;
+                }
+            }
+        }
+    }
 }
 
 /// Where each edge meets a box side: spread along it, in the order of

@@ -19,8 +19,8 @@ pub(super) const FONT_SIZE: i64 = 13;
 /// below is 0.6 em (7.8 px): rounded up.
 pub(super) const CHAR_W: i64 = 8;
 const FONT: &str = "DejaVu Sans Mono, Liberation Mono, Menlo, Consolas, monospace";
-const NODE_PAD: i64 = 24;
-const MIN_W: i64 = 60;
+const NODE_PAD: i64 = 18;
+const MIN_W: i64 = 56;
 const LABEL_PAD: i64 = 8;
 const DANGLING: &str = "#c00";
 const SAMPLE_W: i64 = 30;
