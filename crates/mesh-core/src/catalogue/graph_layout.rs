@@ -237,7 +237,7 @@ fn rank_graph(nodes: &[NodeSpec], edges: &[EdgeSpec], loop_room: &[i64]) -> Rank
 /// The least-squares x for one rank: as near each `want` as the order and
 /// separations allow (pool adjacent violators on x minus the cumulative
 /// separation, which turns "at least `sep` apart" into "non-decreasing").
-fn isotonic(want: &[(f64, f64)], sep: &[i64]) -> Vec<f64> {
+pub(super) fn isotonic(want: &[(f64, f64)], sep: &[i64]) -> Vec<f64> {
     let mut offset = Vec::with_capacity(want.len());
     let mut acc = 0i64;
     for i in 0..want.len() {

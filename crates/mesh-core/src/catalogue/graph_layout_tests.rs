@@ -106,6 +106,43 @@ fn generated(seed: u64) -> Graph {
     Graph { nodes, edges }
 }
 
+/// The drawing ends a margin after its last box or line, right and
+/// bottom: no room is reserved that nothing uses.
+fn assert_tight(doc: &roxmltree::Document<'_>, seed: u64) {
+    let f = |n: roxmltree::Node<'_, '_>, a: &str| -> i64 {
+        n.attribute(a).map_or(0, |v| v.parse().unwrap())
+    };
+    let rects: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("class") != Some("background"))
+        .collect();
+    // Lines count too: a loop without a label stands right of its box.
+    let points: Vec<(f64, f64)> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline"))
+        .flat_map(super::svg_check::points)
+        .collect();
+    let right = rects
+        .iter()
+        .map(|r| f(*r, "x") + f(*r, "width"))
+        .chain(points.iter().map(|p| p.0 as i64))
+        .max()
+        .unwrap();
+    let bottom = rects
+        .iter()
+        .map(|r| f(*r, "y") + f(*r, "height"))
+        .chain(points.iter().map(|p| p.1 as i64))
+        .max()
+        .unwrap();
+    let root = doc.root_element();
+    assert_eq!(right + svg::MARGIN, f(root, "width"), "seed {seed}: width");
+    assert_eq!(
+        bottom + svg::MARGIN,
+        f(root, "height"),
+        "seed {seed}: height"
+    );
+}
+
 #[test]
 fn generated_graphs_draw_without_overlaps_or_edges_through_boxes() {
     let mut cyclic = 0;
@@ -125,6 +162,21 @@ fn generated_graphs_draw_without_overlaps_or_edges_through_boxes() {
             .filter(|c| c.attribute("class").is_some_and(|a| a.starts_with("edge")))
             .count();
         assert_eq!(edges, g.edges.len(), "seed {seed}: every edge drawn");
+        let labelled = doc
+            .descendants()
+            .filter(|c| c.attribute("data-from").is_some())
+            .filter(|c| c.children().any(|t| t.has_tag_name("text")))
+            .count();
+        let want = g
+            .edges
+            .iter()
+            .filter(|e| e.dangling || !e.label.is_empty())
+            .count();
+        assert_eq!(
+            labelled, want,
+            "seed {seed}: every event, tool, dangling edge labelled"
+        );
+        assert_tight(&doc, seed);
     }
     // The generator does make cycles and loops for the layout to break.
     assert!(cyclic >= 5, "only {cyclic} graphs with a back edge or loop");
@@ -237,4 +289,65 @@ fn the_checker_sees_an_overlap_and_an_edge_through_a_box() {
         bad.iter().any(|b| b.contains("not on the box of a")),
         "{bad:?}"
     );
+}
+
+#[test]
+fn placement_is_least_squares_within_the_separations() {
+    use super::layout::isotonic;
+    // Room enough: each where it wants.
+    assert_eq!(isotonic(&[(0.0, 1.0), (100.0, 1.0)], &[10]), [0.0, 100.0]);
+    // Both want 0: they share the shortfall, weighted.
+    assert_eq!(isotonic(&[(0.0, 1.0), (0.0, 1.0)], &[10]), [-5.0, 5.0]);
+    assert_eq!(isotonic(&[(0.0, 3.0), (0.0, 1.0)], &[8]), [-2.0, 6.0]);
+    // A violation further right pools with the block before it.
+    assert_eq!(
+        isotonic(&[(0.0, 1.0), (50.0, 1.0), (40.0, 1.0)], &[5, 10]),
+        [0.0, 40.0, 50.0]
+    );
+    assert_eq!(
+        isotonic(&[(9.0, 1.0), (0.0, 1.0), (0.0, 1.0)], &[4, 4]),
+        [-1.0, 3.0, 7.0]
+    );
+}
+
+#[test]
+fn a_label_sits_halfway_along_its_edge() {
+    // a -> b -> c -> d, and a -> d labelled: three layers apart, its label
+    // in the gap between b and c.
+    let node = |id: &str| GraphNode {
+        id: id.into(),
+        kind: NodeKind::Module,
+        label: id.into(),
+    };
+    let edge = |from: &str, to: &str, label: &str| Edge {
+        from: from.into(),
+        to: to.into(),
+        kind: EdgeKind::Consumes,
+        label: label.into(),
+        dangling: false,
+    };
+    let g = Graph {
+        nodes: ["a", "b", "c", "d"].map(node).to_vec(),
+        edges: vec![
+            edge("a", "b", "x"),
+            edge("b", "c", "y"),
+            edge("c", "d", "z"),
+            edge("a", "d", "far"),
+        ],
+    };
+    let svg = g.svg();
+    assert_eq!(problems(&svg), Vec::<String>::new());
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let num =
+        |n: roxmltree::Node<'_, '_>, a: &str| -> i64 { n.attribute(a).unwrap().parse().unwrap() };
+    let rect = |pred: &dyn Fn(roxmltree::Node<'_, '_>) -> bool| {
+        let g = doc.descendants().find(|n| pred(*n)).unwrap();
+        g.children().find(|c| c.has_tag_name("rect")).unwrap()
+    };
+    let b = rect(&|n| n.attribute("data-id") == Some("b"));
+    let c = rect(&|n| n.attribute("data-id") == Some("c"));
+    let far =
+        rect(&|n| n.attribute("data-from") == Some("a") && n.attribute("data-to") == Some("d"));
+    assert!(num(far, "y") > num(b, "y") + num(b, "height"), "{svg}");
+    assert!(num(far, "y") + num(far, "height") < num(c, "y"), "{svg}");
 }

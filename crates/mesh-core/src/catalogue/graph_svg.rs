@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use super::layout::{self, BOX_H, EdgeSpec, LABEL_H, NodeSpec, Rect};
 use super::{Edge, EdgeKind, Graph, GraphNode, NodeKind};
 
-const MARGIN: i64 = 20;
+pub(super) const MARGIN: i64 = 20;
 pub(super) const FONT_SIZE: i64 = 13;
 /// Advance of one character at `FONT_SIZE` in the monospace fonts named
 /// below is 0.6 em (7.8 px): rounded up.
