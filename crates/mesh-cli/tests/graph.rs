@@ -116,6 +116,20 @@ fn the_example_catalogue_svg_has_no_overlap_and_no_edge_through_a_box() {
     let pts = svg_check::points(holds);
     assert_eq!(pts[0].1, rect("module:git-server").1, "{pts:?}");
     assert_eq!(pts[pts.len() - 1].1, rect("seat:git").0, "{pts:?}");
+    // nats-broker and its role are a part of their own, nothing pulls
+    // them towards the rest: slid left, they stand one box gap (28) from
+    // node-worker instead of floating off to the right.
+    let x = |id: &str, attr: &str| -> f64 {
+        doc.descendants()
+            .find(|n| n.attribute("data-id") == Some(id))
+            .and_then(|g| g.children().find(|c| c.has_tag_name("rect")))
+            .and_then(|r| r.attribute(attr)?.parse().ok())
+            .unwrap()
+    };
+    let gap = x("module:nats-broker", "x")
+        - x("module:node-worker", "x")
+        - x("module:node-worker", "width");
+    assert_eq!(gap, 28.0, "{svg}");
 }
 
 #[test]

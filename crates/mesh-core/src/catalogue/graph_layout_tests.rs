@@ -308,6 +308,8 @@ fn placement_is_least_squares_within_the_separations() {
         isotonic(&[(9.0, 1.0), (0.0, 1.0), (0.0, 1.0)], &[4, 4]),
         [-1.0, 3.0, 7.0]
     );
+    // In order already, however unequal the weights: left alone.
+    assert_eq!(isotonic(&[(1.0, 4.0), (2.0, 0.5)], &[0]), [1.0, 2.0]);
 }
 
 #[test]
@@ -350,4 +352,40 @@ fn a_label_sits_halfway_along_its_edge() {
         rect(&|n| n.attribute("data-from") == Some("a") && n.attribute("data-to") == Some("d"));
     assert!(num(far, "y") > num(b, "y") + num(b, "height"), "{svg}");
     assert!(num(far, "y") + num(far, "height") < num(c, "y"), "{svg}");
+}
+
+#[test]
+fn a_label_two_layers_along_sits_in_the_upper_gap() {
+    // Of two gaps the edge crosses, the one nearer its upper end.
+    let node = |id: &str| GraphNode {
+        id: id.into(),
+        kind: NodeKind::Module,
+        label: id.into(),
+    };
+    let edge = |from: &str, to: &str, label: &str| Edge {
+        from: from.into(),
+        to: to.into(),
+        kind: EdgeKind::Calls,
+        label: label.into(),
+        dangling: false,
+    };
+    let g = Graph {
+        nodes: ["a", "b", "c"].map(node).to_vec(),
+        edges: vec![
+            edge("a", "b", "x"),
+            edge("b", "c", "y"),
+            edge("a", "c", "far"),
+        ],
+    };
+    let svg = g.svg();
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    let y = |pred: &dyn Fn(roxmltree::Node<'_, '_>) -> bool| -> i64 {
+        let g = doc.descendants().find(|n| pred(*n)).unwrap();
+        let r = g.children().find(|c| c.has_tag_name("rect")).unwrap();
+        r.attribute("y").unwrap().parse().unwrap()
+    };
+    let b = y(&|n| n.attribute("data-id") == Some("b"));
+    let a = y(&|n| n.attribute("data-id") == Some("a"));
+    let far = y(&|n| n.attribute("data-from") == Some("a") && n.attribute("data-to") == Some("c"));
+    assert!(a < far && far < b, "{svg}");
 }
