@@ -1,7 +1,12 @@
 //! `mesh catalogue graph`: the example catalogue and the registered one,
-//! as DOT, SVG (parsed as XML) and JSON; dangling consumers marked.
+//! as DOT, SVG (parsed as XML) and JSON; dangling consumers marked; the
+//! SVG readable: no box or label over another, no edge through a box.
 
 mod cli;
+// The same checker mesh-core's layout tests use, read from the SVG alone.
+#[path = "../../mesh-core/src/catalogue/graph_svg_check.rs"]
+#[allow(dead_code)]
+mod svg_check;
 
 use std::fs;
 
@@ -65,6 +70,66 @@ fn the_example_catalogue_draws_as_dot_svg_and_json() {
     };
     assert_eq!(count("node"), nodes.len());
     assert_eq!(count("edge"), edges.len());
+}
+
+#[test]
+fn the_example_catalogue_svg_has_no_overlap_and_no_edge_through_a_box() {
+    let dir = catalogue();
+    let svg = ok(&mesh(&[
+        "catalogue",
+        "graph",
+        "--format",
+        "svg",
+        "--catalogue",
+        dir.to_str().unwrap(),
+    ]));
+    let bad = svg_check::problems(&svg);
+    assert!(bad.is_empty(), "{} problems: {bad:#?}", bad.len());
+    let doc = roxmltree::Document::parse(&svg).unwrap();
+    // Every module of the example catalogue is drawn, with its label in
+    // its box (the checker saw the label inside it).
+    let labels: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.attribute("class").is_some_and(|c| c == "node module"))
+        .filter_map(|g| g.descendants().find(|t| t.has_tag_name("text"))?.text())
+        .collect();
+    assert!(labels.len() >= 14, "{labels:?}");
+    // An edge between adjacent rows leaves the bottom of its source and
+    // enters the top of its target: git-server holds seat git.
+    let rect = |id: &str| {
+        let r = doc
+            .descendants()
+            .find(|n| n.attribute("data-id") == Some(id))
+            .and_then(|g| g.children().find(|c| c.has_tag_name("rect")))
+            .unwrap();
+        let f = |a: &str| -> f64 { r.attribute(a).unwrap().parse().unwrap() };
+        (f("y"), f("y") + f("height"))
+    };
+    let holds = doc
+        .descendants()
+        .find(|n| {
+            n.attribute("data-from") == Some("module:git-server")
+                && n.attribute("data-to") == Some("seat:git")
+        })
+        .and_then(|g| g.descendants().find(|c| c.has_tag_name("polyline")))
+        .unwrap();
+    let pts = svg_check::points(holds);
+    assert_eq!(pts[0].1, rect("module:git-server").1, "{pts:?}");
+    assert_eq!(pts[pts.len() - 1].1, rect("seat:git").0, "{pts:?}");
+    // nats-broker and its role are a part of their own, nothing pulls
+    // them towards the rest: slid left, they stand one box gap (28) from
+    // node-worker instead of floating off to the right.
+    let x = |id: &str, attr: &str| -> f64 {
+        doc.descendants()
+            .find(|n| n.attribute("data-id") == Some(id))
+            .and_then(|g| g.children().find(|c| c.has_tag_name("rect")))
+            .and_then(|r| r.attribute(attr)?.parse().ok())
+            .unwrap()
+    };
+    let gap = x("module:nats-broker", "x")
+        - x("module:node-worker", "x")
+        - x("module:node-worker", "width");
+    assert_eq!(gap, 28.0, "{svg}");
 }
 
 #[test]

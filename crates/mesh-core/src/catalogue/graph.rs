@@ -13,6 +13,8 @@ use super::Catalogue;
 use crate::manifest::Target;
 use crate::subjects::pattern;
 
+#[path = "graph_layout.rs"]
+mod layout;
 #[path = "graph_svg.rs"]
 mod svg;
 
@@ -281,8 +283,9 @@ impl Graph {
     }
 }
 
-/// The catalogue drawn as SVG: seats and roles in the bottom row, each
-/// module above what it points at; deterministic, XML-escaped.
+/// The catalogue drawn as SVG: a layered layout, seats and roles in the
+/// bottom row, each module above what it points at, no label over another
+/// and no edge through a box; deterministic, XML-escaped.
 pub fn graph_svg(catalogue: &Catalogue) -> String {
     graph(catalogue).svg()
 }
@@ -292,6 +295,12 @@ pub fn graph_dot(catalogue: &Catalogue) -> String {
     graph(catalogue).dot()
 }
 
+#[cfg(test)]
+#[path = "graph_layout_tests.rs"]
+mod layout_tests;
+#[cfg(test)]
+#[path = "graph_svg_check.rs"]
+mod svg_check;
 #[cfg(test)]
 #[path = "graph_tests.rs"]
 mod tests;
