@@ -447,6 +447,9 @@ mod tests {
         if upper != good {
             assert_eq!(refused(&upper, &s), TokenError::BadChecksum);
         }
+        // The only dot the prefix's: no checksum, even one that would match.
+        assert_eq!(refused(&sealed("mesh2"), &s), TokenError::NoChecksum);
+        assert_eq!(refused("mesh2.00000000", &s), TokenError::NoChecksum);
         // The checksum is over the prefix too.
         assert_eq!(refused("mesh2..00000000", &s), TokenError::BadChecksum);
         assert_eq!(
