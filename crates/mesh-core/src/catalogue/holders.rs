@@ -158,7 +158,9 @@ mod tests {
         assert_eq!(holder_conflict(&cat, &made, &n("n2"), &n("store-a")), want);
         assert_eq!(holder_conflict(&cat, &made, &n("n1"), &n("store-b")), want);
         assert_eq!(holder_conflict(&cat, &made, &n("n2"), &n("store-b")), want);
-        let msg = want.unwrap().to_string();
+        let msg = holder_conflict(&cat, &made, &n("n2"), &n("store-b"))
+            .map(|c| c.to_string())
+            .unwrap_or_default();
         assert!(msg.contains("held by module store-a on node n1"), "{msg}");
         assert!(msg.contains("`mesh unassign store-a n1` first"), "{msg}");
         // Free once unassigned; modules holding nothing never conflict.
