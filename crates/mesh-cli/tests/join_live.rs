@@ -26,9 +26,18 @@ async fn send_request(
     wait: Duration,
 ) -> Option<EnrolAnswer> {
     let inbox = mesh_core::subjects::enrol_inbox_prefix(&token.node);
-    let client = mesh_bus::connect(&mesh.bus("enrol", token.enrolment_seed.expose(), Some(inbox)))
-        .await
-        .expect("a live token's key connects");
+    let bus = mesh.bus("enrol", token.enrolment_seed.expose(), Some(inbox));
+    // The users file holding the key is not yet the broker having reloaded
+    // it: a loaded machine may take a moment between the two.
+    let mut connected = mesh_bus::connect(&bus).await;
+    for _ in 0..100 {
+        if connected.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        connected = mesh_bus::connect(&bus).await;
+    }
+    let client = connected.expect("a live token's key connects");
     let mut answers = client.subscribe(req.reply.clone()).await.unwrap();
     client.flush().await.unwrap();
     let js = jetstream::new(client.clone());
