@@ -53,12 +53,12 @@ pub enum PinError {
 /// operator sees at the end of the connect error's chain.
 #[derive(thiserror::Error)]
 #[error(
-    "the broker's certificate (sha256 {got}…) does not match the one in the token ({expected}…); the address reaches another server or the broker's certificate changed since the token was issued: check the address, or issue a new token"
+    "the broker's certificate (sha256 {got}) does not match the one in the token ({expected}); the address reaches another server or the broker's certificate changed since the token was issued: check the address, or issue a new token"
 )]
 pub struct PinMismatch {
-    /// First 16 hex characters of the pinned fingerprint.
+    /// The pinned fingerprint, all 64 hex characters.
     pub expected: String,
-    /// First 16 hex characters of the presented certificate's fingerprint.
+    /// The presented certificate's fingerprint, all 64 hex characters.
     pub got: String,
 }
 
@@ -173,8 +173,9 @@ impl ServerCertVerifier for PinVerifier {
         }
         Err(rustls::Error::InvalidCertificate(CertificateError::Other(
             OtherError(Arc::new(PinMismatch {
-                expected: self.pin.to_hex()[..16].to_string(),
-                got: got.to_hex()[..16].to_string(),
+                // Whole: two prints cut to a prefix can look identical.
+                expected: self.pin.to_hex(),
+                got: got.to_hex(),
             })),
         )))
     }
@@ -317,10 +318,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("does not match the one in the token"), "{err}");
-        assert!(err.contains(&CertPin::of_der(&der).to_hex()[..16]), "{err}");
-        assert!(
-            err.contains(&CertPin::of_der(&other).to_hex()[..16]),
-            "{err}"
-        );
+        assert!(err.contains(&CertPin::of_der(&der).to_hex()), "{err}");
+        assert!(err.contains(&CertPin::of_der(&other).to_hex()), "{err}");
     }
 }

@@ -422,8 +422,7 @@ async fn missing_secrets(
         let held_elsewhere = name == mesh_core::authority::CONTROLLER
             || now.records.nodes.iter().any(|n| {
                 !listed(n)
-                    && (&principal::host(n) == name
-                        || name.starts_with(&format!("module_{n}_")))
+                    && (&principal::host(n) == name || name.starts_with(&format!("module_{n}_")))
             });
         if held_elsewhere || secrets::target(&args.secrets_dir(), name).is_file() {
             continue;

@@ -153,7 +153,7 @@ pub enum Command {
     /// Enrol this machine as a node with a token, then run its host agent;
     /// without a token, run the host already enrolled in --state.
     #[command(after_help = "Examples:
-  mesh host --token mesh1.eyJi... --state /var/lib/mesh-host
+  mesh host --token mesh2.eyJi... --state /var/lib/mesh-host
   mesh host --token - < token.txt
   mesh host --state /var/lib/mesh-host")]
     Host(host::HostArgs),

@@ -104,3 +104,35 @@ fn a_path_with_no_manifest_is_not_success() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no mesh.toml found"));
 }
+
+#[test]
+fn overlapping_consumes_of_one_module_fail_at_the_narrower_entry() {
+    // The server would refuse the module's one consumer (error 10138) and
+    // the controller would not start: refused here instead.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("catalogue");
+    copy_dir(&catalogue(), &copy);
+    let file = copy.join("audit-log/mesh.toml");
+    let text = fs::read_to_string(&file).unwrap();
+    let text = text.replacen(
+        "consumes = [",
+        "consumes = [\n  \"git-server.repo-created\",",
+        1,
+    );
+    let line = 1 + text
+        .lines()
+        .position(|l| l.contains("\"git-server.repo-created\""))
+        .unwrap();
+    fs::write(&file, text).unwrap();
+    let o = mesh(&["check", copy.to_str().unwrap()]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    // The example already consumes `git-server.**`.
+    let at = format!("{}:{line}:3: error[overlapping-consumes]", file.display());
+    assert!(out.contains(&at), "expected `{at}` in:\n{out}");
+    assert!(out.contains("inside the wider `git-server.**`"), "{out}");
+    assert!(
+        out.contains("drop the narrower `git-server.repo-created`"),
+        "{out}"
+    );
+}

@@ -128,7 +128,11 @@ fn genesis_writes_a_users_file_of_the_controller_alone_and_refuses_a_second() {
 fn a_fleet_loaded_after_genesis_names_no_controller_secret_as_missing() {
     let root = tempfile::tempdir().unwrap();
     let out = mesh(root.path(), &["init", "--port", "4399"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let ex = examples();
     let out = mesh(
         root.path(),

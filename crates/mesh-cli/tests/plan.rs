@@ -114,3 +114,34 @@ fn a_changed_manifest_and_an_unassignment_are_planned_and_nothing_is_written() {
     let o = mesh(&dir, &["plan", "assign", "echo", "n9"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("node n9 is not recorded"));
 }
+
+#[test]
+fn a_second_holder_of_a_mesh_scoped_seat_is_refused_at_assign_naming_the_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ctl");
+    let port = mesh_testkit::broker::free_port().unwrap().to_string();
+    ok(&mesh(&dir, &["init", "--port", &port]));
+    ok(&mesh(&dir, &["catalogue", "register", &examples()]));
+    ok(&mesh(&dir, &["node", "add", "n1"]));
+    ok(&mesh(&dir, &["node", "add", "n2"]));
+    // git-server holds `git`, a mesh-scoped seat.
+    ok(&mesh(&dir, &["assign", "git-server", "n1"]));
+    ok(&mesh(&dir, &["assign", "git-server", "n1"]));
+    let o = mesh(&dir, &["assign", "git-server", "n2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("seat `git` is mesh-scoped and already held by module git-server on node n1"),
+        "{err}"
+    );
+    assert!(
+        err.contains("run `mesh unassign git-server n1` first"),
+        "{err}"
+    );
+    // nftables holds `packet-filter`, node-scoped: one per node is fine.
+    ok(&mesh(&dir, &["assign", "nftables", "n1"]));
+    ok(&mesh(&dir, &["assign", "nftables", "n2"]));
+    // Moved as the refusal says.
+    ok(&mesh(&dir, &["unassign", "git-server", "n1"]));
+    ok(&mesh(&dir, &["assign", "git-server", "n2"]));
+}

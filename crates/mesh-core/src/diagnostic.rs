@@ -166,6 +166,10 @@ kinds! {
     UnknownSeat = "unknown-seat",
     /// A consumed event whose registered emitter publishes no matching subject.
     UnmatchedConsume = "unmatched-consume",
+    /// Two `consumes` entries of one module whose filters overlap (one
+    /// covers the other, or both derive to one subject): the server refuses
+    /// the module's consumer.
+    OverlappingConsumes = "overlapping-consumes",
     /// `<name>.<event>` where `<name>` is a seat or role, not a module.
     SeatReadAsModule = "seat-read-as-module",
     /// `seat:<name>.<event>` where `<name>` is a module, not a seat.

@@ -7,13 +7,23 @@
 //! payload: a JetStream delivery's reply field is its ack address. No secret
 //! is in it: the server authenticated the sender by the token's key.
 //!
-//! Answer on the request's `reply`: `{"enrolled": true, "node", "principal",
-//! "inbox_prefix", "consumer"}` or `{"enrolled": false, "message"}`, where the
-//! message is [`REFUSED`] whatever the reason (the log says which).
+//! Answer on the request's `reply`, signed by the controller's Ed25519 key
+//! (the one the token names): the envelope `{"answer": "<base64 of the exact
+//! bytes>", "signature": "<base64 Ed25519>"}` over `{"reply", "host_key",
+//! "answer"}`, where the answer is `{"enrolled": true, "node", "principal",
+//! "inbox_prefix", "consumer"}` or `{"enrolled": false, "message"}` and the
+//! message is [`REFUSED`] whatever the reason (the log says which). The reply
+//! address and the host key bind the answer to one request; the signature
+//! proves the token's controller key is this mesh's, before the node records
+//! anything (a token whose key was altered would otherwise enrol a node that
+//! refuses every declaration).
 //!
 //! Heartbeat on `mesh.control.heartbeat.<node>` (core NATS): `{"node",
 //! "sent_at"}` with unix milliseconds.
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
 use crate::authority::PrincipalKind;
@@ -122,14 +132,104 @@ impl EnrolAnswer {
         serde_json::to_vec(self).expect("answer JSON")
     }
 
-    /// Reads an answer; anything else is `None` (the host treats it as no
-    /// answer and keeps waiting for evidence).
+    /// Reads an answer's JSON; anything else is `None`.
     pub fn parse(payload: &[u8]) -> Option<EnrolAnswer> {
         if payload.len() > MAX_REQUEST_BYTES {
             return None;
         }
         serde_json::from_slice(payload).ok()
     }
+
+    /// The signed envelope, ready to publish on the request's `reply`.
+    pub fn sign(&self, to: &AnswerTo, key: &SigningKey) -> Vec<u8> {
+        let bytes = serde_json::to_vec(&Signed {
+            reply: to.reply.clone(),
+            host_key: to.host_key.clone(),
+            answer: self.clone(),
+        })
+        .expect("answer JSON");
+        let signature = key.sign(&bytes);
+        serde_json::to_vec(&AnswerEnvelope {
+            answer: STANDARD.encode(&bytes),
+            signature: STANDARD.encode(signature.to_bytes()),
+        })
+        .expect("envelope JSON")
+    }
+
+    /// Checks an envelope delivered on the enrolment inbox: the signature
+    /// first, against the controller key the token names, then that it
+    /// answers this request.
+    pub fn verify(
+        payload: &[u8],
+        controller: &VerifyingKey,
+        to: &AnswerTo,
+    ) -> Result<EnrolAnswer, AnswerError> {
+        if payload.len() > MAX_REQUEST_BYTES {
+            return Err(AnswerError::NotAnAnswer);
+        }
+        let env: AnswerEnvelope =
+            serde_json::from_slice(payload).map_err(|_| AnswerError::NotAnAnswer)?;
+        let bytes = STANDARD
+            .decode(env.answer)
+            .map_err(|_| AnswerError::NotAnAnswer)?;
+        let sig: [u8; 64] = STANDARD
+            .decode(env.signature)
+            .ok()
+            .and_then(|s| s.try_into().ok())
+            .ok_or(AnswerError::NotSigned)?;
+        controller
+            .verify(&bytes, &Signature::from_bytes(&sig))
+            .map_err(|_| AnswerError::NotSigned)?;
+        let signed: Signed =
+            serde_json::from_slice(&bytes).map_err(|_| AnswerError::NotAnAnswer)?;
+        if signed.reply != to.reply || signed.host_key != to.host_key {
+            return Err(AnswerError::OtherRequest);
+        }
+        Ok(signed.answer)
+    }
+}
+
+/// The request an answer is bound to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AnswerTo {
+    pub reply: String,
+    pub host_key: String,
+}
+
+impl AnswerTo {
+    pub fn of(req: &EnrolRequest) -> AnswerTo {
+        AnswerTo {
+            reply: req.reply.clone(),
+            host_key: req.host_key.clone(),
+        }
+    }
+}
+
+/// What the controller signs.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Signed {
+    reply: String,
+    host_key: String,
+    answer: EnrolAnswer,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerEnvelope {
+    answer: String,
+    signature: String,
+}
+
+/// Why a message on the enrolment inbox is not this request's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AnswerError {
+    #[error("the message is not an enrolment answer")]
+    NotAnAnswer,
+    #[error("the answer is not signed by the controller the token names")]
+    NotSigned,
+    #[error("the answer is signed for another enrolment request")]
+    OtherRequest,
 }
 
 /// Why a message on an enrolment or heartbeat subject is not one: it is
@@ -252,29 +352,29 @@ pub enum EnrolStep {
         xkey: String,
     },
     /// The node's consumer: a host has no right to create it.
-    AssertConsumer {
-        consumer: ConsumerSpec,
-    },
+    AssertConsumer { consumer: ConsumerSpec },
     /// Recompose the users file: the enrolment principal gone, the host in.
     Compose,
     /// Wait until that composition is live (its canary admitted).
     AwaitLive,
-    Answer {
-        reply: String,
-        answer: EnrolAnswer,
-    },
+    /// Signed with the controller's key, bound to the request.
+    Answer { to: AnswerTo, answer: EnrolAnswer },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EnrolPlan {
     pub steps: Vec<EnrolStep>,
-    pub reply: String,
+    pub to: AnswerTo,
     /// Sent instead of the answer when a step refuses.
     pub refusal: EnrolAnswer,
 }
 
 /// The controller's plan for a checked request: spend first, record after,
-/// the consumer before the host may bind it, live before the answer.
+/// the consumer before the host may bind it, and the answer before the
+/// composition that admits the host: that reload closes the enrolment
+/// connection (its principal is gone), and the signed answer must reach the
+/// node first, so that it can check the token's controller key. The node
+/// then connects as itself until the reload admits it.
 pub fn plan(req: &EnrolRequest) -> EnrolPlan {
     EnrolPlan {
         steps: vec![
@@ -287,14 +387,14 @@ pub fn plan(req: &EnrolRequest) -> EnrolPlan {
             EnrolStep::AssertConsumer {
                 consumer: jetstream::node_consumer(&req.node),
             },
-            EnrolStep::Compose,
-            EnrolStep::AwaitLive,
             EnrolStep::Answer {
-                reply: req.reply.clone(),
+                to: AnswerTo::of(req),
                 answer: EnrolAnswer::enrolled(&req.node),
             },
+            EnrolStep::Compose,
+            EnrolStep::AwaitLive,
         ],
-        reply: req.reply.clone(),
+        to: AnswerTo::of(req),
         refusal: EnrolAnswer::refused(),
     }
 }
@@ -446,7 +546,7 @@ mod tests {
     }
 
     #[test]
-    fn the_plan_spends_before_anything_and_answers_only_after_live() {
+    fn the_plan_spends_before_anything_and_answers_before_the_reload() {
         let r = request("n1");
         let p = plan(&r);
         let kinds: Vec<&str> = p
@@ -460,7 +560,7 @@ mod tests {
                 EnrolStep::Answer { .. } => "answer",
             })
             .collect();
-        assert_eq!(kinds, ["spend", "consumer", "compose", "live", "answer"]);
+        assert_eq!(kinds, ["spend", "consumer", "answer", "compose", "live"]);
         let EnrolStep::SpendToken {
             node,
             enrolment_key,
@@ -480,10 +580,18 @@ mod tests {
         assert_eq!(consumer.name, "n1");
         assert_eq!(consumer.stream, "NODES");
         assert_eq!(consumer.filter_subjects, ["mesh.node.n1.declaration"]);
-        assert_eq!(p.reply, r.reply);
+        assert_eq!(p.to, AnswerTo::of(&r));
+        assert_eq!(
+            (p.to.reply.as_str(), p.to.host_key.as_str()),
+            (r.reply.as_str(), r.host_key.as_str())
+        );
         assert_eq!(p.refusal, EnrolAnswer::refused());
-        let json = serde_json::to_string(&p.steps[4]).unwrap();
+        let json = serde_json::to_string(&p.steps[2]).unwrap();
         assert!(json.contains("\"step\":\"answer\""), "{json}");
+        let EnrolStep::Answer { to, answer } = &p.steps[2] else {
+            unreachable!()
+        };
+        assert_eq!((to, answer), (&p.to, &EnrolAnswer::enrolled(&r.node)));
     }
 
     #[test]
@@ -509,6 +617,80 @@ mod tests {
         assert_eq!(
             EnrolAnswer::parse(b"{\"enrolled\": true, \"message\": \"x\"}"),
             None
+        );
+    }
+
+    #[test]
+    fn a_signed_answer_verifies_only_with_the_controller_key_and_for_its_request() {
+        let key = SigningKey::from_bytes(&[9; 32]);
+        let other = SigningKey::from_bytes(&[10; 32]);
+        let r = request("n1");
+        let to = AnswerTo::of(&r);
+        for a in [EnrolAnswer::enrolled(&n("n1")), EnrolAnswer::refused()] {
+            let wire = a.sign(&to, &key);
+            assert_eq!(
+                EnrolAnswer::verify(&wire, &key.verifying_key(), &to),
+                Ok(a.clone())
+            );
+            assert_eq!(
+                EnrolAnswer::verify(&wire, &other.verifying_key(), &to),
+                Err(AnswerError::NotSigned)
+            );
+            for to in [
+                AnswerTo {
+                    reply: format!("{}x", to.reply),
+                    ..to.clone()
+                },
+                AnswerTo {
+                    host_key: request("n1").host_key,
+                    ..to.clone()
+                },
+            ] {
+                assert_eq!(
+                    EnrolAnswer::verify(&wire, &key.verifying_key(), &to),
+                    Err(AnswerError::OtherRequest)
+                );
+            }
+        }
+        // The unsigned answer of old, garbage, a bad signature, too large.
+        let vk = key.verifying_key();
+        let ok = EnrolAnswer::enrolled(&n("n1"));
+        assert_eq!(
+            EnrolAnswer::verify(&ok.to_json(), &vk, &to),
+            Err(AnswerError::NotAnAnswer)
+        );
+        let env = |answer: &str, signature: &str| {
+            serde_json::json!({"answer": answer, "signature": signature})
+                .to_string()
+                .into_bytes()
+        };
+        let body = STANDARD.encode(b"{}");
+        assert_eq!(
+            EnrolAnswer::verify(&env("%", "AA"), &vk, &to),
+            Err(AnswerError::NotAnAnswer)
+        );
+        assert_eq!(
+            EnrolAnswer::verify(&env(&body, "%"), &vk, &to),
+            Err(AnswerError::NotSigned)
+        );
+        assert_eq!(
+            EnrolAnswer::verify(&env(&body, "AAAA"), &vk, &to),
+            Err(AnswerError::NotSigned)
+        );
+        // Signed garbage is still not an answer.
+        let sig = STANDARD.encode(key.sign(b"{}").to_bytes());
+        assert_eq!(
+            EnrolAnswer::verify(&env(&body, &sig), &vk, &to),
+            Err(AnswerError::NotAnAnswer)
+        );
+        let wire = ok.sign(&to, &key);
+        assert_eq!(
+            EnrolAnswer::verify(&padded(wire.clone(), MAX_REQUEST_BYTES), &vk, &to),
+            Ok(ok.clone())
+        );
+        assert_eq!(
+            EnrolAnswer::verify(&padded(wire, MAX_REQUEST_BYTES + 1), &vk, &to),
+            Err(AnswerError::NotAnAnswer)
         );
     }
 

@@ -2,7 +2,15 @@
 //! --token` reads it): everything a new node needs to reach the bus and trust
 //! what answers, in one printable string an operator can paste.
 //!
-//! Format: `mesh1.` followed by base64url without padding of a JSON object:
+//! Format: `mesh2.`, then base64url without padding of a JSON object, then
+//! `.` and a checksum: 8 lowercase hex digits of the CRC-32 (IEEE) of
+//! everything before that last dot (`mesh2.<body>`). A CRC-32 catches every
+//! change of one character (and every burst up to 32 bits), so a mistyped
+//! or damaged token is refused on the node before anything is sent. It is
+//! not a defence against a deliberate edit: the controller's signed
+//! enrolment answer is (see `enrolment`).
+//!
+//! The JSON object:
 //!
 //! | field | meaning |
 //! |---|---|
@@ -12,6 +20,10 @@
 //! | `node` | the node's [`Name`] |
 //! | `enrolment_seed` | the one-time NKey user seed (`SU…`) the node connects with |
 //! | `expires_at` | unix time in milliseconds after which the token is spent by time |
+//!
+//! `mesh1.` tokens (no checksum) are refused, asking for a new one: a token
+//! lives an hour by default, and one whose controller key was damaged used to
+//! enrol a node that then refused every declaration.
 //!
 //! The string carries a seed, so [`Token::encode`] returns a [`Secret`] and no
 //! [`TokenError`] ever repeats any part of the input: the operator pasted a
@@ -25,7 +37,11 @@ use crate::names::Name;
 use crate::secret::Secret;
 
 /// What every token starts with; the digit is the format version.
-pub const PREFIX: &str = "mesh1.";
+pub const PREFIX: &str = "mesh2.";
+/// The format before the checksum, refused by name.
+const OLD_PREFIX: &str = "mesh1.";
+/// Hex digits of the checksum after the body's last `.`.
+const CHECKSUM_LEN: usize = 8;
 
 /// A decoded, checked enrolment token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,11 +77,23 @@ const REISSUE: &str = "issue a new one with `mesh node add <node>`";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TokenError {
     #[error(
-        "this is not a mesh token: a token is one line starting with `mesh1.` (as printed by `mesh node add <node>`); paste it whole"
+        "this is not a mesh token: a token is one line starting with `mesh2.` (as printed by `mesh node add <node>`); paste it whole"
     )]
     WrongPrefix,
     #[error(
-        "the token is damaged: the text after `mesh1.` is not base64url (was it cut or wrapped?); paste it whole or {REISSUE}"
+        "this token is of the older `mesh1.` format, which carries no checksum and is no longer read; {REISSUE}"
+    )]
+    OldFormat,
+    #[error(
+        "the token is damaged: it does not end with `.` and its {CHECKSUM_LEN}-digit checksum (was it cut?); paste it whole or {REISSUE}"
+    )]
+    NoChecksum,
+    #[error(
+        "the token is damaged: its checksum does not match its content (a character was changed, dropped or added); paste it again exactly as printed, or {REISSUE}"
+    )]
+    BadChecksum,
+    #[error(
+        "the token is damaged: the text after `mesh2.` is not base64url (was it cut or wrapped?); paste it whole or {REISSUE}"
     )]
     BadBase64,
     #[error("the token is damaged: its content is not a token's JSON ({reason}); {REISSUE}")]
@@ -107,7 +135,7 @@ impl Token {
         };
         // Serialising a struct of strings and a number cannot fail.
         let json = serde_json::to_vec(&wire).expect("token JSON");
-        Secret::new(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(json)))
+        Secret::new(sealed(&format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(json))))
     }
 
     /// Reads a pasted token. Whitespace anywhere is dropped first (base64url
@@ -115,9 +143,21 @@ impl Token {
     /// trailing newline, must not make a good token unreadable.
     pub fn decode(text: &str) -> Result<Token, TokenError> {
         let compact: String = text.split_whitespace().collect();
-        let body = compact
-            .strip_prefix(PREFIX)
-            .ok_or(TokenError::WrongPrefix)?;
+        if compact.starts_with(OLD_PREFIX) {
+            return Err(TokenError::OldFormat);
+        }
+        if !compact.starts_with(PREFIX) {
+            return Err(TokenError::WrongPrefix);
+        }
+        let (signed, sum) = compact
+            .rsplit_once('.')
+            .filter(|(signed, sum)| signed.len() >= PREFIX.len() && sum.len() == CHECKSUM_LEN)
+            .ok_or(TokenError::NoChecksum)?;
+        // Lowercase only, as printed: one spelling per token.
+        if checksum(signed) != sum {
+            return Err(TokenError::BadChecksum);
+        }
+        let body = &signed[PREFIX.len()..];
         let json = URL_SAFE_NO_PAD
             .decode(body)
             .map_err(|_| TokenError::BadBase64)?;
@@ -133,7 +173,9 @@ impl Token {
         // The name error would repeat the value, which may be anything pasted.
         let node = Name::new(wire.node).map_err(|_| TokenError::BadNode)?;
         let cert_sha256 = hex32(&wire.cert_sha256).ok_or(TokenError::BadFingerprint)?;
-        let controller_key = hex32(&wire.controller_key).ok_or(TokenError::BadControllerKey)?;
+        let controller_key = hex32(&wire.controller_key)
+            .filter(|k| crate::declaration::verifying_key(k).is_some())
+            .ok_or(TokenError::BadControllerKey)?;
         check_user_seed(&wire.enrolment_seed)?;
         Ok(Token {
             bus_urls: wire.bus_urls,
@@ -160,6 +202,26 @@ impl Token {
         }
         Ok(())
     }
+}
+
+/// `text` followed by `.` and its checksum: the one place the format's
+/// trailer is written.
+fn sealed(text: &str) -> String {
+    format!("{text}.{}", checksum(text))
+}
+
+/// 8 lowercase hex digits of the CRC-32 (IEEE 802.3, reflected, as zlib's)
+/// of `text`'s bytes.
+fn checksum(text: &str) -> String {
+    let mut crc: u32 = !0;
+    for &b in text.as_bytes() {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            let mask = (crc & 1).wrapping_neg();
+            crc = (crc >> 1) ^ (0xEDB8_8320 & mask);
+        }
+    }
+    format!("{:08x}", !crc)
 }
 
 /// serde_json's own text for a type mismatch quotes the value
@@ -228,6 +290,11 @@ mod tests {
         nkeys::KeyPair::new_user().seed().unwrap()
     }
 
+    fn controller_key() -> String {
+        let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        hex::encode(key.verifying_key().to_bytes())
+    }
+
     fn token(seed: &str) -> Token {
         Token {
             bus_urls: vec![
@@ -235,7 +302,7 @@ mod tests {
                 "tls://ctl.example:4222".into(),
             ],
             cert_sha256: "ab".repeat(32),
-            controller_key: "0c".repeat(32),
+            controller_key: controller_key(),
             node: Name::new("n1").unwrap(),
             enrolment_seed: Secret::new(seed),
             expires_at: 1_800_000_000_000,
@@ -246,7 +313,7 @@ mod tests {
         serde_json::json!({
             "bus_urls": ["tls://10.0.0.1:4222"],
             "cert_sha256": "ab".repeat(32),
-            "controller_key": "0c".repeat(32),
+            "controller_key": controller_key(),
             "node": "n1",
             "enrolment_seed": seed,
             "expires_at": 1_800_000_000_000u64,
@@ -254,7 +321,15 @@ mod tests {
     }
 
     fn encode_value(v: &serde_json::Value) -> String {
-        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(v.to_string()))
+        sealed(&format!(
+            "{PREFIX}{}",
+            URL_SAFE_NO_PAD.encode(v.to_string())
+        ))
+    }
+
+    /// The text between the prefix and the checksum.
+    fn body_of(text: &str) -> &str {
+        &text[PREFIX.len()..text.len() - CHECKSUM_LEN - 1]
     }
 
     /// Decodes, expecting refusal; asserts the message holds no part of the seed.
@@ -273,10 +348,12 @@ mod tests {
         let s = seed();
         let t = token(&s);
         let text = t.encode();
-        assert!(text.expose().starts_with("mesh1."));
+        assert!(text.expose().starts_with("mesh2."));
         assert!(!text.expose().contains('='), "no padding");
+        let (signed, sum) = text.expose().rsplit_once('.').unwrap();
+        assert_eq!(sum, checksum(signed));
         assert!(
-            text.expose()[PREFIX.len()..]
+            body_of(text.expose())
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
             "base64url alphabet only"
@@ -289,7 +366,7 @@ mod tests {
         let s = seed();
         let t = token(&s);
         assert!(!format!("{t:?}").contains(&s));
-        assert!(!format!("{:?}", t.encode()).contains("mesh1."));
+        assert!(!format!("{:?}", t.encode()).contains("mesh2."));
     }
 
     #[test]
@@ -310,18 +387,77 @@ mod tests {
     #[test]
     fn wrong_prefix_is_refused_saying_what_a_token_looks_like() {
         let s = seed();
-        let body = &token(&s).encode().into_string()[PREFIX.len()..];
+        let good = token(&s).encode().into_string();
+        let rest = &good[PREFIX.len()..];
         for text in [
-            body.to_string(),
-            format!("mesh2.{body}"),
-            format!("MESH1.{body}"),
+            rest.to_string(),
+            format!("mesh3.{rest}"),
+            format!("MESH2.{rest}"),
             s.clone(),
             String::new(),
         ] {
             let err = refused(&text, &s);
             assert_eq!(err, TokenError::WrongPrefix, "{text:?}");
-            assert!(err.to_string().contains("starting with `mesh1.`"));
+            assert!(err.to_string().contains("starting with `mesh2.`"));
         }
+    }
+
+    #[test]
+    fn an_old_format_token_is_refused_asking_for_a_new_one() {
+        let s = seed();
+        let v = wire(&s);
+        let old = format!("mesh1.{}", URL_SAFE_NO_PAD.encode(v.to_string()));
+        let err = refused(&old, &s);
+        assert_eq!(err, TokenError::OldFormat);
+        assert!(err.to_string().contains("mesh node add"), "{err}");
+    }
+
+    #[test]
+    fn the_checksum_is_crc32_ieee() {
+        // The standard check value, and the empty string.
+        assert_eq!(checksum("123456789"), "cbf43926");
+        assert_eq!(checksum(""), "00000000");
+        assert_eq!(checksum("a"), "e8b7be43");
+    }
+
+    #[test]
+    fn a_token_without_its_checksum_or_with_another_is_refused() {
+        let s = seed();
+        let good = token(&s).encode().into_string();
+        let (signed, sum) = good.rsplit_once('.').unwrap();
+        let upper = format!("{signed}.{}", sum.to_uppercase());
+        let flipped = format!(
+            "{signed}.{}",
+            if sum == "00000000" {
+                "00000001"
+            } else {
+                "00000000"
+            }
+        );
+        for (text, want) in [
+            (signed.to_string(), TokenError::NoChecksum),
+            (format!("{signed}.{}", &sum[1..]), TokenError::NoChecksum),
+            (format!("{signed}.{sum}0"), TokenError::NoChecksum),
+            (format!("{PREFIX}.{sum}"), TokenError::BadChecksum),
+            (flipped, TokenError::BadChecksum),
+            (format!("{signed}x.{sum}"), TokenError::BadChecksum),
+        ] {
+            assert_eq!(refused(&text, &s), want, "{text:?}");
+        }
+        if upper != good {
+            assert_eq!(refused(&upper, &s), TokenError::BadChecksum);
+        }
+        // The only dot the prefix's: no checksum, even one that would match.
+        assert_eq!(refused(&sealed("mesh2"), &s), TokenError::NoChecksum);
+        assert_eq!(refused("mesh2.00000000", &s), TokenError::NoChecksum);
+        // The checksum is over the prefix too.
+        assert_eq!(refused("mesh2..00000000", &s), TokenError::BadChecksum);
+        assert_eq!(
+            refused(&sealed("mesh2."), &s),
+            TokenError::BadJson {
+                reason: "malformed JSON at line 1 column 0".into()
+            }
+        );
     }
 
     #[test]
@@ -330,9 +466,13 @@ mod tests {
         let good = token(&s).encode().into_string();
         // Standard-alphabet and padded forms are not what we print.
         for text in [
-            format!("{good}="),
-            format!("{}+/{}", &good[..20], &good[20..]),
-            format!("mesh1.{s}!"),
+            sealed(&format!("{}=", &good[..good.len() - CHECKSUM_LEN - 1])),
+            sealed(&format!(
+                "{}+/{}",
+                &good[..20],
+                &good[20..good.len() - CHECKSUM_LEN - 1]
+            )),
+            sealed(&format!("{PREFIX}{s}!")),
         ] {
             assert_eq!(refused(&text, &s), TokenError::BadBase64, "{text:?}");
         }
@@ -341,7 +481,10 @@ mod tests {
     #[test]
     fn bad_json_is_refused_without_echoing_values() {
         let s = seed();
-        let not_json = format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(format!("{{{s}")));
+        let not_json = sealed(&format!(
+            "{PREFIX}{}",
+            URL_SAFE_NO_PAD.encode(format!("{{{s}"))
+        ));
         assert!(matches!(refused(&not_json, &s), TokenError::BadJson { .. }));
 
         // The seed in a number's place: serde would quote it.
@@ -423,9 +566,17 @@ mod tests {
     #[test]
     fn bad_controller_key_is_refused() {
         let s = seed();
-        let mut v = wire(&s);
-        v["controller_key"] = serde_json::Value::String("0c".repeat(16));
-        assert_eq!(refused(&encode_value(&v), &s), TokenError::BadControllerKey);
+        // Too short, and 32 bytes that are no Ed25519 point.
+        let not_a_point = (0..=255u8)
+            .map(|b| [b; 32])
+            .find(|k| ed25519_dalek::VerifyingKey::from_bytes(k).is_err())
+            .map(hex::encode)
+            .unwrap();
+        for key in ["0c".repeat(16), not_a_point] {
+            let mut v = wire(&s);
+            v["controller_key"] = serde_json::Value::String(key);
+            assert_eq!(refused(&encode_value(&v), &s), TokenError::BadControllerKey);
+        }
     }
 
     #[test]

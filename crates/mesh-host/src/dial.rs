@@ -117,10 +117,30 @@ pub(crate) async fn connect_until<F>(
 where
     F: Fn(ConnectOptions) -> ConnectOptions,
 {
+    connect_refused_within(configs, deadline, None, backoff, connect_timeout, tune).await
+}
+
+/// [`connect_until`], also giving up once the broker has refused the
+/// credential for `refused_for` without a break (`None`: only at the
+/// deadline): a credential the broker keeps refusing after its users file
+/// had time to go live is not going to be admitted.
+pub(crate) async fn connect_refused_within<F>(
+    configs: &[BusConfig],
+    deadline: Option<Instant>,
+    refused_for: Option<Duration>,
+    backoff: &mut Backoff,
+    connect_timeout: Duration,
+    tune: F,
+) -> Result<Client, GaveUp>
+where
+    F: Fn(ConnectOptions) -> ConnectOptions,
+{
     if configs.is_empty() {
         return Err(GaveUp::NoAddress);
     }
     let mut attempt: u64 = 0;
+    // When the current run of refusals began.
+    let mut refused_since: Option<Instant> = None;
     loop {
         let mut last = None;
         for cfg in configs {
@@ -150,6 +170,7 @@ where
                             principal = %cfg.principal,
                             "the broker refused the credential (not yet in its users file?); retrying"
                         );
+                        refused_since.get_or_insert_with(Instant::now);
                         last = Some((true, e));
                     }
                     Failure::Unreachable(e) => {
@@ -160,12 +181,21 @@ where
                             reason = %chain(&e),
                             "the broker is not reachable; retrying"
                         );
+                        refused_since = None;
                         last = Some((false, e));
                     }
                 },
             }
         }
         let mut wait = backoff.next_delay();
+        if let (Some(since), Some(within)) = (refused_since, refused_for) {
+            let left = (since + within).saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let (refused, last) = last.ok_or(GaveUp::NoAddress)?;
+                return Err(GaveUp::Deadline { refused, last });
+            }
+            wait = wait.min(left);
+        }
         if let Some(d) = deadline {
             let left = d.saturating_duration_since(Instant::now());
             if left.is_zero() {

@@ -1,17 +1,25 @@
 //! Enrolment (DESIGN §6): the node connects with the token's enrolment seed
 //! pinning the broker certificate, publishes its request (its public keys
-//! and the reply address) to CONTROL, and waits for the answer — or, since
-//! the reload that admits the host usually closes the enrolment connection
-//! before the answer can arrive, for the broker to admit the host's own key.
+//! and the reply address) to CONTROL, waits for the controller's answer and
+//! checks its signature against the token's controller key, then connects
+//! with its own key until the reload that admits it is live.
+//!
+//! Should the enrolment connection close before any answer came (a reload
+//! that won the race), being admitted by the host's own key is taken as
+//! enrolled without the answer; the token's controller key is then first
+//! checked by the signature of the first declaration, which the host refuses
+//! if it is not that key's. The controller answers before it triggers the
+//! reload, so this is the exception.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use async_nats::{Event, ServerError};
+use ed25519_dalek::VerifyingKey;
 use futures::StreamExt as _;
 use mesh_bus::{BusConfig, CertPin, ClientCredential, ConnectError};
 use mesh_core::authority::PrincipalKind;
-use mesh_core::enrolment::{EnrolAnswer, EnrolRequest, REFUSED};
+use mesh_core::enrolment::{AnswerError, AnswerTo, EnrolAnswer, EnrolRequest, REFUSED};
 use mesh_core::names::Name;
 use mesh_core::subjects;
 use mesh_core::token::Token;
@@ -33,6 +41,10 @@ pub struct EnrolOptions {
     /// For the broker to admit the enrolment key at all (the controller may
     /// not yet have recomposed since `mesh node add`).
     pub connect_within: Duration,
+    /// How long the broker may keep refusing the enrolment key before the
+    /// token is taken as spent or expired: a fresh token's key is live within
+    /// a composition (well under a second) of `mesh node add`.
+    pub refused_within: Duration,
 }
 
 impl Default for EnrolOptions {
@@ -41,6 +53,7 @@ impl Default for EnrolOptions {
             answer_within: Duration::from_secs(30),
             admit_within: Duration::from_secs(15),
             connect_within: Duration::from_secs(10),
+            refused_within: Duration::from_secs(2),
         }
     }
 }
@@ -54,7 +67,7 @@ pub enum EnrolError {
     #[error("{}", REFUSED)]
     Refused,
     #[error(
-        "the broker at {url} presented a certificate that does not match the token's fingerprint (token sha256 {expected}…, presented {got}…); the address reaches another server, or the broker's certificate changed since the token was issued: check the address, or issue a new token with `mesh node add {node}` on the controller"
+        "the broker at {url} presented a certificate that does not match the token's fingerprint (token sha256 {expected}, presented {got}); the address reaches another server, or the broker's certificate changed since the token was issued: check the address, or issue a new token with `mesh node add {node}` on the controller"
     )]
     CertificateMismatch {
         url: String,
@@ -66,10 +79,21 @@ pub enum EnrolError {
         "{dir} already holds an enrolled host ({HOST_FILE}); run it with `mesh host --state {dir}` without --token, or enrol into another, empty directory"
     )]
     AlreadyEnrolled { dir: PathBuf },
-    /// Seen on the node before anything is sent; worded as every other
-    /// refusal, so a node is told one thing whichever way its token failed.
-    #[error("{}", REFUSED)]
-    Expired { node: Name, expires_at: u64 },
+    /// Seen on the node before anything is sent (past its expiry), or the
+    /// broker kept refusing the token's enrolment key (its principal is gone
+    /// once the token is spent or expired).
+    #[error(
+        "this token was already used or has expired; issue a new one with `mesh node add {node}` on the controller"
+    )]
+    Spent { node: Name },
+    #[error(
+        "the enrolment answer was not signed by the controller the token names: the token's controller key is not this mesh's (the token was altered, or mixes two meshes); this node did not enrol. Issue a new token on the controller: `mesh node forget {node}`, then `mesh node add {node}`"
+    )]
+    NotSignedByController { node: Name },
+    #[error(
+        "the broker refused this token's enrolment request for node {node} ({reason}): a token's enrolment key may enrol only the node it was issued for (was the token edited?); issue a new one with `mesh node add <node>` on the controller"
+    )]
+    NotPermitted { node: Name, reason: String },
     #[error(
         "could not reach the broker at {urls} within {within:?}; check that the address is reachable from this machine and the broker runs, then try again"
     )]
@@ -98,10 +122,7 @@ pub async fn enrol(
 ) -> Result<HostState, EnrolError> {
     let node = &token.node;
     if token.ensure_fresh(unix_ms()).is_err() {
-        return Err(EnrolError::Expired {
-            node: node.clone(),
-            expires_at: token.expires_at,
-        });
+        return Err(EnrolError::Spent { node: node.clone() });
     }
     if state_dir.join(HOST_FILE).exists() {
         return Err(EnrolError::AlreadyEnrolled {
@@ -110,6 +131,8 @@ pub async fn enrol(
     }
     // A pin that does not parse is the token's fault; decode already checked.
     let pin = CertPin::from_hex(&token.cert_sha256).map_err(|_| EnrolError::Refused)?;
+    let controller = mesh_core::declaration::verifying_key(&token.controller_key)
+        .ok_or_else(|| EnrolError::NotSignedByController { node: node.clone() })?;
     // Before anything is sent: once the controller has recorded the public
     // keys, losing the seeds would leave the node unable to ever connect.
     let keys = HostKeys::load_or_create(state_dir)?;
@@ -133,9 +156,10 @@ pub async fn enrol(
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
     let deadline = Instant::now() + opts.connect_within;
-    let client = dial::connect_until(
+    let client = dial::connect_refused_within(
         &configs,
         Some(deadline),
+        Some(opts.refused_within),
         &mut backoff,
         opts.connect_within,
         |o| {
@@ -151,7 +175,11 @@ pub async fn enrol(
         },
     )
     .await
-    .map_err(|g| gave_up(g, token, opts.connect_within))?;
+    .map_err(|g| match g {
+        // Past `refused_within`: the principal is not in the users file.
+        GaveUp::Deadline { refused: true, .. } => EnrolError::Spent { node: node.clone() },
+        g => gave_up(g, token, opts.connect_within),
+    })?;
     tracing::info!(node = %node, "connected with the enrolment token; sending the request");
 
     let reply = client.new_inbox();
@@ -176,13 +204,24 @@ pub async fn enrol(
     // "no stream" is retried for as long as a connect would be.
     let deadline = tokio::time::Instant::now() + opts.connect_within;
     let mut wait = Duration::from_millis(100);
+    let to = AnswerTo::of(&request);
     let stored = loop {
-        let stored = match js
-            .publish(subjects::enrol(node), request.to_json().into())
-            .await
-        {
-            Ok(ack) => ack.await.map_err(|e| (no_stream(&e), dial::chain(&e))),
-            Err(e) => Err((false, dial::chain(&e))),
+        let publish = async {
+            match js
+                .publish(subjects::enrol(node), request.to_json().into())
+                .await
+            {
+                Ok(ack) => ack.await.map_err(|e| (no_stream(&e), dial::chain(&e))),
+                Err(e) => Err((false, dial::chain(&e))),
+            }
+        };
+        // A publish the principal may not make is never acknowledged: the
+        // server says so at once, on the connection, and that is the answer.
+        let stored = tokio::select! {
+            r = publish => r,
+            reason = permission_violation(&mut events) => {
+                return Err(EnrolError::NotPermitted { node: node.clone(), reason });
+            }
         };
         match stored {
             Err((true, reason)) if tokio::time::Instant::now() + wait < deadline => {
@@ -201,7 +240,14 @@ pub async fn enrol(
     let answered = match stored {
         Ok(ack) => {
             tracing::info!(node = %node, stream = %ack.stream, sequence = ack.sequence, "enrolment request stored; waiting for the answer");
-            wait_for_answer(&mut answers, &mut events, opts.answer_within).await
+            wait_for_answer(
+                &mut answers,
+                &mut events,
+                &controller,
+                &to,
+                opts.answer_within,
+            )
+            .await
         }
         // The request may have been stored and acted on before the reload
         // closed the connection and took the confirmation with it.
@@ -213,10 +259,20 @@ pub async fn enrol(
     };
     match answered {
         Waited::Refused => return Err(EnrolError::Refused),
-        Waited::Enrolled => {}
+        Waited::NotSigned => return Err(EnrolError::NotSignedByController { node: node.clone() }),
+        Waited::NotPermitted(reason) => {
+            return Err(EnrolError::NotPermitted {
+                node: node.clone(),
+                reason,
+            });
+        }
+        Waited::Enrolled => {
+            tracing::info!(node = %node, "the controller's signed answer admits this node; connecting with the host's own key");
+            admit(&host_configs, &mut answers, &controller, &to, token, opts).await?;
+        }
         Waited::Lost | Waited::Silent => {
-            tracing::info!(node = %node, "no answer on the enrolment connection; connecting with the host's own key");
-            admit(&host_configs, &mut answers, token, opts).await?;
+            tracing::warn!(node = %node, "no answer on the enrolment connection; connecting with the host's own key (the controller key is checked on the first declaration)");
+            admit(&host_configs, &mut answers, &controller, &to, token, opts).await?;
         }
     }
     drop(answers);
@@ -234,8 +290,14 @@ pub async fn enrol(
 }
 
 enum Waited {
+    /// A signed welcome.
     Enrolled,
+    /// A signed refusal.
     Refused,
+    /// An answer whose signature is not the token's controller key.
+    NotSigned,
+    /// The server refused the principal a subscribe or publish.
+    NotPermitted(String),
     /// The enrolment connection was closed or refused by the server.
     Lost,
     /// No answer in time.
@@ -260,12 +322,36 @@ fn connection_lost(events: &mut mpsc::UnboundedReceiver<Event>) -> bool {
     lost
 }
 
-fn read_answer(payload: &[u8]) -> Option<Waited> {
-    match EnrolAnswer::parse(payload) {
-        Some(EnrolAnswer::Enrolled { .. }) => Some(Waited::Enrolled),
-        Some(EnrolAnswer::Refused { .. }) => Some(Waited::Refused),
-        None => {
-            tracing::warn!("ignoring a message on the enrolment inbox that is not an answer");
+/// The server's text when it refuses the principal a subject.
+fn permission_text(event: &Event) -> Option<String> {
+    match event {
+        Event::ServerError(ServerError::Other(m))
+            if m.to_lowercase().contains("permissions violation") =>
+        {
+            Some(m.clone())
+        }
+        _ => None,
+    }
+}
+
+/// Resolves with the server's text at the first permissions violation the
+/// connection reports; never otherwise.
+async fn permission_violation(events: &mut mpsc::UnboundedReceiver<Event>) -> String {
+    while let Some(e) = events.recv().await {
+        if let Some(m) = permission_text(&e) {
+            return m;
+        }
+    }
+    std::future::pending().await
+}
+
+fn read_answer(payload: &[u8], controller: &VerifyingKey, to: &AnswerTo) -> Option<Waited> {
+    match EnrolAnswer::verify(payload, controller, to) {
+        Ok(EnrolAnswer::Enrolled { .. }) => Some(Waited::Enrolled),
+        Ok(EnrolAnswer::Refused { .. }) => Some(Waited::Refused),
+        Err(AnswerError::NotSigned) => Some(Waited::NotSigned),
+        Err(e) => {
+            tracing::warn!(reason = %e, "ignoring a message on the enrolment inbox");
             None
         }
     }
@@ -274,17 +360,22 @@ fn read_answer(payload: &[u8]) -> Option<Waited> {
 async fn wait_for_answer(
     answers: &mut async_nats::Subscriber,
     events: &mut mpsc::UnboundedReceiver<Event>,
+    controller: &VerifyingKey,
+    to: &AnswerTo,
     within: Duration,
 ) -> Waited {
     let deadline = Instant::now() + within;
     loop {
         tokio::select! {
             m = answers.next() => match m {
-                Some(m) => if let Some(w) = read_answer(&m.payload) { return w },
+                Some(m) => if let Some(w) = read_answer(&m.payload, controller, to) { return w },
                 None => return Waited::Lost,
             },
             e = events.recv() => match e {
                 Some(e) if is_loss(&e) => return Waited::Lost,
+                Some(e) if permission_text(&e).is_some() => {
+                    return Waited::NotPermitted(permission_text(&e).unwrap_or_default());
+                }
                 None => return Waited::Lost,
                 Some(other) => tracing::debug!(event = %other, "enrolment connection"),
             },
@@ -298,6 +389,8 @@ async fn wait_for_answer(
 async fn admit(
     host_configs: &[BusConfig],
     answers: &mut async_nats::Subscriber,
+    controller: &VerifyingKey,
+    to: &AnswerTo,
     token: &Token,
     opts: &EnrolOptions,
 ) -> Result<(), EnrolError> {
@@ -327,11 +420,16 @@ async fn admit(
                     Err(g) => Err(gave_up(g, token, opts.admit_within)),
                 };
             }
+            // A welcome already read is not repeated; what else comes is
+            // heeded, a welcome included (it does not end the wait for
+            // admission: the reload may still be on its way).
             m = answers.next(), if inbox_open => match m {
-                Some(m) => match read_answer(&m.payload) {
+                Some(m) => match read_answer(&m.payload, controller, to) {
                     Some(Waited::Refused) => return Err(EnrolError::Refused),
-                    Some(_) => return Ok(()),
-                    None => {}
+                    Some(Waited::NotSigned) => {
+                        return Err(EnrolError::NotSignedByController { node: token.node.clone() });
+                    }
+                    _ => {}
                 },
                 None => inbox_open = false,
             },
@@ -385,7 +483,11 @@ mod tests {
                 // Nothing listens on port 1.
                 bus_urls: vec!["tls://127.0.0.1:1".into()],
                 cert_sha256: "ab".repeat(32),
-                controller_key: "0c".repeat(32),
+                controller_key: hex::encode(
+                    ed25519_dalek::SigningKey::from_bytes(&[3; 32])
+                        .verifying_key()
+                        .to_bytes(),
+                ),
                 node: Name::new("n1").unwrap(),
                 enrolment_seed: Secret::new(seed.clone()),
                 expires_at,
@@ -399,6 +501,7 @@ mod tests {
             answer_within: Duration::from_millis(200),
             admit_within: Duration::from_millis(200),
             connect_within: Duration::from_millis(300),
+            refused_within: Duration::from_millis(300),
         }
     }
 
@@ -413,9 +516,11 @@ mod tests {
         let dir = tmp.path().join("state");
         let (t, seed) = token(1);
         let err = enrol(&t, &dir, &quick()).await.unwrap_err();
-        assert!(matches!(err, EnrolError::Expired { .. }), "{err}");
-        // Worded as every other refusal: one message, whatever the reason.
-        assert_eq!(err.to_string(), REFUSED);
+        assert!(matches!(err, EnrolError::Spent { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "this token was already used or has expired; issue a new one with `mesh node add n1` on the controller"
+        );
         assert!(!dir.exists());
         assert!(!format!("{err:?}").contains(&seed[2..]));
     }

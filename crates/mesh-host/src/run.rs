@@ -53,7 +53,7 @@ pub enum HostError {
     #[error(transparent)]
     State(#[from] StateError),
     #[error(
-        "the broker at {url} presented a certificate that does not match the pinned fingerprint (sha256 {expected}…, presented {got}…); the address reaches another server, or the broker's certificate changed: check the address, or forget the node and enrol it again with a new token"
+        "the broker at {url} presented a certificate that does not match the pinned fingerprint (sha256 {expected}, presented {got}); the address reaches another server, or the broker's certificate changed: check the address, or forget the node and enrol it again with a new token"
     )]
     CertificateMismatch {
         url: String,

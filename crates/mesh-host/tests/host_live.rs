@@ -206,11 +206,16 @@ async fn run_waits_for_its_key_then_binds_acks_and_heartbeats() {
     assert!(result.is_ok(), "{result:?}");
 }
 
+/// The key the test plays the controller with; the token names it.
+fn controller_signing_key() -> ed25519_dalek::SigningKey {
+    ed25519_dalek::SigningKey::from_bytes(&[5; 32])
+}
+
 fn token(bus: &PermissionedBus, cert_sha256: String) -> Token {
     Token {
         bus_urls: vec![bus.server.url()],
         cert_sha256,
-        controller_key: "0c".repeat(32),
+        controller_key: hex::encode(controller_signing_key().verifying_key().to_bytes()),
         node: n1(),
         enrolment_seed: Secret::new(nkey_seed_for(&principal_name(PrincipalKind::Enrolment {
             node: n1(),
@@ -224,6 +229,7 @@ fn enrol_options() -> EnrolOptions {
         answer_within: Duration::from_secs(10),
         admit_within: Duration::from_secs(10),
         connect_within: Duration::from_secs(5),
+        refused_within: Duration::from_secs(2),
     }
 }
 
@@ -249,8 +255,9 @@ async fn a_certificate_other_than_the_pinned_one_is_refused_in_words() {
         "{text}"
     );
     assert!(text.contains(&bus.server.url()), "{text}");
-    assert!(text.contains(&wrong[..16]), "{text}");
-    assert!(text.contains(&pin_of(&bus)[..16]), "{text}");
+    // Whole: two prints cut to a prefix once looked identical.
+    assert!(text.contains(&wrong), "{text}");
+    assert!(text.contains(&pin_of(&bus)), "{text}");
 
     // The running host treats a mismatch as fatal too, instead of retrying.
     let dir = tmp.path().join("h");
@@ -293,6 +300,29 @@ where
 
 #[tokio::test]
 async fn a_refusal_answer_ends_enrolment_with_the_one_message() {
+    let err = enrol_answered_with(EnrolAnswer::refused(), controller_signing_key()).await;
+    assert!(matches!(err, EnrolError::Refused), "{err:?}");
+    assert_eq!(err.to_string(), REFUSED);
+}
+
+#[tokio::test]
+async fn a_welcome_signed_by_another_key_is_refused_naming_the_controller() {
+    let other = ed25519_dalek::SigningKey::from_bytes(&[6; 32]);
+    let err = enrol_answered_with(EnrolAnswer::enrolled(&n1()), other).await;
+    assert!(
+        matches!(err, EnrolError::NotSignedByController { .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("not signed by the controller the token names"),
+        "{err}"
+    );
+}
+
+/// Enrols against a test controller that answers `answer` signed by `key`;
+/// the enrolment must fail, keeping the keys and writing no host record.
+async fn enrol_answered_with(answer: EnrolAnswer, key: ed25519_dalek::SigningKey) -> EnrolError {
     let bus = PermissionedBus::start(vec![controller(), enrolment_principal(&n1())]);
     let js = assert_mesh_objects(&bus).await;
     let answerer = tokio::spawn({
@@ -300,8 +330,9 @@ async fn a_refusal_answer_ends_enrolment_with_the_one_message() {
         async move {
             controller_takes_one(js.clone(), |req| async move {
                 assert_eq!(req.node, n1());
+                let to = mesh_core::enrolment::AnswerTo::of(&req);
                 js.client()
-                    .publish(req.reply.clone(), EnrolAnswer::refused().to_json().into())
+                    .publish(req.reply.clone(), answer.sign(&to, &key).into())
                     .await
                     .unwrap();
                 js.client().flush().await.unwrap();
@@ -318,12 +349,11 @@ async fn a_refusal_answer_ends_enrolment_with_the_one_message() {
     .await
     .unwrap()
     .unwrap_err();
-    assert!(matches!(err, EnrolError::Refused), "{err:?}");
-    assert_eq!(err.to_string(), REFUSED);
     answerer.await.unwrap();
     // Keys kept for a retry with a new token; not enrolled.
     assert!(dir.join(NKEY_SEED_FILE).exists() && dir.join(XKEY_SEED_FILE).exists());
     assert!(!dir.join(HOST_FILE).exists());
+    err
 }
 
 #[tokio::test]
@@ -370,7 +400,8 @@ async fn an_enrolment_key_the_broker_never_admits_is_retried_then_refused() {
     let bus = PermissionedBus::start(vec![controller()]);
     let tmp = tempfile::tempdir().unwrap();
     let opts = EnrolOptions {
-        connect_within: Duration::from_millis(1500),
+        connect_within: Duration::from_secs(5),
+        refused_within: Duration::from_millis(1000),
         ..enrol_options()
     };
     let started = tokio::time::Instant::now();
@@ -381,11 +412,18 @@ async fn an_enrolment_key_the_broker_never_admits_is_retried_then_refused() {
     .await
     .unwrap()
     .unwrap_err();
-    assert!(matches!(err, EnrolError::Refused), "{err:?}");
-    assert_eq!(err.to_string(), REFUSED);
+    // A key refused past `refused_within` is a spent or expired token's,
+    // said well before `connect_within`.
+    assert!(matches!(err, EnrolError::Spent { .. }), "{err:?}");
     assert!(
-        started.elapsed() >= Duration::from_millis(1000),
-        "gave up early"
+        err.to_string().contains("already used or has expired"),
+        "{err}"
+    );
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(1000), "gave up early");
+    assert!(
+        took < Duration::from_secs(5),
+        "waited for connect_within: {took:?}"
     );
     let log = bus.server.log().to_lowercase();
     assert!(

@@ -68,6 +68,9 @@ pub enum StoreError {
     /// An enrolment token was refused; every reason displays the same.
     #[error(transparent)]
     TokenRefused(#[from] TokenRefused),
+    /// A second holder of a seat: refused at assign time.
+    #[error(transparent)]
+    SeatHeld(#[from] mesh_core::catalogue::holders::HolderConflict),
     #[error("{what} {key} is not in the store")]
     NotFound { what: &'static str, key: String },
     #[error("{what} {key} is already in the store")]

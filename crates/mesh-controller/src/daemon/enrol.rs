@@ -45,7 +45,7 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
         Err(Stop::Refused(reason)) => {
             Counters::bump(&ctx.counters.refused);
             warn!(node = %req.node, %reason, "enrolment refused");
-            answer(ctx, &plan.reply, &plan.refusal).await;
+            answer(ctx, &plan.to, &plan.refusal).await;
             let _ = msg.ack().await;
         }
         Err(Stop::Later(reason)) => {
@@ -103,19 +103,19 @@ async fn execute(ctx: &Ctx, plan: &EnrolPlan) -> Result<(), Stop> {
                     ),
                 }
             }
-            EnrolStep::Answer { reply, answer: a } => answer(ctx, reply, a).await,
+            EnrolStep::Answer { to, answer: a } => answer(ctx, to, a).await,
         }
     }
     Ok(())
 }
 
-async fn answer(ctx: &Ctx, reply: &str, a: &enrolment::EnrolAnswer) {
-    // Usually unheard when it is a welcome: the reload that made the host
-    // live closed the enrolment connection (its principal is gone). The
-    // host then proves its enrolment by connecting as itself.
+/// Signed with the controller's key: the node checks it against the key its
+/// token names before it records anything. Sent (and flushed) before the
+/// composition that closes the enrolment connection is triggered.
+async fn answer(ctx: &Ctx, to: &enrolment::AnswerTo, a: &enrolment::EnrolAnswer) {
     if let Err(e) = ctx
         .client
-        .publish(reply.to_string(), a.to_json().into())
+        .publish(to.reply.clone(), a.sign(to, &ctx.signing_key).into())
         .await
     {
         warn!(error = %e, "could not answer the enrolment");

@@ -22,6 +22,7 @@ pub fn check(cat: &Catalogue) -> Vec<Diagnostic> {
         out.extend(manifest::lint(m));
         check_seat_refs(cat, m, &mut out);
         check_consumes(cat, m, &mut out);
+        check_consumer_filters(cat, m, &mut out);
         check_tools(cat, m, &mut out);
         check_emit_names(cat, m, &mut out);
     }
@@ -236,6 +237,67 @@ fn check_consumes(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
         }
         out.push(d);
     }
+}
+
+/// A module's `consumes` become the filters of its one consumer, and the
+/// server refuses a consumer whose filters overlap (JetStream error 10138):
+/// the controller asserting it would fail to start, every time. Each
+/// overlapping pair is reported once, at the entry to drop.
+fn check_consumer_filters(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
+    let consumes = cat.consumes(m);
+    for (i, first) in consumes.iter().enumerate() {
+        for second in &consumes[i + 1..] {
+            // The same text twice is the parser's duplicate entry.
+            if first.written == second.written || !pattern::overlap(&first.subject, &second.subject)
+            {
+                continue;
+            }
+            out.push(overlapping(first, second));
+        }
+    }
+}
+
+/// The diagnostic for two overlapping entries, `first` written before
+/// `second`: at the narrower one, naming the wider.
+fn overlapping(first: &Consume, second: &Consume) -> Diagnostic {
+    let (wide, narrow) =
+        if first.subject != second.subject && pattern::covers(&second.subject, &first.subject) {
+            (second, first)
+        } else {
+            (first, second)
+        };
+    let (message, help) = if wide.subject == narrow.subject {
+        (
+            format!(
+                "`{}` and `{}` both subscribe to `{}`: the module's consumer would carry one filter twice, which the server refuses",
+                wide.written, narrow.written, wide.subject
+            ),
+            format!(
+                "drop `{}`: `{}` delivers the same events",
+                narrow.written, wide.written
+            ),
+        )
+    } else if pattern::covers(&wide.subject, &narrow.subject) {
+        (
+            format!(
+                "`{}` (`{}`) is inside the wider `{}` (`{}`) of the same consumer: the server refuses overlapping filters",
+                narrow.written, narrow.subject, wide.written, wide.subject
+            ),
+            format!(
+                "drop the narrower `{}`: `{}` delivers its events already",
+                narrow.written, wide.written
+            ),
+        )
+    } else {
+        (
+            format!(
+                "`{}` (`{}`) overlaps `{}` (`{}`) in the same consumer: the server refuses overlapping filters",
+                narrow.written, narrow.subject, wide.written, wide.subject
+            ),
+            "make the two disjoint, or replace both with one wider entry".to_string(),
+        )
+    };
+    Diagnostic::new(Kind::OverlappingConsumes, narrow.location.clone(), message).with_help(help)
 }
 
 /// A consumed event or a used tool, for [`unregistered`].

@@ -4,6 +4,7 @@
 mod aliases;
 mod checks;
 pub mod graph;
+pub mod holders;
 mod index;
 mod roles;
 

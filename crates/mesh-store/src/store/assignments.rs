@@ -1,5 +1,6 @@
 //! Assignments: which module runs on which node.
 
+use mesh_core::catalogue::holders;
 use mesh_core::names::Name;
 
 use super::name;
@@ -8,13 +9,37 @@ use crate::records::Assignment;
 use crate::{BeginWrite, Store, now_ms, with_pool};
 
 impl Store {
-    /// Assigns `module` to `node`. Assigning twice changes nothing.
+    /// Assigns `module` to `node`. Assigning twice changes nothing. A
+    /// second holder of a seat the module holds is refused
+    /// ([`StoreError::SeatHeld`]): decided in the same transaction as the
+    /// insert, so two assigns at once cannot both pass.
     pub async fn assign(&self, node: &Name, module: &Name) -> Result<(), StoreError> {
         let now = now_ms();
-        with_pool!(self, |pool| {
+        let refused = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             must_exist!(tx, "node" in "nodes", node);
             must_exist!(tx, "module" in "modules", module);
+            let modules: Vec<(String, String)> =
+                sqlx::query_as("SELECT name, manifest_source FROM modules")
+                    .fetch_all(&mut *tx)
+                    .await?;
+            let aliases: Vec<(String, String)> =
+                sqlx::query_as("SELECT alias, seat FROM seat_aliases")
+                    .fetch_all(&mut *tx)
+                    .await?;
+            let made: Vec<(String, String)> =
+                sqlx::query_as("SELECT node, module FROM assignments")
+                    .fetch_all(&mut *tx)
+                    .await?;
+            let made: Vec<(Name, Name)> = made
+                .into_iter()
+                .filter_map(|(n, m)| Some((Name::new(n).ok()?, Name::new(m).ok()?)))
+                .collect();
+            let cat = holders::registered(&modules, &aliases);
+            // Refused: the transaction is dropped, nothing written.
+            if let Some(conflict) = holders::holder_conflict(&cat, &made, node, module) {
+                return Ok(Some(conflict));
+            }
             sqlx::query(
                 "INSERT INTO assignments (node, module, created_at) VALUES ($1, $2, $3) \
                  ON CONFLICT (node, module) DO NOTHING",
@@ -25,8 +50,12 @@ impl Store {
             .execute(&mut *tx)
             .await?;
             tx.commit().await?;
-            Ok(())
-        })
+            Ok(None)
+        })?;
+        match refused {
+            Some(conflict) => Err(StoreError::SeatHeld(conflict)),
+            None => Ok(()),
+        }
     }
 
     /// Unassigns `module` from `node`, deleting that module's credential on
