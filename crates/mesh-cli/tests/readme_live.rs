@@ -11,7 +11,6 @@
 //! with SIGINT to its whole group, as a terminal's Ctrl-C does.
 
 #[path = "join_live/harness.rs"]
-#[allow(dead_code)]
 mod harness;
 mod readme_live {
     pub mod walk;
@@ -112,7 +111,11 @@ impl Shell {
             pid_file.display()
         ));
         assert_eq!(status, "0", "starting `{command}` in the background");
-        let pid = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        let pid = std::fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
         (pid, out)
     }
 }
@@ -194,10 +197,18 @@ fn the_readme_walked_in_order_prints_what_it_shows() {
                         break;
                     }
                     if !alive(pid) {
-                        fail(step, &printed, "ended before printing what the README shows");
+                        fail(
+                            step,
+                            &printed,
+                            "ended before printing what the README shows",
+                        );
                     }
                     if Instant::now() > deadline {
-                        fail(step, &printed, "did not print what the README shows within 240 s");
+                        fail(
+                            step,
+                            &printed,
+                            "did not print what the README shows within 240 s",
+                        );
                     }
                     std::thread::sleep(Duration::from_millis(200));
                 }
@@ -237,7 +248,10 @@ fn the_readme_walked_in_order_prints_what_it_shows() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(hung.is_empty(), "still running 30 s after Ctrl-C: {hung:?}");
-    println!("readme: {} commands walked, each printing what the README shows", steps.len());
+    println!(
+        "readme: {} commands walked, each printing what the README shows",
+        steps.len()
+    );
 }
 
 fn harness_examples() -> PathBuf {

@@ -100,10 +100,16 @@ mod tests {
     #[test]
     fn pieces_between_ellipses_are_found_in_order() {
         assert!(line_matches("mesh up: …/.mesh", "mesh up: /tmp/x/.mesh"));
-        assert!(!line_matches("mesh up: …/.mesh", "mesh up: /tmp/x/.mesh/host"));
+        assert!(!line_matches(
+            "mesh up: …/.mesh",
+            "mesh up: /tmp/x/.mesh/host"
+        ));
         assert!(line_matches("a … b … c", "a 1 b 2 c"));
         assert!(!line_matches("a … c … b", "a 1 b 2 c"));
-        assert!(!line_matches("ab…ba", "aba"), "first and last may not overlap");
+        assert!(
+            !line_matches("ab…ba", "aba"),
+            "first and last may not overlap"
+        );
     }
 
     #[test]
@@ -113,7 +119,10 @@ mod tests {
         assert!(matches(&v(&["…", "three"]), &printed));
         assert!(matches(&v(&["one", "…", "two", "three"]), &printed));
         assert!(!matches(&v(&["one", "three"]), &printed));
-        assert!(!matches(&v(&["one", "two"]), &printed), "a line printed and not shown");
+        assert!(
+            !matches(&v(&["one", "two"]), &printed),
+            "a line printed and not shown"
+        );
         assert!(prefix_matches(&v(&["one", "two"]), &printed));
         assert!(!prefix_matches(&v(&["two"]), &printed));
     }
