@@ -342,9 +342,17 @@ pub(crate) fn nats_server_path(given: Option<&Path>) -> anyhow::Result<PathBuf> 
         return Ok(p.to_path_buf());
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
+    // A `mesh` run from a checkout's target/ finds the broker scripts/setup
+    // installed into that checkout's .tools/bin, without `. .tools/env`.
+    let checkout = std::env::current_exe().ok().and_then(|exe| {
+        exe.ancestors()
+            .map(|d| d.join(".tools/bin/nats-server"))
+            .find(|p| p.is_file())
+    });
     std::env::split_paths(&path)
         .map(|d| d.join("nats-server"))
         .find(|p| p.is_file())
+        .or(checkout)
         .ok_or_else(|| {
             anyhow::anyhow!(
                 "no nats-server found: run `scripts/setup` and `. .tools/env` (it sets MESH_NATS_SERVER), or give --nats-server PATH"

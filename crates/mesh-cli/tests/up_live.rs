@@ -53,6 +53,8 @@ struct Up {
     root: PathBuf,
     /// The mesh's directory.
     dir: PathBuf,
+    /// Its broker's port.
+    port: String,
 }
 
 impl Up {
@@ -96,6 +98,7 @@ impl Up {
             log,
             root: root.to_path_buf(),
             dir: dir.map_or_else(|| cwd.join(".mesh"), Path::to_path_buf),
+            port,
         }
     }
 
@@ -374,6 +377,10 @@ fn run_bounded(cwd: &Path, args: &[&str], stdin: Option<&str>) -> Output {
         .args(args)
         .current_dir(cwd)
         .env("PATH", path_with_bins())
+        .env(
+            "MESH_NATS_SERVER",
+            mesh_testkit::nats_server_binary().unwrap(),
+        )
         .env("MESH_LOG", "warn,async_nats=off")
         .env_remove("MESH_STORE")
         .stdin(if stdin.is_some() {
@@ -469,6 +476,30 @@ fn one_mesh_per_directory_a_second_start_is_refused_and_the_first_runs_on() {
         String::from_utf8_lossy(&host.stderr).contains("give another --state"),
         "{}",
         String::from_utf8_lossy(&host.stderr)
+    );
+
+    // From another directory, on the first one's broker port: refused
+    // before any process is started, naming the port (not, later, a broker
+    // certificate that matches no token).
+    let other = root.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let clash = run_bounded(
+        &other,
+        &[
+            "up",
+            "--port",
+            &up.port,
+            "--no-http",
+            "--catalogue",
+            examples.to_str().unwrap(),
+        ],
+        None,
+    );
+    let err = String::from_utf8_lossy(&clash.stderr);
+    assert!(!clash.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("the broker's port 127.0.0.1:{} is taken", up.port)),
+        "{err}"
     );
 
     // The first is untouched: the same module processes, still running.
