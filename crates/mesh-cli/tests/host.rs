@@ -125,6 +125,10 @@ async fn a_refused_enrolment_prints_the_one_message_and_exits_2() {
         enrolment_principal(&n1()),
     ]);
     let js = objects(&bus).await;
+    // The controller's signing key the token names: a refusal is signed
+    // like a welcome, or the host could not tell it from a forgery.
+    let key = ed25519_dalek::SigningKey::from_bytes(&[5; 32]);
+    let controller_key = hex::encode(key.verifying_key().to_bytes());
     // Plays the controller: refuses the first request.
     let answerer = tokio::spawn(async move {
         let consumer = js
@@ -138,8 +142,12 @@ async fn a_refused_enrolment_prints_the_one_message_and_exits_2() {
         let m = messages.next().await.unwrap().unwrap();
         let req = EnrolRequest::parse(&m.subject, &m.payload).unwrap();
         m.ack().await.unwrap();
+        let to = mesh_core::enrolment::AnswerTo::of(&req);
         js.client()
-            .publish(req.reply, EnrolAnswer::refused().to_json().into())
+            .publish(
+                req.reply.clone(),
+                EnrolAnswer::refused().sign(&to, &key).into(),
+            )
             .await
             .unwrap();
         js.client().flush().await.unwrap();
@@ -147,7 +155,7 @@ async fn a_refused_enrolment_prints_the_one_message_and_exits_2() {
     let token = Token {
         bus_urls: vec![bus.server.url()],
         cert_sha256: pin(&bus),
-        controller_key: "0c".repeat(32),
+        controller_key,
         node: n1(),
         enrolment_seed: Secret::new(nkey_seed_for(
             &PrincipalKind::Enrolment { node: n1() }.principal_name(),

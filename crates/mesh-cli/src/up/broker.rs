@@ -56,13 +56,13 @@ impl Broker {
         // A port another server holds would answer the readiness probe
         // below: this mesh would then enrol against someone else's broker
         // and fail on its certificate, far from the cause.
-        if let Err(e) = std::net::TcpListener::bind(&self.addr) {
-            if e.kind() == std::io::ErrorKind::AddrInUse {
-                bail!(
-                    "the broker's port {} is taken by another process (another mesh's broker?); stop it, or make this mesh in another directory with `mesh up --port P` (a new genesis takes its port)",
-                    self.addr
-                );
-            }
+        if let Err(e) = std::net::TcpListener::bind(&self.addr)
+            && e.kind() == std::io::ErrorKind::AddrInUse
+        {
+            bail!(
+                "the broker's port {} is taken by another process (another mesh's broker?); stop it, or make this mesh in another directory with `mesh up --port P` (a new genesis takes its port)",
+                self.addr
+            );
         }
         let log = std::fs::OpenOptions::new()
             .create(true)
