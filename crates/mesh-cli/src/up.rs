@@ -407,11 +407,16 @@ async fn register_and_assign(url: &str, catalogue: &Path) -> anyhow::Result<Vec<
         for m in report.catalogue.manifests() {
             let source = report.sources.get(&m.path).context("manifest text")?;
             store.register_module(&m.name.value, source).await?;
-            let runnable = m
-                .run
-                .as_ref()
-                .and_then(|r| r.command.first())
-                .is_some_and(|argv0| built_here(&argv0.text));
+            // The foundation (broker, store) is what `mesh up` runs itself:
+            // a module holding it would be a second broker, started without
+            // the configuration it needs, failing for good.
+            let foundation = m.holds_seat(mesh_core::manifest::BROKER_ROLE)
+                || m.holds_seat(mesh_core::catalogue::STORE_ROLE);
+            let runnable = !foundation
+                && m.run
+                    .as_ref()
+                    .and_then(|r| r.command.first())
+                    .is_some_and(|argv0| on_path(&argv0.text));
             if runnable {
                 store.assign(&node, &m.name.value).await?;
                 assigned.push(m.name.value.clone());
@@ -492,19 +497,12 @@ async fn reported(url: &str, assigned: &[Name], seen: Option<i64>) -> anyhow::Re
     Ok(())
 }
 
-/// Whether `program` is one of the example modules built beside this
-/// `mesh` (cargo puts them in one directory). Found anywhere on PATH is not
-/// enough: the example catalogue also describes programs such as
-/// `nats-server` that this mesh runs itself, and assigning those runs them
-/// without what they need, failing for good.
-fn built_here(program: &str) -> bool {
+fn on_path(program: &str) -> bool {
     if program.contains('/') {
-        return false;
+        return Path::new(program).is_file();
     }
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join(program)))
-        .is_some_and(|p| p.is_file())
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path).any(|d| d.join(program).is_file())
 }
 
 fn print_summary(

@@ -167,15 +167,24 @@ fn the_readme_walked_in_order_prints_what_it_shows() {
     let root = tmp.path().join("mesh");
     std::fs::create_dir_all(&root).unwrap();
     std::os::unix::fs::symlink(harness_examples(), root.join("examples")).unwrap();
-    let mut dirs = vec![];
-    if let Some(nats) = std::env::var_os("MESH_NATS_SERVER") {
-        dirs.push(Path::new(&nats).parent().unwrap().to_path_buf());
+    // The checkout's .tools, where scripts/setup put nats-server: the
+    // README's own `export PATH` is what finds it, as for a person.
+    let tools = harness_examples().join("../.tools");
+    if tools.is_dir() {
+        std::os::unix::fs::symlink(tools, root.join(".tools")).unwrap();
+    } else if let Some(nats) = std::env::var_os("MESH_NATS_SERVER") {
+        let bin = root.join(".tools/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(nats, bin.join("nats-server")).unwrap();
     }
-    dirs.extend(std::env::split_paths(&harness::path_with_bins()));
+    let dirs: Vec<PathBuf> = std::env::split_paths(&harness::path_with_bins()).collect();
     let path = std::env::join_paths(dirs).unwrap();
     let mut shell = Shell::start(&root, tmp.path(), &path);
 
     let mut background: Vec<i32> = Vec::new();
+    // What each background command printed, shown when the walk fails: a
+    // daemon that died explains the command after it that failed.
+    let mut logs: Vec<(String, PathBuf)> = Vec::new();
     // A command printing something else is noted and the walk goes on, so
     // one run names every line of the README that is out of date.
     let mut wrong: Vec<String> = Vec::new();
@@ -190,6 +199,7 @@ fn the_readme_walked_in_order_prints_what_it_shows() {
                 };
                 let (pid, out) = shell.spawn(command);
                 background.push(pid);
+                logs.push((command.to_string(), out.clone()));
                 let deadline = Instant::now() + Duration::from_secs(240);
                 loop {
                     let printed = read_lines(&out);
@@ -239,6 +249,16 @@ fn the_readme_walked_in_order_prints_what_it_shows() {
             hung.push(pid);
             // SAFETY: as above.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
+        }
+    }
+    if result.is_err() || !wrong.is_empty() {
+        for (command, out) in &logs {
+            let text = read_lines(out);
+            let tail = &text[text.len().saturating_sub(15)..];
+            eprintln!(
+                "--- `{command}` (background) printed last:\n{}",
+                tail.join("\n")
+            );
         }
     }
     drop(shell.stdin);
