@@ -46,6 +46,11 @@ pub struct AddArgs {
     /// its DER SHA-256).
     #[arg(long, value_name = "PEM")]
     pub broker_cert: Option<PathBuf>,
+    /// For a node recorded as enrolled whose host was never heard from (it
+    /// gave up before it kept its enrolment): forget the host key it
+    /// enrolled with and issue a new token; its assignments stay.
+    #[arg(long)]
+    pub reissue: bool,
     #[command(flatten)]
     pub mesh: MeshArgs,
 }
@@ -121,7 +126,7 @@ async fn add(args: &AddArgs) -> anyhow::Result<ExitCode> {
     };
     let url = args.mesh.store_url()?;
     let store = open_store_to_write(&url).await?;
-    let result = issue(&store, &node, args.ttl).await;
+    let result = issue(&store, &node, args.ttl, args.reissue).await;
     store.close().await;
     let issued = result?;
     let token = Token {
@@ -145,10 +150,19 @@ async fn issue(
     store: &mesh_store::Store,
     node: &Name,
     ttl: Duration,
+    reissue: bool,
 ) -> anyhow::Result<mesh_store::IssuedToken> {
     match store.node(node).await? {
+        Some(n) if n.enrolled_at.is_some() && reissue => {
+            return match store.reissue_token(node, ttl).await? {
+                Some(t) => Ok(t),
+                None => bail!(
+                    "node {node}'s host has been heard from, so it holds its enrolment: --reissue is for a host that never came; to enrol another machine as {node}, forget it first with `mesh node forget {node}`"
+                ),
+            };
+        }
         Some(n) if n.enrolled_at.is_some() => bail!(
-            "node {node} is enrolled already; to enrol another machine as {node}, forget it first with `mesh node forget {node}`"
+            "node {node} is enrolled already; if its host was never heard from (it gave up before it kept its enrolment), `mesh node add {node} --reissue` issues a new token and keeps its assignments; to enrol another machine as {node}, forget it first with `mesh node forget {node}`"
         ),
         Some(_) => {}
         None => {

@@ -167,18 +167,19 @@ pub fn print_plan(
 }
 
 /// Reads the mesh as the controller does (registered catalogue, records,
-/// manifest digests, the users file) and plans `pending` against it.
+/// manifest digests) and plans `pending` against it.
 pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan> {
     let store = open_existing_store(&mesh.store_url()?).await?;
     let read = async {
-        let catalogue = mesh_state::registered::catalogue(&store).await?;
+        let registered = mesh_state::registered::read(&store).await?;
         let snapshot = mesh_state::read(&store).await?;
         let modules = store.modules().await?;
-        anyhow::Ok((catalogue, snapshot, modules))
+        anyhow::Ok((registered, snapshot, modules))
     }
     .await;
     store.close().await;
-    let (catalogue, snapshot, modules) = read?;
+    let (registered_catalogue, snapshot, modules) = read?;
+    let catalogue = registered_catalogue.catalogue;
     let versions: BTreeMap<Name, String> = modules
         .iter()
         .map(|m| (m.name.clone(), m.manifest_digest.clone()))
@@ -187,10 +188,6 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         .into_iter()
         .map(|m| (m.name, m.manifest_source))
         .collect();
-    let users_file = mesh
-        .find()
-        .ok()
-        .and_then(|d| std::fs::read_to_string(d.join(mesh_controller::genesis::USERS_FILE)).ok());
     let before = snapshot.records;
     let mut after = before.clone();
     let mut after_versions = versions.clone();
@@ -201,29 +198,63 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         &mut after,
         &mut after_versions,
     )?;
+    let after_catalogue = after_catalogue.as_ref().unwrap_or(&catalogue);
+    // What the controller leaves out on each side: modules that do not
+    // derive, and (until registered again) those that do not parse.
+    let left_out = |c: &Catalogue| {
+        let mut l = mesh_core::catalogue::left_out(c);
+        for (m, why) in &registered_catalogue.unparsed {
+            if c.module(m).is_none() {
+                l.insert(m.clone(), why.clone());
+            }
+        }
+        l
+    };
+    let (b_left_out, a_left_out) = (left_out(&catalogue), left_out(after_catalogue));
     let controller = ControllerSpec::default();
+    // The users file each side composes, as the controller composes it for
+    // a broker holder's declaration.
+    let users_file = |c: &Catalogue, r: &Records, l: &BTreeMap<Name, String>| {
+        mesh_core::authority::derive(c, &r.deriving(l), &controller)
+            .map_err(|e| e.to_string())
+            .and_then(|p| {
+                mesh_core::users_file::compose(&p, &snapshot.credentials)
+                    .map(|f| f.text)
+                    .map_err(|e| e.to_string())
+            })
+    };
+    let (b_users, a_users) = (
+        users_file(&catalogue, &before, &b_left_out),
+        users_file(after_catalogue, &after, &a_left_out),
+    );
     let addresses = BTreeMap::new();
-    let side = |catalogue, records, versions| Side {
+    let b = Side {
         inputs: Inputs {
-            catalogue,
-            records,
-            versions,
+            catalogue: &catalogue,
+            records: &before,
+            versions: &versions,
             addresses: &addresses,
-            users_file: users_file.as_deref(),
+            users_file: b_users.as_deref().map_err(String::as_str),
+            left_out: &b_left_out,
         },
         controller: &controller,
     };
-    let b = side(&catalogue, &before, &versions);
-    let a = side(
-        after_catalogue.as_ref().unwrap_or(&catalogue),
-        &after,
-        &after_versions,
-    );
+    let a = Side {
+        inputs: Inputs {
+            catalogue: after_catalogue,
+            records: &after,
+            versions: &after_versions,
+            users_file: a_users.as_deref().map_err(String::as_str),
+            left_out: &a_left_out,
+            ..b.inputs
+        },
+        controller: &controller,
+    };
     let entries = change::plan(&b, &a)?;
     let declarations = change::composed(&a)
         .into_iter()
         .filter(|(node, _)| entries.iter().any(|e| e.node() == Some(node)))
-        .filter_map(|(node, modules)| Some((node, modules.ok()?)))
+        .map(|(node, modules)| (node, modules.modules))
         .collect();
     Ok(Plan {
         pending: pending.to_string(),
@@ -358,8 +389,8 @@ pub fn render(plan: &Plan) -> String {
                 writeln!(out, "    start  {module} (version {version})")
             }
             Entry::Stop { module, .. } => writeln!(out, "    stop   {module}"),
-            Entry::Undeclarable { when, reason, .. } => {
-                writeln!(out, "    no declaration from {when}: {reason}")
+            Entry::LeftOut { module, reason, .. } => {
+                writeln!(out, "    left out {module}: {reason}")
             }
             Entry::Update {
                 module, field: f, ..

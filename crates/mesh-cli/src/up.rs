@@ -404,9 +404,8 @@ async fn register_and_assign(url: &str, catalogue: &Path) -> anyhow::Result<Vec<
         if store.node(&node).await?.is_none() {
             store.add_node(&node, &[]).await?;
         }
+        crate::assign::register(&store, &report, &[catalogue.to_path_buf()]).await?;
         for m in report.catalogue.manifests() {
-            let source = report.sources.get(&m.path).context("manifest text")?;
-            store.register_module(&m.name.value, source).await?;
             // The foundation (broker, store) is what `mesh up` runs itself:
             // a module holding it would be a second broker, started without
             // the configuration it needs, failing for good.

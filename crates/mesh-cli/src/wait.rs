@@ -56,6 +56,23 @@ pub async fn answered(
                 break d.version;
             }
         }
+        // Refused by the controller: the module stays out of the node's
+        // declaration until the reason is mended, so there is nothing to
+        // wait for.
+        if w.assigned
+            && let Some(l) = store
+                .left_out()
+                .await?
+                .into_iter()
+                .find(|l| l.node == *node && l.module == *module)
+        {
+            progress.finish(None);
+            output::print(&format!(
+                "{module} on {node}: left out of the declaration: {}\n",
+                l.reason
+            ))?;
+            return Ok(ExitCode::FAILURE);
+        }
         if Instant::now() > deadline {
             progress.finish(None);
             bail!(

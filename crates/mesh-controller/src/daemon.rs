@@ -146,8 +146,6 @@ pub(crate) struct Ctx {
     pub opts: ControllerOptions,
     /// Signs every declaration.
     pub signing_key: ed25519_dalek::SigningKey,
-    /// The users file the composer writes (a broker holder's `bus-users`).
-    pub users_file: PathBuf,
     /// When the store window opened (unix ms); none while the store takes
     /// reports.
     pub window: std::sync::Mutex<Window>,
@@ -349,7 +347,6 @@ pub async fn run(
         counters: Counters::default(),
         opts,
         signing_key,
-        users_file: genesis.path(genesis::USERS_FILE),
         window: std::sync::Mutex::new(Window::default()),
         lag: crate::http::ApplyLag::default(),
         covered: live::Covered::new(revision),

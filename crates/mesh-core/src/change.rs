@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::authority::{self, AuthorityError, Cause, Grant, Principal};
-use crate::declaration::{self, ComposeError, FileBody, Inputs, ModuleDecl};
+use crate::declaration::{self, FileBody, Inputs, ModuleDecl, NodeModules};
 use crate::jetstream::{self, ConsumerSpec, ObjectsError, StreamSpec};
 use crate::names::Name;
 use crate::records::ControllerSpec;
@@ -131,12 +131,12 @@ pub enum Entry {
         before: Option<Cause>,
         after: Option<Cause>,
     },
-    /// A node the records do not compose a declaration for, on one side:
-    /// the controller declares it nothing new then (and says why in its
-    /// log); its modules are not compared.
-    Undeclarable {
+    /// An assigned module left out of its node's declaration after the
+    /// change (a placeholder that cannot be filled, a manifest that no
+    /// longer derives): the node's other modules are still declared.
+    LeftOut {
         node: Name,
-        when: When,
+        module: Name,
         reason: String,
     },
     ObjectAdded(Object),
@@ -154,7 +154,7 @@ impl Entry {
             Entry::Start { node, .. }
             | Entry::Stop { node, .. }
             | Entry::Update { node, .. }
-            | Entry::Undeclarable { node, .. } => Some(node),
+            | Entry::LeftOut { node, .. } => Some(node),
             _ => None,
         }
     }
@@ -204,8 +204,17 @@ pub enum ChangeError {
 /// modules sorted), then principals (in derivation order), then objects.
 pub fn plan(before: &Side<'_>, after: &Side<'_>) -> Result<Vec<Entry>, ChangeError> {
     let mut out = declarations(before, after);
+    // As the controller derives: without the modules it leaves out.
+    let (b_records, a_records) = (
+        before.inputs.records.deriving(before.inputs.left_out),
+        after.inputs.records.deriving(after.inputs.left_out),
+    );
+    let records = |when| match when {
+        When::Before => &b_records,
+        When::After => &a_records,
+    };
     let derive = |s: &Side<'_>, when| {
-        authority::derive(s.inputs.catalogue, s.inputs.records, s.controller)
+        authority::derive(s.inputs.catalogue, records(when), s.controller)
             .map_err(|error| ChangeError::Authority { when, error })
     };
     authority_diff(
@@ -214,7 +223,7 @@ pub fn plan(before: &Side<'_>, after: &Side<'_>) -> Result<Vec<Entry>, ChangeErr
         &mut out,
     );
     let objects = |s: &Side<'_>, when| {
-        jetstream::derive(s.inputs.catalogue, s.inputs.records, s.controller)
+        jetstream::derive(s.inputs.catalogue, records(when), s.controller)
             .map_err(|error| ChangeError::Objects { when, error })
     };
     let (b, a) = (objects(before, When::Before)?, objects(after, When::After)?);
@@ -231,8 +240,8 @@ pub fn plan(before: &Side<'_>, after: &Side<'_>) -> Result<Vec<Entry>, ChangeErr
     Ok(out)
 }
 
-/// The modules each node of `side` is declared, or why it cannot be.
-pub fn composed(side: &Side<'_>) -> BTreeMap<Name, Result<Vec<ModuleDecl>, ComposeError>> {
+/// The modules each node of `side` is declared, and those left out.
+pub fn composed(side: &Side<'_>) -> BTreeMap<Name, NodeModules> {
     side.inputs
         .records
         .nodes
@@ -250,38 +259,23 @@ fn declarations(before: &Side<'_>, after: &Side<'_>) -> Vec<Entry> {
     let (b, a) = (composed(before), composed(after));
     let nodes: BTreeSet<&Name> = b.keys().chain(a.keys()).collect();
     let mut out = Vec::new();
+    let none = NodeModules::default();
     for node in nodes {
-        let undeclarable = |when, e: &ComposeError| Entry::Undeclarable {
-            node: node.clone(),
-            when,
-            reason: e.to_string(),
-        };
         // A node gone from the records (forgotten) runs nothing after.
-        let (was, now) = match (b.get(node), a.get(node)) {
-            (Some(Err(e)), _) => {
-                out.push(undeclarable(When::Before, e));
-                if let Some(Err(e)) = a.get(node) {
-                    out.push(undeclarable(When::After, e));
-                }
-                continue;
-            }
-            (_, Some(Err(e))) => {
-                out.push(undeclarable(When::After, e));
-                continue;
-            }
-            (was, now) => (
-                was.and_then(|r| r.as_ref().ok())
-                    .map_or(&[][..], Vec::as_slice),
-                now.and_then(|r| r.as_ref().ok())
-                    .cloned()
-                    .unwrap_or_default(),
-            ),
-        };
+        let (was, now) = (b.get(node).unwrap_or(&none), a.get(node).unwrap_or(&none));
         // The controller's own test of whether a node gets a new declaration.
-        let Some(next) = declaration::next_declaration(node, now, Some((0, was)), 0) else {
-            continue;
-        };
-        modules_diff(node, was, &next.modules, &mut out);
+        if let Some(next) =
+            declaration::next_declaration(node, now.modules.clone(), Some((0, &was.modules)), 0)
+        {
+            modules_diff(node, &was.modules, &next.modules, &mut out);
+        }
+        for e in &now.left_out {
+            out.push(Entry::LeftOut {
+                node: node.clone(),
+                module: e.module().clone(),
+                reason: e.to_string(),
+            });
+        }
     }
     out
 }

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::names::Name;
 
 pub use apply::{ApplyStep, Running, plan_apply};
-pub use compose::{ComposeError, Inputs, compose_modules, next_declaration};
+pub use compose::{ComposeError, Inputs, NodeModules, compose_modules, next_declaration};
 
 /// A declaration larger than this is refused unread (a node's modules and
 /// files; the users file for a broker holder is the largest part).

@@ -106,6 +106,17 @@ pub struct Records {
     pub persons: Vec<PersonRecord>,
 }
 
+impl Records {
+    /// These records without the assignments of the modules left out
+    /// (module → why): what authority and the bus objects are derived from,
+    /// so one module that does not derive cannot stop the rest.
+    pub fn deriving(&self, left_out: &std::collections::BTreeMap<Name, String>) -> Records {
+        let mut r = self.clone();
+        r.assignments.retain(|a| !left_out.contains_key(&a.module));
+        r
+    }
+}
+
 /// The controller's own side of the bus. It files no manifest, so what it
 /// follows and where it submits work is stated here rather than derived.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,11 @@
 //! objects it asserts — from one catalogue and one set of records, so the
 //! grants and the objects can never come from two different readings.
 
+use std::collections::BTreeMap;
+
 use mesh_core::authority::{self, AuthorityError, Principal};
+use mesh_core::catalogue::{self, Catalogue};
+use mesh_core::names::Name;
 use mesh_core::jetstream::{self, Objects, ObjectsError};
 use mesh_core::records::ControllerSpec;
 use mesh_store::{Store, StoreError};
@@ -13,6 +17,11 @@ use crate::snapshot::{self, Snapshot};
 
 #[derive(Debug)]
 pub struct Derived {
+    /// The registered catalogue the rest was derived from.
+    pub catalogue: Catalogue,
+    /// Registered modules the mesh leaves out (module → why): no principal,
+    /// no consumer, no place in a declaration; named where an operator looks.
+    pub left_out: BTreeMap<Name, String>,
     pub snapshot: Snapshot,
     /// Controller first: what the users file is composed from.
     pub principals: Vec<Principal>,
@@ -46,11 +55,19 @@ impl DeriveError {
 }
 
 pub async fn derive(store: &Store, controller: &ControllerSpec) -> Result<Derived, DeriveError> {
-    let catalogue = registered::catalogue(store).await?;
+    let registered = registered::read(store).await?;
+    let catalogue = registered.catalogue;
+    let mut left_out = catalogue::left_out(&catalogue);
+    left_out.extend(registered.unparsed);
     let snapshot = snapshot::read(store).await?;
-    let principals = authority::derive(&catalogue, &snapshot.records, controller)?;
-    let objects = jetstream::derive(&catalogue, &snapshot.records, controller)?;
+    // Authority and objects from the assignments of the modules that derive:
+    // one broken manifest must not stop the mesh from composing.
+    let deriving = snapshot.records.deriving(&left_out);
+    let principals = authority::derive(&catalogue, &deriving, controller)?;
+    let objects = jetstream::derive(&catalogue, &deriving, controller)?;
     Ok(Derived {
+        catalogue,
+        left_out,
         snapshot,
         principals,
         objects,

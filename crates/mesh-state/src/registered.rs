@@ -2,23 +2,29 @@
 //! text, parsed again, and the recorded seat aliases. What the controller
 //! derives authority and bus objects from — it reads no catalogue directory.
 
+use std::collections::BTreeMap;
+
 use mesh_core::catalogue::{Alias, Aliases, Catalogue};
+use mesh_core::names::Name;
 use mesh_core::diagnostic::Pos;
 use mesh_core::manifest::{self, Located};
 use mesh_store::{Store, StoreError};
 
-/// The store could not be read, or a registered manifest no longer parses.
+/// The store could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum RegisteredError {
     #[error("could not read the registered catalogue")]
     Store(#[from] StoreError),
-    /// A manifest registered by an older mesh that this one reads
-    /// differently: nothing about the module can be derived until it is
-    /// registered again.
-    #[error(
-        "the registered manifest of module {module} does not parse ({first}); fix it in the catalogue and register it again with `mesh fleet load`"
-    )]
-    Manifest { module: String, first: String },
+}
+
+/// The registered catalogue, and the modules whose registered manifest
+/// does not parse (module → why): a manifest registered by an older mesh
+/// that this one reads differently, or a store edited by hand. Such a
+/// module is left out and named; the rest of the mesh goes on.
+#[derive(Debug, Clone)]
+pub struct Registered {
+    pub catalogue: Catalogue,
+    pub unparsed: BTreeMap<Name, String>,
 }
 
 /// Where a registered manifest is said to come from in diagnostics and
@@ -29,19 +35,26 @@ pub fn source_name(module: &str) -> String {
 
 /// Builds the catalogue from the registered manifests and aliases.
 pub async fn catalogue(store: &Store) -> Result<Catalogue, RegisteredError> {
+    Ok(read(store).await?.catalogue)
+}
+
+/// Reads the registered manifests and aliases, setting aside those that do
+/// not parse.
+pub async fn read(store: &Store) -> Result<Registered, RegisteredError> {
     let mut manifests = Vec::new();
+    let mut unparsed = BTreeMap::new();
     for m in store.modules().await? {
         let name = source_name(m.name.as_str());
         match manifest::parse(&name, &m.manifest_source) {
             Ok(parsed) => manifests.push(parsed),
             Err(diagnostics) => {
-                return Err(RegisteredError::Manifest {
-                    module: m.name.to_string(),
-                    first: diagnostics
-                        .first()
-                        .map(|d| d.message.clone())
-                        .unwrap_or_default(),
+                let first = diagnostics.first().map_or_else(String::new, |d| {
+                    format!("line {}: {}", d.location.line, d.message)
                 });
+                unparsed.insert(
+                    m.name,
+                    format!("its registered manifest does not parse ({first})"),
+                );
             }
         }
     }
@@ -53,5 +66,8 @@ pub async fn catalogue(store: &Store) -> Result<Catalogue, RegisteredError> {
             file: "registered:aliases".into(),
         });
     }
-    Ok(Catalogue::build(manifests, aliases))
+    Ok(Registered {
+        catalogue: Catalogue::build(manifests, aliases),
+        unparsed,
+    })
 }

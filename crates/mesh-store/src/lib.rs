@@ -31,7 +31,8 @@ pub use migrations::SCHEMA_VERSION;
 pub use records::*;
 pub use secret::{PERSON_BCRYPT_COST, Secret, new_user_key, sha256_digest};
 pub use store::{
-    FleetApplied, FleetChange, PreparedCredential, PreparedToken, ReportSeen, prepare_machine_key,
+    FleetApplied, FleetChange, PreparedCredential, PreparedToken, Registration, ReportSeen,
+    prepare_machine_key,
     prepare_password, prepare_token,
 };
 pub use url::{DEFAULT_URL, redact_url};

@@ -152,10 +152,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "composition_live",
         sql: include_str!("../migrations/0011_composition_live.sql"),
     },
+    Migration {
+        version: 12,
+        name: "left_out",
+        sql: include_str!("../migrations/0012_left_out.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 11;
+pub const SCHEMA_VERSION: i64 = 12;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

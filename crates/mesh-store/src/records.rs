@@ -259,3 +259,14 @@ pub struct LiveComposition {
     pub records_revision: i64,
     pub live_at: Millis,
 }
+
+/// An assigned module the controller leaves out of its node's declaration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    pub node: Name,
+    pub module: Name,
+    pub reason: String,
+    /// When it was first left out (for this reason or another, without a
+    /// break).
+    pub since: Millis,
+}

@@ -55,13 +55,9 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
             return 0;
         }
     };
-    let catalogue = match mesh_state::registered::catalogue(&ctx.store).await {
-        Ok(c) => c,
-        Err(e) => {
-            warn!(error = %error_chain(&e), "no declaration composed");
-            return 0;
-        }
-    };
+    for (module, why) in &derived.left_out {
+        warn!(%module, reason = %why, "module left out of every declaration");
+    }
     let versions: BTreeMap<Name, String> = match ctx.store.modules().await {
         Ok(ms) => ms
             .into_iter()
@@ -75,13 +71,19 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
     // No node records its address yet: a `${seat:..}` placeholder is then
     // refused by name rather than filled with a guess.
     let addresses = BTreeMap::new();
-    let users_file = std::fs::read_to_string(&ctx.users_file).ok();
+    // Composed here, from the records this pass declares from: a copy kept
+    // on disk is one composition behind, and a broker holder handed it (or
+    // an empty one) would refuse the newest principals, or everyone.
+    let users_file = mesh_core::users_file::compose(&derived.principals, &derived.snapshot.credentials)
+        .map(|f| f.text)
+        .map_err(|e| e.to_string());
     let inputs = Inputs {
-        catalogue: &catalogue,
+        catalogue: &derived.catalogue,
         records: &derived.snapshot.records,
         versions: &versions,
         addresses: &addresses,
-        users_file: users_file.as_deref(),
+        users_file: users_file.as_deref().map_err(String::as_str),
+        left_out: &derived.left_out,
     };
     // Every node's newest declaration in one read, not one per node.
     let newest = match ctx.store.latest_declarations().await {
@@ -95,8 +97,13 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
     let mut nodes = derived.snapshot.records.nodes.clone();
     nodes.sort();
     let mut next = Vec::new();
+    let mut left_out = Vec::new();
     for node in &nodes {
-        match declare(ctx, &inputs, node, newest.get(node), converge).await {
+        let composed = declaration::compose_modules(&inputs, node);
+        for e in &composed.left_out {
+            left_out.push((node.clone(), e.module().clone(), e.to_string()));
+        }
+        match declare(ctx, composed.modules, node, newest.get(node), converge).await {
             Ok(Declared::Next(n)) => next.push(n),
             Ok(Declared::Republished) => published += 1,
             Ok(Declared::Nothing) => {}
@@ -107,6 +114,11 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
         }
     }
     published += record_and_publish(ctx, next).await;
+    // After the declarations: a reader of both (`mesh assign --wait`) that
+    // finds a module left out finds the declaration without it too.
+    if let Err(e) = ctx.store.record_left_out(&left_out).await {
+        warn!(error = %error_chain(&e), "what is left out of the declarations was not recorded");
+    }
     published
 }
 
@@ -188,12 +200,11 @@ async fn record_and_publish(ctx: &Ctx, next: Vec<Next>) -> usize {
 
 async fn declare(
     ctx: &Ctx,
-    inputs: &Inputs<'_>,
+    modules: Vec<declaration::ModuleDecl>,
     node: &Name,
     record: Option<&mesh_store::Declaration>,
     converge: bool,
 ) -> Result<Declared, String> {
-    let modules = declaration::compose_modules(inputs, node).map_err(|e| e.to_string())?;
     let last = record.as_ref().and_then(|d| recorded(&d.body));
     // A node never declared and given nothing yet needs no declaration.
     if last.is_none() && modules.is_empty() {

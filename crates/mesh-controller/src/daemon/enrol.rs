@@ -36,7 +36,7 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
         }
     };
     let plan = enrolment::plan(&req);
-    match execute(ctx, &plan).await {
+    match execute(ctx, &plan, &msg).await {
         Ok(()) => {
             Counters::bump(&ctx.counters.enrolled);
             info!(node = %req.node, host_key = %req.host_key, "node enrolled");
@@ -55,7 +55,13 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
     }
 }
 
-async fn execute(ctx: &Ctx, plan: &EnrolPlan) -> Result<(), Stop> {
+/// How often an enrolment waiting for its composition tells CONTROL it is
+/// still at work: well inside the consumer's ack wait, so the request is
+/// never delivered again while it waits (a second delivery would find the
+/// token spent).
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+async fn execute(ctx: &Ctx, plan: &EnrolPlan, msg: &jetstream::Message) -> Result<(), Stop> {
     let mut generation = None;
     for step in &plan.steps {
         match step {
@@ -94,7 +100,21 @@ async fn execute(ctx: &Ctx, plan: &EnrolPlan) -> Result<(), Stop> {
             EnrolStep::Compose => generation = Some(ctx.composer.trigger()),
             EnrolStep::AwaitLive => {
                 let Some(g) = generation else { continue };
-                match tokio::time::timeout(ctx.opts.live_within, ctx.composer.live(g)).await {
+                let live = tokio::time::timeout(ctx.opts.live_within, ctx.composer.live(g));
+                tokio::pin!(live);
+                let mut progress = tokio::time::interval_at(
+                    tokio::time::Instant::now() + PROGRESS_EVERY,
+                    PROGRESS_EVERY,
+                );
+                let waited = loop {
+                    tokio::select! {
+                        w = &mut live => break w,
+                        _ = progress.tick() => {
+                            let _ = msg.ack_with(AckKind::Progress).await;
+                        }
+                    }
+                };
+                match waited {
                     Ok(Ok(_)) => {}
                     Ok(Err(stopped)) => warn!(error = %stopped, "composition not confirmed"),
                     Err(_) => warn!(

@@ -4,12 +4,14 @@
 //! the users file and re-asserts the bus objects.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::{info, warn};
 
 use super::{Ctx, error_chain};
-use crate::composer::{ComposerStatus, Outcome};
+use crate::composer::{ComposerStatus, Outcome, Timing};
 
 /// One line per composition with the composer's counters: what an operator
 /// (and the tests) read to see bursts coalesced and reloads confirmed.
@@ -55,6 +57,18 @@ pub(crate) async fn log_compositions(mut status: watch::Receiver<ComposerStatus>
     }
 }
 
+/// A burst of record changes (a catalogue registered and its modules
+/// assigned, a fleet loaded) is one pass: the watcher waits until the
+/// revision stands still for `quiet`, never longer than `max_delay` after
+/// the first change it saw, so a steady trickle cannot postpone every pass.
+pub(crate) const BURST: Timing = Timing {
+    quiet: Duration::from_millis(300),
+    max_delay: Duration::from_secs(2),
+};
+
+/// How often the revision is read while a burst lasts.
+const BURST_POLL: Duration = Duration::from_millis(50);
+
 /// Follows the revision from `started_at`, the one read before the records
 /// the controller started from.
 pub(crate) async fn follow(
@@ -68,29 +82,48 @@ pub(crate) async fn follow(
     // asks the server nothing. At 10,000 nodes an assert is 10,000
     // consumer reads; the controller's start asserts whatever it finds.
     let mut asserted = Some(asserted_at_start);
+    // A token's enrolment user is admitted until a composition after its
+    // expiry leaves it out: nothing in the records moves when it expires.
+    let mut expires = next_expiry(&ctx).await;
     let mut tick = tokio::time::interval(ctx.opts.poll_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let revision = match ctx.store.records_revision().await {
-            Ok(r) => {
-                // The store answers again: reports are tried again.
-                ctx.close_window();
-                r
-            }
-            Err(e) => {
-                warn!(error = %error_chain(&e), "cannot read the records revision");
-                continue;
-            }
+        let Some(mut revision) = read_revision(&ctx).await else {
+            continue;
         };
         let Some(before) = seen.replace(revision) else {
             continue;
         };
         if before == revision {
+            if expires.is_some_and(|at| at <= mesh_store::now_ms()) {
+                info!("an enrolment token expired; composing without it");
+                ctx.covered.trigger(&ctx.composer, revision);
+                expires = next_expiry(&ctx).await;
+            }
             continue;
         }
+        // The burst: read again until the revision stands still.
+        let first = Instant::now();
+        let mut latest = first;
+        loop {
+            let due = crate::composer::due(first, latest, BURST);
+            let now = Instant::now();
+            if now >= due {
+                break;
+            }
+            tokio::time::sleep(BURST_POLL.min(due - now)).await;
+            if let Some(r) = read_revision(&ctx).await
+                && r != revision
+            {
+                revision = r;
+                latest = Instant::now();
+            }
+        }
+        seen = Some(revision);
         info!(revision, "records changed");
         ctx.covered.trigger(&ctx.composer, revision);
+        expires = next_expiry(&ctx).await;
         match mesh_state::derive(&ctx.store, &ctx.opts.controller).await {
             Ok(d) if asserted.as_ref() == Some(&d.objects) => {}
             Ok(d) => match mesh_bus::assert_objects(&ctx.js, &d.objects).await {
@@ -113,5 +146,32 @@ pub(crate) async fn follow(
         // After the objects: a new node's consumer exists before its first
         // declaration is published.
         super::declare::declare_all(&ctx, false).await;
+    }
+}
+
+/// The records revision; `None` (logged) while the store does not answer.
+async fn read_revision(ctx: &Ctx) -> Option<i64> {
+    match ctx.store.records_revision().await {
+        Ok(r) => {
+            // The store answers again: reports are tried again.
+            ctx.close_window();
+            Some(r)
+        }
+        Err(e) => {
+            warn!(error = %error_chain(&e), "cannot read the records revision");
+            None
+        }
+    }
+}
+
+/// When the next live token expires (unix ms); none while none is live, or
+/// while the store does not answer (the next change reads it again).
+async fn next_expiry(ctx: &Ctx) -> Option<i64> {
+    match ctx.store.live_tokens().await {
+        Ok(tokens) => tokens.iter().map(|t| t.expires_at).min(),
+        Err(e) => {
+            warn!(error = %error_chain(&e), "cannot read when the live tokens expire");
+            None
+        }
     }
 }

@@ -59,7 +59,8 @@ fn run(c: &Catalogue, before: &Records, after: &Records) -> Result<Vec<Entry>, C
             records,
             versions: &none,
             addresses: &none,
-            users_file: None,
+            users_file: Ok("USERS"),
+            left_out: &none,
         },
         controller: &spec,
     };
@@ -197,12 +198,12 @@ fn a_tool_server_gains_allow_responses_with_its_cause() {
 }
 
 #[test]
-fn a_node_that_does_not_compose_is_named_with_why_and_not_compared() {
+fn a_module_that_does_not_compose_is_named_with_why_and_its_node_keeps_the_rest() {
     let c = catalogue(&[MARKER, PRODUCER]);
     let entries = run(
         &c,
         &records(&[]),
-        &records(&[("n2", "marker"), ("n1", "producer")]),
+        &records(&[("n2", "marker"), ("n2", "producer")]),
     )
     .unwrap();
     let declared: Vec<&Entry> = entries.iter().filter(|e| e.node().is_some()).collect();
@@ -210,18 +211,18 @@ fn a_node_that_does_not_compose_is_named_with_why_and_not_compared() {
     assert_eq!(
         declared[0],
         &Entry::Start {
-            node: n("n1"),
+            node: n("n2"),
             module: n("producer"),
             version: "unversioned".into()
         }
     );
     assert!(
-        matches!(declared[1], Entry::Undeclarable { node, when: When::After, reason }
-            if node == &n("n2") && reason.contains("no [run] section")),
+        matches!(declared[1], Entry::LeftOut { node, module, reason }
+            if node == &n("n2") && module == &n("marker") && reason.contains("no [run] section")),
         "{:?}",
         declared[1]
     );
-    // Already undeclarable before: said so for both sides, nothing started.
+    // Left out before and after: said once (after), nothing started or stopped.
     let entries = run(
         &c,
         &records(&[("n2", "marker")]),
@@ -231,21 +232,18 @@ fn a_node_that_does_not_compose_is_named_with_why_and_not_compared() {
     assert_eq!(
         entries
             .iter()
-            .filter(|e| matches!(e, Entry::Undeclarable { .. }))
+            .filter(|e| matches!(e, Entry::LeftOut { .. }))
             .count(),
-        2
+        1
     );
-    assert!(!entries.iter().any(|e| matches!(e, Entry::Start { .. })));
-    // Only before: after, the node composes; its modules are not guessed.
+    assert!(
+        !entries
+            .iter()
+            .any(|e| matches!(e, Entry::Start { .. } | Entry::Stop { .. }))
+    );
+    // Only before: unassigned after, nothing is said of it.
     let entries = run(&c, &records(&[("n2", "marker")]), &records(&[])).unwrap();
-    assert!(entries.iter().any(|e| matches!(
-        e,
-        Entry::Undeclarable {
-            when: When::Before,
-            ..
-        }
-    )));
-    assert!(!entries.iter().any(|e| matches!(e, Entry::Stop { .. })));
+    assert!(entries.iter().all(|e| e.node().is_none()), "{entries:#?}");
 }
 
 #[test]
@@ -385,7 +383,8 @@ fn a_changed_manifest_updates_the_module_where_it_runs() {
             records: &r,
             versions: &none,
             addresses: &none,
-            users_file: None,
+            users_file: Ok("USERS"),
+            left_out: &none,
         },
         controller: &spec,
     };
@@ -449,12 +448,12 @@ fn each_entry_names_its_node_or_its_principal() {
     for e in &principals {
         assert_eq!((e.node(), e.principal()), (None, Some("p")), "{e:?}");
     }
-    let undeclarable = Entry::Undeclarable {
+    let left_out = Entry::LeftOut {
         node: n("n2"),
-        when: When::Before,
+        module: n("m"),
         reason: String::new(),
     };
-    assert_eq!(undeclarable.node(), Some(&n("n2")));
+    assert_eq!(left_out.node(), Some(&n("n2")));
     let object = Entry::ObjectRemoved(Object::Stream(StreamSpec {
         name: "S".into(),
         subjects: vec![],

@@ -1,6 +1,8 @@
 //! Composing a node's modules from the records: every assignment of the
 //! node, its run spec with each placeholder filled (an unfilled one is an
-//! error naming it, never literal text), its declared files.
+//! error naming it, never literal text), its declared files. A module that
+//! cannot be composed is left out and named; the node's other modules are
+//! still declared (one unfillable placeholder must not stop a whole node).
 
 use std::collections::BTreeMap;
 
@@ -20,8 +22,12 @@ pub struct Inputs<'a> {
     pub versions: &'a BTreeMap<Name, String>,
     /// node → the address other nodes reach it at.
     pub addresses: &'a BTreeMap<Name, String>,
-    /// The users file, for the `bus-users` file of the `mesh-broker` holder.
-    pub users_file: Option<&'a str>,
+    /// The users file composed from these records, for the `bus-users`
+    /// file of the `mesh-broker` holder; or why none could be composed.
+    pub users_file: Result<&'a str, &'a str>,
+    /// Modules the registered catalogue leaves out (module → why): their
+    /// assignments are named, never declared.
+    pub left_out: &'a BTreeMap<Name, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,10 +54,41 @@ pub enum ComposeError {
         file: Name,
         path: String,
     },
+    #[error(
+        "module {module} holds mesh-broker, but no users file is composed from the records ({why}); a broker given none would refuse every connection, so it is left out until the records compose"
+    )]
+    NoUserList { module: Name, why: String },
+    #[error(
+        "module {module}: its registered manifest no longer derives ({why}); register a corrected manifest with `mesh catalogue register`"
+    )]
+    DoesNotDerive { module: Name, why: String },
 }
 
-/// The modules node `node` runs, sorted by name.
-pub fn compose_modules(inputs: &Inputs<'_>, node: &Name) -> Result<Vec<ModuleDecl>, ComposeError> {
+impl ComposeError {
+    /// The module left out.
+    pub fn module(&self) -> &Name {
+        match self {
+            ComposeError::Unregistered { module, .. }
+            | ComposeError::NothingToRun { module, .. }
+            | ComposeError::Unfilled { module, .. }
+            | ComposeError::BadPath { module, .. }
+            | ComposeError::NoUserList { module, .. }
+            | ComposeError::DoesNotDerive { module, .. } => module,
+        }
+    }
+}
+
+/// What a node is declared: the modules composed, and each assigned module
+/// left out with the reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeModules {
+    /// Sorted by name.
+    pub modules: Vec<ModuleDecl>,
+    pub left_out: Vec<ComposeError>,
+}
+
+/// The modules node `node` runs, sorted by name, and those left out.
+pub fn compose_modules(inputs: &Inputs<'_>, node: &Name) -> NodeModules {
     let mut modules: Vec<&Name> = inputs
         .records
         .assignments
@@ -61,10 +98,14 @@ pub fn compose_modules(inputs: &Inputs<'_>, node: &Name) -> Result<Vec<ModuleDec
         .collect();
     modules.sort();
     modules.dedup();
-    modules
-        .into_iter()
-        .map(|module| compose_module(inputs, node, module))
-        .collect()
+    let mut out = NodeModules::default();
+    for module in modules {
+        match compose_module(inputs, node, module) {
+            Ok(m) => out.modules.push(m),
+            Err(e) => out.left_out.push(e),
+        }
+    }
+    out
 }
 
 fn compose_module(
@@ -72,6 +113,12 @@ fn compose_module(
     node: &Name,
     module: &Name,
 ) -> Result<ModuleDecl, ComposeError> {
+    if let Some(why) = inputs.left_out.get(module) {
+        return Err(ComposeError::DoesNotDerive {
+            module: module.clone(),
+            why: why.clone(),
+        });
+    }
     let m = inputs
         .catalogue
         .module(module)
@@ -103,9 +150,16 @@ fn compose_module(
                 path,
             });
         }
-        // Only the broker's holder is ever given the users file.
+        // Only the broker's holder is ever given the users file, and never
+        // an empty one: a broker with no user list refuses every client.
         let content = if f.name.value.as_str() == BUS_USERS_FILE && m.holds_seat(BROKER_ROLE) {
-            inputs.users_file.unwrap_or_default().to_string()
+            inputs
+                .users_file
+                .map_err(|why| ComposeError::NoUserList {
+                    module: module.clone(),
+                    why: why.to_string(),
+                })?
+                .to_string()
         } else {
             String::new()
         };
@@ -271,6 +325,19 @@ protocol = "pg"
 seats = ["store"]
 "#;
 
+    /// Every assigned module composed, none left out.
+    fn composed(m: NodeModules) -> Vec<ModuleDecl> {
+        assert!(m.left_out.is_empty(), "{:?}", m.left_out);
+        m.modules
+    }
+
+    /// The one module assigned, left out.
+    fn refused(m: NodeModules) -> ComposeError {
+        assert!(m.modules.is_empty(), "{:?}", m.modules);
+        assert_eq!(m.left_out.len(), 1, "{:?}", m.left_out);
+        m.left_out.into_iter().next().unwrap()
+    }
+
     fn records(assign: &[(&str, &str)]) -> Records {
         Records {
             nodes: vec![n("n1"), n("n2")],
@@ -284,6 +351,7 @@ seats = ["store"]
 
     #[test]
     fn placeholders_are_filled_from_the_records() {
+        let no_left_out = BTreeMap::new();
         let c = catalogue(&[ECHO, STORE]);
         let r = records(&[("n1", "echo"), ("n2", "store")]);
         let versions = BTreeMap::from([(n("echo"), "sha256:e".to_string())]);
@@ -293,9 +361,10 @@ seats = ["store"]
             records: &r,
             versions: &versions,
             addresses: &addresses,
-            users_file: None,
+            users_file: Err("no composition"),
+            left_out: &no_left_out,
         };
-        let ms = compose_modules(&inputs, &n("n1")).unwrap();
+        let ms = composed(compose_modules(&inputs, &n("n1")));
         assert_eq!(ms.len(), 1);
         assert_eq!(
             ms[0].run.command,
@@ -316,11 +385,12 @@ seats = ["store"]
             records: &r,
             ..inputs
         };
-        assert!(compose_modules(&inputs, &n("n1")).unwrap().is_empty());
+        assert!(composed(compose_modules(&inputs, &n("n1"))).is_empty());
     }
 
     #[test]
     fn an_unfilled_placeholder_is_an_error_naming_it() {
+        let no_left_out = BTreeMap::new();
         let c = catalogue(&[ECHO, STORE]);
         // The store's holder is not assigned anywhere.
         let r = records(&[("n1", "echo")]);
@@ -330,9 +400,10 @@ seats = ["store"]
             records: &r,
             versions: &empty,
             addresses: &empty,
-            users_file: None,
+            users_file: Err("no composition"),
+            left_out: &no_left_out,
         };
-        let e = compose_modules(&inputs, &n("n1")).unwrap_err();
+        let e = refused(compose_modules(&inputs, &n("n1")));
         assert!(
             matches!(&e, ComposeError::Unfilled { placeholder, why, .. }
                 if placeholder == "${seat:store:5432}" && why.contains("assign its holder")),
@@ -344,12 +415,13 @@ seats = ["store"]
             records: &r,
             ..inputs
         };
-        let e = compose_modules(&inputs, &n("n1")).unwrap_err();
+        let e = refused(compose_modules(&inputs, &n("n1")));
         assert!(e.to_string().contains("no address recorded"), "{e}");
     }
 
     #[test]
     fn a_secret_and_a_module_without_run_are_refused() {
+        let no_left_out = BTreeMap::new();
         let c = catalogue(&[
             r#"
 [module]
@@ -373,9 +445,10 @@ description = "marks"
             records: &r,
             versions: &empty,
             addresses: &empty,
-            users_file: None,
+            users_file: Err("no composition"),
+            left_out: &no_left_out,
         };
-        let e = compose_modules(&inputs, &n("n1")).unwrap_err();
+        let e = refused(compose_modules(&inputs, &n("n1")));
         assert!(e.to_string().contains("${secret:key}"), "{e}");
         let r = records(&[("n1", "marker")]);
         let inputs = Inputs {
@@ -383,8 +456,8 @@ description = "marks"
             ..inputs
         };
         assert!(matches!(
-            compose_modules(&inputs, &n("n1")),
-            Err(ComposeError::NothingToRun { .. })
+            refused(compose_modules(&inputs, &n("n1"))),
+            ComposeError::NothingToRun { .. }
         ));
         let r = records(&[("n1", "ghost")]);
         let inputs = Inputs {
@@ -392,13 +465,14 @@ description = "marks"
             ..inputs
         };
         assert!(matches!(
-            compose_modules(&inputs, &n("n1")),
-            Err(ComposeError::Unregistered { .. })
+            refused(compose_modules(&inputs, &n("n1"))),
+            ComposeError::Unregistered { .. }
         ));
     }
 
     #[test]
     fn the_users_file_goes_to_the_broker_holder_and_nowhere_else() {
+        let no_left_out = BTreeMap::new();
         let c = catalogue(&[
             r#"
 [module]
@@ -433,9 +507,10 @@ path = "other.conf"
             records: &r,
             versions: &empty,
             addresses: &empty,
-            users_file: Some("USERS"),
+            users_file: Ok("USERS"),
+            left_out: &no_left_out,
         };
-        let ms = compose_modules(&inputs, &n("n1")).unwrap();
+        let ms = composed(compose_modules(&inputs, &n("n1")));
         let body = |m: &str, f: &str| {
             ms.iter()
                 .find(|d| d.name.as_str() == m)
@@ -450,6 +525,94 @@ path = "other.conf"
         assert_eq!(body("bus", "bus-users"), FileBody::Content("USERS".into()));
         assert_eq!(body("bus", "extra"), FileBody::Content(String::new()));
         assert_eq!(body("other", "conf"), FileBody::Content(String::new()));
+    }
+
+    const BUS: &str = r#"
+[module]
+name = "bus"
+description = "the broker"
+[run]
+command = ["nats-server"]
+[holds]
+seats = ["mesh-broker"]
+[[file]]
+name = "bus-users"
+path = "users.conf"
+"#;
+
+    #[test]
+    fn a_broker_holder_with_no_users_file_is_left_out_and_the_node_keeps_the_rest() {
+        let c = catalogue(&[BUS, STORE]);
+        let r = records(&[("n1", "bus"), ("n1", "store")]);
+        let empty = BTreeMap::new();
+        let inputs = Inputs {
+            catalogue: &c,
+            records: &r,
+            versions: &empty,
+            addresses: &empty,
+            users_file: Err("the controller has no credential"),
+            left_out: &empty,
+        };
+        let m = compose_modules(&inputs, &n("n1"));
+        let names: Vec<&str> = m.modules.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["store"]);
+        assert_eq!(m.left_out.len(), 1, "{:?}", m.left_out);
+        let e = &m.left_out[0];
+        assert_eq!(e.module().as_str(), "bus");
+        assert!(
+            matches!(e, ComposeError::NoUserList { why, .. } if why == "the controller has no credential"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("would refuse every connection"), "{e}");
+    }
+
+    #[test]
+    fn a_module_the_catalogue_leaves_out_is_named_and_the_rest_declared() {
+        let c = catalogue(&[ECHO, STORE]);
+        let r = records(&[("n1", "echo"), ("n1", "store")]);
+        let empty = BTreeMap::new();
+        let left_out = BTreeMap::from([(n("echo"), "seat ghost is declared by nobody".to_string())]);
+        let inputs = Inputs {
+            catalogue: &c,
+            records: &r,
+            versions: &empty,
+            addresses: &empty,
+            users_file: Ok("USERS"),
+            left_out: &left_out,
+        };
+        let m = compose_modules(&inputs, &n("n1"));
+        assert_eq!(m.modules.len(), 1);
+        assert_eq!(m.modules[0].name.as_str(), "store");
+        let e = &m.left_out[0];
+        assert!(
+            matches!(e, ComposeError::DoesNotDerive { module, why } if module.as_str() == "echo" && why.contains("ghost")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("mesh catalogue register"), "{e}");
+    }
+
+    #[test]
+    fn one_unfillable_placeholder_leaves_out_one_module() {
+        let c = catalogue(&[ECHO, STORE]);
+        // echo's store holder runs on n1, whose address nobody recorded.
+        let r = records(&[("n1", "echo"), ("n1", "store")]);
+        let empty = BTreeMap::new();
+        let inputs = Inputs {
+            catalogue: &c,
+            records: &r,
+            versions: &empty,
+            addresses: &empty,
+            users_file: Ok("USERS"),
+            left_out: &empty,
+        };
+        let m = compose_modules(&inputs, &n("n1"));
+        assert_eq!(m.modules.len(), 1);
+        assert_eq!(m.modules[0].name.as_str(), "store");
+        assert!(
+            matches!(&m.left_out[..], [ComposeError::Unfilled { module, .. }] if module.as_str() == "echo"),
+            "{:?}",
+            m.left_out
+        );
     }
 
     #[test]

@@ -93,7 +93,8 @@ pub async fn status(
             });
         }
     }
-    let needs_action = needs_action(&controller, &nodes, &modules, &refusals);
+    let left_out = store.left_out().await?;
+    let needs_action = needs_action(&controller, &nodes, &modules, &refusals, &left_out);
     Ok(StatusView {
         nodes: count(nodes.iter().map(NodeView::condition)),
         modules: count(modules.iter().map(|m| m.state.as_str())),
@@ -109,6 +110,7 @@ pub fn needs_action(
     nodes: &[NodeView],
     modules: &[ModuleView],
     refusals: &[Refusal],
+    left_out: &[mesh_store::LeftOut],
 ) -> Vec<Action> {
     let mut out = Vec::new();
     let mut add = |what: String, next: String| out.push(Action { what, next });
@@ -156,7 +158,9 @@ pub fn needs_action(
             ),
             (true, "unseen") => add(
                 format!("node {node} enrolled but was never heard from"),
-                format!("start `mesh host` on {node}"),
+                format!(
+                    "start `mesh host` on {node}; if its host never kept the enrolment, `mesh node add {node} --reissue` issues a new token"
+                ),
             ),
             (false, _) if n.state == "token issued" => add(
                 format!("node {node} has a token but has not enrolled"),
@@ -176,6 +180,16 @@ pub fn needs_action(
                 r.node, r.sequence, r.reason
             ),
             format!("see `mesh reports {}`", r.node),
+        );
+    }
+    for l in left_out {
+        // The reason names its own remedy (every refusal of composition does).
+        add(
+            format!(
+                "module {} is left out of the declaration of {}",
+                l.module, l.node
+            ),
+            l.reason.clone(),
         );
     }
     for m in modules.iter().filter(|m| m.state == "failed") {
@@ -230,7 +244,7 @@ mod tests {
             node("n2", true, "down", "enrolled"),
             node("n3", false, "unseen", "token issued"),
         ];
-        let a = needs_action(&ctl, &nodes, &[], &[]);
+        let a = needs_action(&ctl, &nodes, &[], &[], &[]);
         assert_eq!(a.len(), 2, "{a:?}");
         assert_eq!(a[0].what, "node n2 is down");
         assert_eq!(a[0].next, "check `mesh host` on n2");
@@ -251,11 +265,30 @@ mod tests {
             reason: Some("exit status 1\nlast lines".into()),
             sequence: Some(2),
         };
-        let a = needs_action(&ctl, &[], &[failed], &[]);
+        let a = needs_action(&ctl, &[], &[failed], &[], &[]);
         assert_eq!(
             a[0].what,
             "the controller does not answer at http://127.0.0.1:7420"
         );
         assert_eq!(a[1].what, "module echo on n1 failed: exit status 1");
+    }
+
+    #[test]
+    fn a_module_left_out_is_named_with_the_reason_as_its_next_step() {
+        let ctl = ControllerView {
+            reachable: true,
+            ready: true,
+            ..Default::default()
+        };
+        let l = mesh_store::LeftOut {
+            node: Name::new("n1").unwrap(),
+            module: Name::new("echo").unwrap(),
+            reason: "module echo: ${seat:db:5432} cannot be filled: assign its holder first".into(),
+            since: 1,
+        };
+        let a = needs_action(&ctl, &[], &[], &[], &[l]);
+        assert_eq!(a.len(), 1, "{a:?}");
+        assert_eq!(a[0].what, "module echo is left out of the declaration of n1");
+        assert!(a[0].next.ends_with("assign its holder first"), "{a:?}");
     }
 }

@@ -110,11 +110,14 @@ mod builds;
 mod compositions;
 mod credentials;
 mod declarations;
+mod left_out;
 mod modules;
 mod nodes;
 // After nodes: it forgets nodes with nodes' macro.
 mod fleet;
 mod persons;
+mod registration;
+pub use registration::Registration;
 mod reports;
 pub use reports::ReportSeen;
 mod seats;

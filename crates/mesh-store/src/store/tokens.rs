@@ -117,6 +117,14 @@ impl Store {
             Ok(true)
         })?;
         if !spent {
+            // The same enrolment delivered again (the answer was lost, or
+            // the controller handed it back while it waited): the token was
+            // spent on exactly these keys, so the node is enrolled, not
+            // refused — else the host hears "refused" of an enrolment the
+            // records keep.
+            if let Some(enrolled) = self.spent_on(node, enrolment_key, keys).await? {
+                return Ok(enrolled);
+            }
             let reason = self.refusal_reason(node, enrolment_key, now).await?;
             return Err(TokenRefused {
                 node: node.to_string(),
@@ -129,6 +137,76 @@ impl Store {
             public_key: keys.host_key.clone(),
             enrolled_at: now,
         })
+    }
+
+    /// The enrolment `node`'s token `enrolment_key` was spent on, if it was
+    /// spent on exactly `keys`.
+    async fn spent_on(
+        &self,
+        node: &Name,
+        enrolment_key: &str,
+        keys: &HostKeys,
+    ) -> Result<Option<Enrolled>, StoreError> {
+        let row = with_pool!(self, |pool| {
+            let row: Option<(Option<String>, Option<String>, Option<i64>)> = sqlx::query_as(
+                "SELECT n.public_key, n.xkey, n.enrolled_at FROM enrolment_tokens t \
+                 JOIN nodes n ON n.name = t.node \
+                 WHERE t.node = $1 AND t.enrolment_key = $2 AND t.spent_at IS NOT NULL",
+            )
+            .bind(node.as_str())
+            .bind(enrolment_key)
+            .fetch_optional(pool)
+            .await?;
+            Ok(row)
+        })?;
+        Ok(match row {
+            Some((Some(key), Some(xkey), Some(at))) if key == keys.host_key && xkey == keys.xkey => {
+                Some(Enrolled {
+                    node: node.clone(),
+                    public_key: key,
+                    enrolled_at: at,
+                })
+            }
+            _ => None,
+        })
+    }
+
+    /// Issues a new token for a node recorded as enrolled whose host was
+    /// never heard from (it gave up before it kept its enrolment): the host
+    /// key recorded is forgotten with its credential, the assignments stay.
+    /// `Ok(None)`: the node's host has been heard from, so it holds its
+    /// enrolment (forget the node to enrol another machine in its place).
+    pub async fn reissue_token(
+        &self,
+        node: &Name,
+        ttl: Duration,
+    ) -> Result<Option<IssuedToken>, StoreError> {
+        let host = principal::host(node);
+        let reset = with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            must_exist!(tx, "node" in "nodes", node);
+            let done = sqlx::query(
+                "UPDATE nodes SET public_key = NULL, xkey = NULL, enrolled_at = NULL \
+                 WHERE name = $1 AND last_seen_at IS NULL",
+            )
+            .bind(node.as_str())
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() == 0 {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+            sqlx::query("DELETE FROM credentials WHERE principal = $1")
+                .bind(&host)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(true)
+        })?;
+        if !reset {
+            return Ok(None);
+        }
+        self.issue_token(node, ttl).await.map(Some)
     }
 
     /// Why a spend found nothing — for the log; the refusal itself was decided

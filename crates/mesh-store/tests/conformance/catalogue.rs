@@ -118,4 +118,81 @@ async fn catalogue_round_trip(fx: &Fixture) {
     );
 }
 
-conformance!(catalogue_round_trip,);
+fn seat(name: &str, by: Option<&str>) -> Seat {
+    Seat {
+        name: n(name),
+        declared_by: by.map(n),
+        scope: Scope::Mesh,
+        protocol: String::new(),
+    }
+}
+
+/// A registration records manifests, seats and renames together; a module
+/// registered again without a seat forgets the seat and its renames; a
+/// registration the store refuses records nothing of itself.
+async fn a_registration_is_recorded_whole_or_not_at_all(fx: &Fixture) {
+    let s = &fx.store;
+    let r = Registration {
+        modules: vec![
+            (n("git-server"), "a".into()),
+            (n("mirror"), "b".into()),
+        ],
+        seats: vec![seat("git", Some("git-server")), seat("mesh-broker", None)],
+        aliases: vec![(n("vcs"), n("git"))],
+    };
+    s.register_catalogue(&r).await.unwrap();
+    assert_eq!(s.modules().await.unwrap().len(), 2);
+    assert_eq!(resolve_seat(s, &n("vcs")).await, Some(n("git")));
+    assert_eq!(s.seat(&n("mesh-broker")).await.unwrap().unwrap().declared_by, None);
+    // The same registration again changes nothing.
+    s.register_catalogue(&r).await.unwrap();
+    assert_eq!(s.seat_aliases().await.unwrap().len(), 1);
+    // git-server no longer declares git: the seat and its rename go.
+    s.register_catalogue(&Registration {
+        modules: vec![(n("git-server"), "c".into())],
+        seats: vec![seat("mesh-broker", None)],
+        aliases: vec![],
+    })
+    .await
+    .unwrap();
+    assert!(s.seat(&n("git")).await.unwrap().is_none());
+    assert!(s.seat_aliases().await.unwrap().is_empty());
+    // A rename of a seat nobody declares is refused, and the manifest
+    // registered with it is not kept.
+    let refused = s
+        .register_catalogue(&Registration {
+            modules: vec![(n("late"), "d".into())],
+            seats: vec![],
+            aliases: vec![(n("old"), n("ghost"))],
+        })
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::NotFound { what: "seat", .. })),
+        "{refused:?}"
+    );
+    assert!(s.module(&n("late")).await.unwrap().is_none());
+    // A rename may not take a declared seat's name, nor a seat an alias's.
+    s.register_catalogue(&Registration {
+        modules: vec![(n("git-server"), "e".into())],
+        seats: vec![seat("git", Some("git-server"))],
+        aliases: vec![(n("vcs"), n("git"))],
+    })
+    .await
+    .unwrap();
+    let clash = s
+        .register_catalogue(&Registration {
+            modules: vec![],
+            seats: vec![seat("vcs", Some("mirror"))],
+            aliases: vec![],
+        })
+        .await;
+    assert!(
+        matches!(clash, Err(StoreError::AlreadyExists { what: "seat alias", .. })),
+        "{clash:?}"
+    );
+}
+
+conformance!(
+    catalogue_round_trip,
+    a_registration_is_recorded_whole_or_not_at_all,
+);

@@ -183,7 +183,48 @@ async fn the_live_composition_only_moves_forward(fx: &Fixture) {
     assert_eq!(s.records_revision().await.unwrap(), revision);
 }
 
+/// What is left out is replaced whole; a module left out again keeps when
+/// it was first left out; a forgotten node takes its rows along; recording
+/// it moves no revision.
+async fn what_is_left_out_is_replaced_whole(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.add_node(&n("n2"), &[]).await.unwrap();
+    let revision = s.records_revision().await.unwrap();
+    assert!(s.left_out().await.unwrap().is_empty());
+    let row = |node: &str, module: &str, why: &str| (n(node), n(module), why.to_string());
+    s.record_left_out(&[row("n1", "echo", "a"), row("n2", "bus", "b")])
+        .await
+        .unwrap();
+    assert_eq!(
+        s.records_revision().await.unwrap(),
+        revision,
+        "what is left out is derived, not a record principals come from"
+    );
+    let got = s.left_out().await.unwrap();
+    let view: Vec<(&str, &str, &str)> = got
+        .iter()
+        .map(|l| (l.node.as_str(), l.module.as_str(), l.reason.as_str()))
+        .collect();
+    assert_eq!(view, [("n1", "echo", "a"), ("n2", "bus", "b")]);
+    let since = got[0].since;
+    // echo stays left out with another reason; bus is declared again; a
+    // row for a node nobody records is not kept.
+    s.record_left_out(&[row("n1", "echo", "c"), row("n9", "x", "d")])
+        .await
+        .unwrap();
+    let got = s.left_out().await.unwrap();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!((got[0].reason.as_str(), got[0].since), ("c", since));
+    s.forget_node(&n("n1")).await.unwrap();
+    assert!(s.left_out().await.unwrap().is_empty());
+    s.record_left_out(&[row("n2", "bus", "b")]).await.unwrap();
+    s.record_left_out(&[]).await.unwrap();
+    assert!(s.left_out().await.unwrap().is_empty());
+}
+
 conformance!(
+    what_is_left_out_is_replaced_whole,
     nodes_round_trip,
     forgetting_a_node_leaves_none_of_its_credentials,
     the_records_revision_moves_with_records_only,

@@ -227,7 +227,93 @@ async fn fifty_concurrent_spends_one_wins(fx: &Fixture) {
     );
 }
 
+/// The same enrolment delivered twice is one enrolment: the second spend
+/// answers enrolled with the same record; a spend with another host key is
+/// still refused as spent.
+async fn the_same_enrolment_delivered_again_is_enrolled_not_refused(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let token = s
+        .issue_token(&n("n1"), Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let keys = host_keys();
+    let first = s
+        .spend_token(&n("n1"), &token.enrolment_key, &keys)
+        .await
+        .unwrap();
+    let revision = s.records_revision().await.unwrap();
+    let again = s
+        .spend_token(&n("n1"), &token.enrolment_key, &keys)
+        .await
+        .expect("the same enrolment, delivered again");
+    assert_eq!(again, first);
+    assert_eq!(s.records_revision().await.unwrap(), revision, "nothing written");
+    // Another host key with the spent token: refused, keys kept.
+    assert_refused(
+        s.spend_token(&n("n1"), &token.enrolment_key, &host_keys())
+            .await,
+        |r| matches!(r, RefusalReason::Spent { .. }),
+    );
+    // The same host key but another XKey is another enrolment: refused.
+    let other_xkey = HostKeys {
+        host_key: keys.host_key.clone(),
+        xkey: nkeys::XKey::new().public_key(),
+    };
+    assert_refused(
+        s.spend_token(&n("n1"), &token.enrolment_key, &other_xkey)
+            .await,
+        |r| matches!(r, RefusalReason::Spent { .. }),
+    );
+}
+
+/// A node recorded as enrolled whose host never came gets a new token, and
+/// loses the host key it enrolled with; one whose host was heard from does
+/// not.
+async fn a_token_is_reissued_only_for_a_host_never_heard_from(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let token = s
+        .issue_token(&n("n1"), Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let keys = host_keys();
+    s.spend_token(&n("n1"), &token.enrolment_key, &keys)
+        .await
+        .unwrap();
+    let again = s
+        .reissue_token(&n("n1"), Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("never heard from");
+    assert_ne!(again.enrolment_key, token.enrolment_key);
+    let node = s.node(&n("n1")).await.unwrap().unwrap();
+    assert_eq!((node.public_key, node.enrolled_at), (None, None));
+    assert!(s.credential("host_n1").await.unwrap().is_none());
+    assert_eq!(s.live_tokens().await.unwrap().len(), 1);
+    // The new token enrols a new host; once heard from, no more reissues.
+    let keys = host_keys();
+    s.spend_token(&n("n1"), &again.enrolment_key, &keys)
+        .await
+        .unwrap();
+    s.node_seen(&n("n1"), 5).await.unwrap();
+    assert!(
+        s.reissue_token(&n("n1"), Duration::from_secs(60))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let node = s.node(&n("n1")).await.unwrap().unwrap();
+    assert_eq!(node.public_key.as_deref(), Some(keys.host_key.as_str()));
+    assert!(matches!(
+        s.reissue_token(&n("n9"), Duration::from_secs(60)).await,
+        Err(StoreError::NotFound { what: "node", .. })
+    ));
+}
+
 conformance!(
+    the_same_enrolment_delivered_again_is_enrolled_not_refused,
+    a_token_is_reissued_only_for_a_host_never_heard_from,
     token_spend_records_the_key,
     token_refusals_say_the_same_and_log_the_reason,
     issuing_again_revokes_the_earlier_token,
