@@ -107,9 +107,9 @@ async fn the_controller_refuses_alike_logs_why_and_enrols_a_good_request() {
     let mut mesh = Mesh::new(Backend::Sqlite);
     mesh.start_controller();
 
-    // Expired: the enrolment principal stays in the users file until the
-    // next composition, so the request reaches the controller.
-    let t1 = Token::decode(&mesh.node_add("n1", "1s")).unwrap();
+    // Expired: a composition is due at the token's expiry, so the broker
+    // itself turns its key away; nothing else need recompose first.
+    let t1 = Token::decode(&mesh.node_add("n1", "2s")).unwrap();
     let enrol_key = nkeys::KeyPair::from_seed(t1.enrolment_seed.expose())
         .unwrap()
         .public_key();
@@ -117,15 +117,35 @@ async fn the_controller_refuses_alike_logs_why_and_enrols_a_good_request() {
         wait_until(LONG, || mesh.users_file().contains(&enrol_key)),
         "enrol_n1 composed"
     );
-    let now = mesh_store::now_ms() as u64;
-    if t1.expires_at > now {
-        // The expiry is the event: wait exactly for it.
-        tokio::time::sleep(Duration::from_millis(t1.expires_at - now + 50)).await;
+    let inbox1 = mesh_core::subjects::enrol_inbox_prefix(&t1.node);
+    let seed1 = t1.enrolment_seed.expose().to_string();
+    let refused = async {
+        let deadline = std::time::Instant::now() + LONG;
+        loop {
+            match try_connect(&mesh, "enrol_n1", &seed1, inbox1.clone()).await {
+                Err(why) => return why,
+                Ok(()) => {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "an expired token's key is still admitted {LONG:?} on"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
     }
-    let (req, _) = request(&t1);
-    let answer = send_request(&mesh, &t1, &req, LONG).await;
-    assert_eq!(answer, Some(EnrolAnswer::refused()), "expired");
-    mesh.controller().wait_log("expired", LONG);
+    .await;
+    assert!(
+        mesh_store::now_ms() as u64 >= t1.expires_at,
+        "refused only once expired: {refused}"
+    );
+    assert!(
+        refused.to_lowercase().contains("authorization"),
+        "{refused}"
+    );
+    assert!(!mesh.users_file().contains(&enrol_key));
+    mesh.controller()
+        .wait_log("an enrolment token expired; composing without it", LONG);
 
     // Unknown: a request naming a key no token was issued with.
     let t2 = Token::decode(&mesh.node_add("n2", "1h")).unwrap();
@@ -217,6 +237,85 @@ async fn the_controller_refuses_alike_logs_why_and_enrols_a_good_request() {
             .is_ok()
     );
     assert!(!users.contains("password"), "machines use NKeys:\n{users}");
+}
+
+/// The same enrolment delivered twice (the controller handed it back, or
+/// CONTROL redelivered it while a composition was slow) is one enrolment:
+/// both deliveries are answered enrolled, never "refused" for a token the
+/// first spent. A node recorded as enrolled whose host never came gets a
+/// new token with `--reissue`, and only such a node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enrolment_delivered_twice_is_enrolled_twice_and_a_host_that_never_came_is_reissued() {
+    let mut mesh = Mesh::new(Backend::Sqlite);
+    mesh.start_controller();
+    let token = Token::decode(&mesh.node_add("n1", "1h")).unwrap();
+    let enrol_key = nkeys::KeyPair::from_seed(token.enrolment_seed.expose())
+        .unwrap()
+        .public_key();
+    assert!(
+        wait_until(LONG, || mesh.users_file().contains(&enrol_key)),
+        "enrol_n1 composed"
+    );
+    let (req, _) = request(&token);
+    let inbox = mesh_core::subjects::enrol_inbox_prefix(&token.node);
+    let client = mesh_bus::connect(&mesh.bus("enrol", token.enrolment_seed.expose(), Some(inbox)))
+        .await
+        .expect("a live token's key connects");
+    let mut answers = client.subscribe(req.reply.clone()).await.unwrap();
+    client.flush().await.unwrap();
+    let js = jetstream::new(client.clone());
+    for _ in 0..2 {
+        js.publish(
+            mesh_core::subjects::enrol(&token.node),
+            req.to_json().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .expect("CONTROL stores the request");
+    }
+    let key = mesh_core::declaration::verifying_key(&token.controller_key).unwrap();
+    for delivery in ["first", "second"] {
+        let m = tokio::time::timeout(LONG, answers.next())
+            .await
+            .unwrap_or_else(|_| panic!("no answer to the {delivery} delivery"))
+            .expect("the answer");
+        let answer = EnrolAnswer::verify(&m.payload, &key, &AnswerTo::of(&req)).unwrap();
+        assert_eq!(answer, EnrolAnswer::enrolled(&token.node), "{delivery}");
+    }
+    drop(answers);
+    drop(client);
+    assert!(
+        !mesh.controller().log().contains("enrolment refused"),
+        "{}",
+        mesh.controller().log()
+    );
+
+    // The raw client never heartbeats: the host "never came".
+    let out = mesh.mesh(&["node", "add", "n1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mesh node add n1 --reissue"), "{err}");
+    let out = mesh.mesh(&["node", "add", "n1", "--reissue", "--ttl", "1h"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let mut host = mesh.host("n1", Some(&again));
+    let observer = jetstream::new(mesh.observer().await);
+    wait_bound(&observer, &["n1"], LONG).await;
+    assert!(
+        wait_until(LONG, || mesh.nodes()[0]["last_seen_at"].is_number()),
+        "the reissued host is heard from: {:?}",
+        mesh.nodes()
+    );
+    let out = mesh.mesh(&["node", "add", "n1", "--reissue"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has been heard from"), "{err}");
+    assert!(host.running(), "{}", host.log());
 }
 
 /// The composition counter of the controller's last "composition …" line.

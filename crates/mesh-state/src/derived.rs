@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use mesh_core::authority::{self, AuthorityError, Principal};
 use mesh_core::catalogue::{self, Catalogue};
-use mesh_core::names::Name;
 use mesh_core::jetstream::{self, Objects, ObjectsError};
+use mesh_core::names::Name;
 use mesh_core::records::ControllerSpec;
 use mesh_store::{Store, StoreError};
 

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use mesh_core::catalogue::{Alias, Aliases, Catalogue};
-use mesh_core::names::Name;
 use mesh_core::diagnostic::Pos;
 use mesh_core::manifest::{self, Located};
+use mesh_core::names::Name;
 use mesh_store::{Store, StoreError};
 
 /// The store could not be read.

@@ -32,8 +32,7 @@ pub use records::*;
 pub use secret::{PERSON_BCRYPT_COST, Secret, new_user_key, sha256_digest};
 pub use store::{
     FleetApplied, FleetChange, PreparedCredential, PreparedToken, Registration, ReportSeen,
-    prepare_machine_key,
-    prepare_password, prepare_token,
+    prepare_machine_key, prepare_password, prepare_token,
 };
 pub use url::{DEFAULT_URL, redact_url};
 

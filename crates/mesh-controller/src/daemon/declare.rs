@@ -74,9 +74,10 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
     // Composed here, from the records this pass declares from: a copy kept
     // on disk is one composition behind, and a broker holder handed it (or
     // an empty one) would refuse the newest principals, or everyone.
-    let users_file = mesh_core::users_file::compose(&derived.principals, &derived.snapshot.credentials)
-        .map(|f| f.text)
-        .map_err(|e| e.to_string());
+    let users_file =
+        mesh_core::users_file::compose(&derived.principals, &derived.snapshot.credentials)
+            .map(|f| f.text)
+            .map_err(|e| e.to_string());
     let inputs = Inputs {
         catalogue: &derived.catalogue,
         records: &derived.snapshot.records,

@@ -13,7 +13,7 @@ mod roles;
 pub use aliases::{Alias, Aliases};
 pub use checks::{check, check_tool_use};
 pub use graph::{graph_dot, graph_svg};
+pub use index::{Catalogue, Consume, Origin, Publication, SeatEntry, SeatRef, ToolUse};
 pub use left_out::left_out;
 pub use registering::broken_by;
-pub use index::{Catalogue, Consume, Origin, Publication, SeatEntry, SeatRef, ToolUse};
 pub use roles::{BUILD_MACHINE_ROLE, STORE_ROLE, builtin_roles};

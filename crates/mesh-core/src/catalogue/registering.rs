@@ -17,11 +17,7 @@ impl Catalogue {
     /// manifest replaces the registered one of its name, an incoming rename
     /// the registered one of its old name.
     pub fn registering(&self, incoming: &Catalogue) -> Catalogue {
-        let names: BTreeSet<&Name> = incoming
-            .manifests()
-            .iter()
-            .map(|m| &m.name.value)
-            .collect();
+        let names: BTreeSet<&Name> = incoming.manifests().iter().map(|m| &m.name.value).collect();
         let mut manifests: Vec<Manifest> = self
             .manifests()
             .iter()
@@ -136,7 +132,11 @@ seats = ["jobs"]
             "new/producer/mesh.toml",
             &PRODUCER.replace("emits = [\"made\"]", "emits = [\"built\"]"),
         )]);
-        assert!(check(&incoming).iter().all(|d| d.severity != Severity::Error));
+        assert!(
+            check(&incoming)
+                .iter()
+                .all(|d| d.severity != Severity::Error)
+        );
         let after = registered.registering(&incoming);
         assert_eq!(after.manifests().len(), 2, "replaced, not added");
         let broken = broken_by(&registered, &after);

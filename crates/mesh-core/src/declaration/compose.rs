@@ -563,7 +563,10 @@ path = "users.conf"
             matches!(e, ComposeError::NoUserList { why, .. } if why == "the controller has no credential"),
             "{e}"
         );
-        assert!(e.to_string().contains("would refuse every connection"), "{e}");
+        assert!(
+            e.to_string().contains("would refuse every connection"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -571,7 +574,8 @@ path = "users.conf"
         let c = catalogue(&[ECHO, STORE]);
         let r = records(&[("n1", "echo"), ("n1", "store")]);
         let empty = BTreeMap::new();
-        let left_out = BTreeMap::from([(n("echo"), "seat ghost is declared by nobody".to_string())]);
+        let left_out =
+            BTreeMap::from([(n("echo"), "seat ghost is declared by nobody".to_string())]);
         let inputs = Inputs {
             catalogue: &c,
             records: &r,

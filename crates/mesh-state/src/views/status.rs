@@ -288,7 +288,10 @@ mod tests {
         };
         let a = needs_action(&ctl, &[], &[], &[], &[l]);
         assert_eq!(a.len(), 1, "{a:?}");
-        assert_eq!(a[0].what, "module echo is left out of the declaration of n1");
+        assert_eq!(
+            a[0].what,
+            "module echo is left out of the declaration of n1"
+        );
         assert!(a[0].next.ends_with("assign its holder first"), "{a:?}");
     }
 }

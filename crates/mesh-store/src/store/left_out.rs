@@ -30,7 +30,10 @@ impl Store {
         let at = now_ms();
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
-            for (node, module, _) in was.iter().filter(|w| !is.iter().any(|i| (i.0, i.1) == (w.0, w.1))) {
+            for (node, module, _) in was
+                .iter()
+                .filter(|w| !is.iter().any(|i| (i.0, i.1) == (w.0, w.1)))
+            {
                 sqlx::query("DELETE FROM left_out WHERE node = $1 AND module = $2")
                     .bind(*node)
                     .bind(*module)

@@ -160,7 +160,9 @@ impl Store {
             Ok(row)
         })?;
         Ok(match row {
-            Some((Some(key), Some(xkey), Some(at))) if key == keys.host_key && xkey == keys.xkey => {
+            Some((Some(key), Some(xkey), Some(at)))
+                if key == keys.host_key && xkey == keys.xkey =>
+            {
                 Some(Enrolled {
                     node: node.clone(),
                     public_key: key,

@@ -133,17 +133,21 @@ fn seat(name: &str, by: Option<&str>) -> Seat {
 async fn a_registration_is_recorded_whole_or_not_at_all(fx: &Fixture) {
     let s = &fx.store;
     let r = Registration {
-        modules: vec![
-            (n("git-server"), "a".into()),
-            (n("mirror"), "b".into()),
-        ],
+        modules: vec![(n("git-server"), "a".into()), (n("mirror"), "b".into())],
         seats: vec![seat("git", Some("git-server")), seat("mesh-broker", None)],
         aliases: vec![(n("vcs"), n("git"))],
     };
     s.register_catalogue(&r).await.unwrap();
     assert_eq!(s.modules().await.unwrap().len(), 2);
     assert_eq!(resolve_seat(s, &n("vcs")).await, Some(n("git")));
-    assert_eq!(s.seat(&n("mesh-broker")).await.unwrap().unwrap().declared_by, None);
+    assert_eq!(
+        s.seat(&n("mesh-broker"))
+            .await
+            .unwrap()
+            .unwrap()
+            .declared_by,
+        None
+    );
     // The same registration again changes nothing.
     s.register_catalogue(&r).await.unwrap();
     assert_eq!(s.seat_aliases().await.unwrap().len(), 1);
@@ -187,7 +191,13 @@ async fn a_registration_is_recorded_whole_or_not_at_all(fx: &Fixture) {
         })
         .await;
     assert!(
-        matches!(clash, Err(StoreError::AlreadyExists { what: "seat alias", .. })),
+        matches!(
+            clash,
+            Err(StoreError::AlreadyExists {
+                what: "seat alias",
+                ..
+            })
+        ),
         "{clash:?}"
     );
 }

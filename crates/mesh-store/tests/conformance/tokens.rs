@@ -248,7 +248,11 @@ async fn the_same_enrolment_delivered_again_is_enrolled_not_refused(fx: &Fixture
         .await
         .expect("the same enrolment, delivered again");
     assert_eq!(again, first);
-    assert_eq!(s.records_revision().await.unwrap(), revision, "nothing written");
+    assert_eq!(
+        s.records_revision().await.unwrap(),
+        revision,
+        "nothing written"
+    );
     // Another host key with the spent token: refused, keys kept.
     assert_refused(
         s.spend_token(&n("n1"), &token.enrolment_key, &host_keys())

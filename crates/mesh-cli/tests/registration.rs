@@ -1,0 +1,272 @@
+//! `mesh catalogue register` against a real store: the catalogue is checked
+//! as it would be after the registration, with every registered manifest in
+//! view, and a rename is recorded as a row the controller resolves.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use mesh_core::names::Name;
+
+fn mesh_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mesh")
+}
+
+/// A genesis and its store in a temp dir.
+struct Fixture {
+    tmp: tempfile::TempDir,
+    dir: PathBuf,
+    store_url: String,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("mesh");
+        let store_url = format!("sqlite://{}", dir.join("mesh.db").display());
+        let f = Fixture {
+            tmp,
+            dir,
+            store_url,
+        };
+        let out = f.mesh(&["init"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        f
+    }
+
+    fn mesh(&self, args: &[&str]) -> Output {
+        Command::new(mesh_bin())
+            .args(args)
+            .args([
+                "--dir",
+                self.dir.to_str().unwrap(),
+                "--store",
+                &self.store_url,
+            ])
+            .current_dir(self.tmp.path())
+            .env_remove("MESH_STORE")
+            .env_remove("MESH_DIR")
+            .output()
+            .unwrap()
+    }
+
+    /// A catalogue directory `name` of `files` (relative path → text).
+    fn catalogue(&self, name: &str, files: &[(&str, &str)]) -> PathBuf {
+        let root = self.tmp.path().join(name);
+        for (path, text) in files {
+            let p = root.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        }
+        root
+    }
+
+    fn register(&self, catalogue: &Path) -> Output {
+        self.mesh(&["catalogue", "register", catalogue.to_str().unwrap()])
+    }
+
+    async fn store(&self) -> mesh_store::Store {
+        mesh_store::Store::open_existing(&self.store_url)
+            .await
+            .unwrap()
+    }
+
+    /// The registered manifest text of `module`.
+    async fn registered(&self, module: &str) -> Option<String> {
+        let s = self.store().await;
+        let m = s.module(&Name::new(module).unwrap()).await.unwrap();
+        s.close().await;
+        m.map(|m| m.manifest_source)
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+const PRODUCER: &str = r#"[module]
+name = "producer"
+description = "makes things"
+
+[run]
+command = ["producer"]
+
+[events]
+emits = ["made"]
+"#;
+
+const WATCHER: &str = r#"[module]
+name = "watcher"
+description = "watches what is made"
+
+[run]
+command = ["watcher"]
+
+[events]
+consumes = ["producer.made"]
+"#;
+
+const OWNER: &str = r#"[module]
+name = "owner"
+description = "declares the jobs seat"
+
+[run]
+command = ["owner"]
+
+[[seat]]
+name = "jobs"
+scope = "mesh"
+protocol = ""
+emits = ["done"]
+"#;
+
+const HOLDER: &str = r#"[module]
+name = "holder"
+description = "holds the jobs seat"
+
+[run]
+command = ["holder"]
+
+[holds]
+seats = ["jobs"]
+"#;
+
+/// A registration that would leave a registered subscription matching
+/// nothing, or a registered hold on a seat nobody declares, is refused
+/// naming the line it breaks; nothing of it is registered.
+#[tokio::test]
+async fn a_registration_that_breaks_what_is_registered_is_refused_naming_it() {
+    let f = Fixture::new();
+    let first = f.catalogue(
+        "first",
+        &[
+            ("producer/mesh.toml", PRODUCER),
+            ("watcher/mesh.toml", WATCHER),
+            ("owner/mesh.toml", OWNER),
+            ("holder/mesh.toml", HOLDER),
+        ],
+    );
+    let out = f.register(&first);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // The producer alone checks clean, but the registered watcher consumes
+    // what it no longer emits.
+    let renamed = PRODUCER.replace("emits = [\"made\"]", "emits = [\"built\"]");
+    let alone = f.catalogue("dangling", &[("producer/mesh.toml", &renamed)]);
+    let check = Command::new(mesh_bin())
+        .args(["check", alone.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(check.status.success(), "{}", stdout(&check));
+    let out = f.register(&alone);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let (o, e) = (stdout(&out), stderr(&out));
+    assert!(
+        e.contains("would break the registered catalogue: 1 error")
+            && e.contains("nothing was registered"),
+        "{e}"
+    );
+    assert!(o.contains("registered:watcher:9"), "{o}");
+    assert!(o.contains("producer.made"), "{o}");
+    assert_eq!(f.registered("producer").await.as_deref(), Some(PRODUCER));
+
+    // The owner stops declaring the seat the registered holder holds.
+    let moved = OWNER.replace("name = \"jobs\"", "name = \"tasks\"");
+    let orphan = f.catalogue("orphan", &[("owner/mesh.toml", &moved)]);
+    let out = f.register(&orphan);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let o = stdout(&out);
+    assert!(
+        o.contains("registered:holder:9:10")
+            && o.contains("`jobs` is claimed in [holds] but no module declares that seat"),
+        "{o}"
+    );
+    assert_eq!(f.registered("owner").await.as_deref(), Some(OWNER));
+
+    // Registered together with a holder that follows the rename, it passes.
+    let holder_moved = HOLDER.replace("\"jobs\"", "\"tasks\"");
+    let both = f.catalogue(
+        "both",
+        &[
+            ("owner/mesh.toml", &moved),
+            ("holder/mesh.toml", &holder_moved),
+        ],
+    );
+    let out = f.register(&both);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(f.registered("owner").await.as_deref(), Some(moved.as_str()));
+}
+
+/// A rename in `aliases.toml` is recorded with the registration, and the
+/// catalogue the controller reads from the store resolves it: the holder
+/// that still names the old seat derives the new seat's subjects.
+#[tokio::test]
+async fn a_seat_rename_is_recorded_and_the_registered_catalogue_resolves_it() {
+    let f = Fixture::new();
+    let moved = OWNER.replace("name = \"jobs\"", "name = \"tasks\"");
+    let cat = f.catalogue(
+        "renamed",
+        &[
+            ("aliases.toml", "[seats]\njobs = \"tasks\"\n"),
+            ("owner/mesh.toml", &moved),
+            ("holder/mesh.toml", HOLDER),
+        ],
+    );
+    let out = f.register(&cat);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = f.mesh(&["node", "add", "n1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = f.mesh(&["assign", "holder", "n1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let store = f.store().await;
+    let aliases = store.seat_aliases().await.unwrap();
+    assert_eq!(
+        aliases,
+        [(Name::new("jobs").unwrap(), Name::new("tasks").unwrap())]
+    );
+    let derived = mesh_state::derive(&store, &Default::default())
+        .await
+        .expect("the registered catalogue derives");
+    store.close().await;
+    assert!(derived.left_out.is_empty(), "{:?}", derived.left_out);
+    let holder = derived
+        .principals
+        .iter()
+        .find(|p| p.name == "module_n1_holder")
+        .expect("the holder's principal");
+    assert!(
+        holder
+            .permissions
+            .publish_subjects()
+            .contains("mesh.seat.tasks.event.done"),
+        "{:#?}",
+        holder.permissions.publish
+    );
+
+    // Registering the catalogue again changes nothing and keeps the rename.
+    let out = f.register(&cat);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let store = f.store().await;
+    assert_eq!(store.seat_aliases().await.unwrap().len(), 1);
+    store.close().await;
+}
