@@ -15,6 +15,7 @@ use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
 use mesh_controller::Genesis;
 use mesh_core::authority::CONTROLLER;
 use mesh_core::manifest::refs::parse_event_ref;
+use mesh_core::manifest::{EventRef, Target};
 use mesh_core::subjects::{self, STREAM_EVENTS};
 
 use crate::node::ListFormat;
@@ -62,17 +63,19 @@ pub struct TailArgs {
     pub mesh: MeshArgs,
 }
 
-/// The subject a filter stands for.
-fn filter_subject(filter: &str) -> anyhow::Result<String> {
+/// The subject a filter stands for; a node-scoped seat's events are read
+/// from every node's holder, as the registered catalogue declares the seat.
+fn filter_subject(filter: &str, mesh: &MeshArgs) -> anyhow::Result<String> {
     if filter.starts_with("mesh.") {
-        let covered = [subjects::ALL_MODULE_EVENTS, subjects::ALL_SEAT_EVENTS]
-            .iter()
-            .any(|all| subjects::pattern::overlap(all, filter));
-        if !covered {
+        let all = [
+            subjects::ALL_MODULE_EVENTS,
+            subjects::ALL_SEAT_EVENTS,
+            subjects::ALL_SEAT_NODE_EVENTS,
+        ];
+        if !all.iter().any(|all| subjects::pattern::overlap(all, filter)) {
             bail!(
-                "{filter:?} matches no event subject: EVENTS holds {} and {}",
-                subjects::ALL_MODULE_EVENTS,
-                subjects::ALL_SEAT_EVENTS
+                "{filter:?} matches no event subject: EVENTS holds {}",
+                all.join(", ")
             );
         }
         return Ok(filter.to_string());
@@ -82,12 +85,28 @@ fn filter_subject(filter: &str) -> anyhow::Result<String> {
             "{filter:?}: {e}; write <module>.<event>, seat:<seat>.<event> or a mesh. subject"
         )
     })?;
+    if let Target::Seat(seat) = &r.emitter {
+        let catalogue = crate::block_on(async {
+            let store = crate::authority::open_existing_store(&mesh.store_url()?).await?;
+            let c = mesh_state::registered::catalogue(&store).await;
+            store.close().await;
+            anyhow::Ok(c?)
+        })??;
+        return Ok(catalogue.event_subject(&EventRef {
+            emitter: Target::Seat(catalogue.resolve_seat(seat)),
+            event: r.event.clone(),
+        }));
+    }
     Ok(r.subject())
 }
 
 pub fn run(args: &EventsArgs) -> anyhow::Result<ExitCode> {
     let EventsCommand::Tail(args) = &args.command;
-    let filter = args.filter.as_deref().map(filter_subject).transpose()?;
+    let filter = args
+        .filter
+        .as_deref()
+        .map(|f| filter_subject(f, &args.mesh))
+        .transpose()?;
     let genesis = Genesis::open(&args.mesh.dir()?)?;
     let seed_file = genesis.path("controller/nkey.seed");
     let seed = std::fs::read_to_string(&seed_file)

@@ -188,6 +188,18 @@ const FORBIDDEN: &[(&str, Op, &str)] = &[
         Op::Pub,
         "$JS.ACK.SEAT_packet-filter.seat_other.1.1.1.1.1",
     ),
+    // A node-scoped seat's holder speaks for its own node only: the server
+    // says which node spoke, not the envelope.
+    (
+        "module_n3_nftables",
+        Op::Pub,
+        "mesh.seat.packet-filter.node.n1.event.applied",
+    ),
+    (
+        "module_n3_nftables",
+        Op::Pub,
+        "mesh.seat.packet-filter.event.applied",
+    ),
     // A person asks and nothing else.
     ("person_bob", Op::Pub, "mesh.seat.git.tool.create-repo"),
     ("person_bob", Op::Sub, "mesh.seat.git.tool.clone"),

@@ -465,13 +465,22 @@ pub fn module_principal(
             at: held.location.clone(),
             what: format!("holds seat {seat}: {what}"),
         };
-        for e in &entry.decl.emits {
-            p.publish(
-                subjects::seat_event(&seat, &EventSelector::Named(e.value.clone())),
-                why(format!("the seat emits {}", e.value)),
-            );
-        }
         let node_scoped = entry.decl.scope.value == Scope::Node;
+        for e in &entry.decl.emits {
+            let event = EventSelector::Named(e.value.clone());
+            // A node-scoped seat's holder speaks for its own node only.
+            if node_scoped {
+                p.publish(
+                    subjects::seat_node_event(&seat, node, &event),
+                    why(format!("the seat emits {} on node {node}", e.value)),
+                );
+            } else {
+                p.publish(
+                    subjects::seat_event(&seat, &event),
+                    why(format!("the seat emits {}", e.value)),
+                );
+            }
+        }
         for t in &entry.decl.tools {
             // A node-scoped seat's holder answers for its own node only.
             let (subject, cause) = if node_scoped {

@@ -108,8 +108,10 @@ pub const ALL_DECLARATIONS: &str = "mesh.node.*.declaration";
 /// Every module event: selects on the `event` token, never a module's whole
 /// namespace, which would persist every tool call.
 pub const ALL_MODULE_EVENTS: &str = "mesh.mod.*.event.>";
-/// Every seat event.
+/// Every event of a mesh-scoped seat.
 pub const ALL_SEAT_EVENTS: &str = "mesh.seat.*.event.>";
+/// Every event of a node-scoped seat (the node is in the subject).
+pub const ALL_SEAT_NODE_EVENTS: &str = "mesh.seat.*.node.*.event.>";
 
 /// `mesh.mod.<module>.event.<event>`
 pub fn module_event(module: &Name, event: &EventSelector) -> String {
@@ -119,6 +121,20 @@ pub fn module_event(module: &Name, event: &EventSelector) -> String {
 /// `mesh.seat.<seat>.event.<event>`
 pub fn seat_event(seat: &Name, event: &EventSelector) -> String {
     format!("mesh.seat.{seat}.event.{event}")
+}
+
+/// `mesh.seat.<seat>.node.<node>.event.<event>`: an event of `node`'s
+/// holder of a node-scoped seat. The node is in the subject, granted to
+/// each holder for its own node only, so the server — not an envelope the
+/// holder writes — says which node spoke.
+pub fn seat_node_event(seat: &Name, node: &Name, event: &EventSelector) -> String {
+    format!("mesh.seat.{seat}.node.{node}.event.{event}")
+}
+
+/// `mesh.seat.<seat>.node.*.event.<event>`: a node-scoped seat's event
+/// from any node's holder (what a consumer of it subscribes).
+pub fn seat_any_node_event(seat: &Name, event: &EventSelector) -> String {
+    format!("mesh.seat.{seat}.node.*.event.{event}")
 }
 
 /// `mesh.seat.<seat>.work.<kind>`

@@ -84,9 +84,8 @@ impl Module {
         self.publish_event(event, subject, payload).await
     }
 
-    /// Emits `event` of a seat this module holds: `mesh.seat.<seat>.event.<event>`.
-    /// The envelope names this module and node, so the events of a
-    /// node-scoped seat's holders, which share the subject, tell apart.
+    /// Emits `event` of a mesh-scoped seat this module holds:
+    /// `mesh.seat.<seat>.event.<event>`.
     pub async fn emit_seat(
         &self,
         seat: &str,
@@ -96,6 +95,22 @@ impl Module {
         let seat = crate::name("seat", seat)?;
         let name = event_name(event)?;
         let subject = subjects::seat_event(&seat, &EventSelector::Named(name));
+        self.publish_event(event, subject, payload).await
+    }
+
+    /// Emits `event` of a node-scoped seat this module holds, as this
+    /// node's holder: `mesh.seat.<seat>.node.<node>.event.<event>`. The
+    /// server admits it on this node's subject only, so who reads it knows
+    /// which node spoke without trusting the envelope.
+    pub async fn emit_node_seat(
+        &self,
+        seat: &str,
+        event: &str,
+        payload: serde_json::Value,
+    ) -> Result<(), SdkError> {
+        let seat = crate::name("seat", seat)?;
+        let name = event_name(event)?;
+        let subject = subjects::seat_node_event(&seat, &self.node, &EventSelector::Named(name));
         self.publish_event(event, subject, payload).await
     }
 

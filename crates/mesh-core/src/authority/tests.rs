@@ -488,7 +488,11 @@ fn objects_follow_the_bus_contract() {
     assert_eq!(stream("NODES").max_msgs_per_subject, Some(1));
     assert_eq!(
         stream("EVENTS").subjects,
-        ["mesh.mod.*.event.>", "mesh.seat.*.event.>"]
+        [
+            "mesh.mod.*.event.>",
+            "mesh.seat.*.event.>",
+            "mesh.seat.*.node.*.event.>"
+        ]
     );
     let seat = stream("SEAT_mesh-build-machine");
     assert_eq!(seat.retention, jetstream::Retention::WorkQueue);

@@ -230,13 +230,30 @@ impl Catalogue {
                 };
                 Consume {
                     written: c.value.clone(),
-                    subject: resolved.subject(),
+                    subject: self.event_subject(&resolved),
                     emitter: resolved.emitter,
                     event: resolved.event,
                     location: m.locate(c.pos),
                 }
             })
             .collect()
+    }
+
+    /// The subject events of `r` (its emitter resolved) are consumed on: a
+    /// node-scoped seat's from any node's holder.
+    pub fn event_subject(&self, r: &EventRef) -> String {
+        match &r.emitter {
+            Target::Seat(seat) if self.is_node_scoped(seat) => {
+                subjects::seat_any_node_event(seat, &r.event)
+            }
+            _ => r.subject(),
+        }
+    }
+
+    /// Whether `seat` is declared with `scope = "node"`.
+    pub fn is_node_scoped(&self, seat: &Name) -> bool {
+        self.seat(seat)
+            .is_some_and(|e| e.decl.scope.value == Scope::Node)
     }
 
     /// `[tools] uses` of `m`, resolved to provider and subject.
@@ -257,11 +274,7 @@ impl Catalogue {
         // A node-scoped seat's tool is answered by each node's holder; a
         // caller may ask any of them.
         let subject = match &resolved.provider {
-            Target::Seat(seat)
-                if self
-                    .seat(seat)
-                    .is_some_and(|e| e.decl.scope.value == Scope::Node) =>
-            {
+            Target::Seat(seat) if self.is_node_scoped(seat) => {
                 subjects::seat_any_node_tool(seat, &resolved.tool)
             }
             _ => resolved.subject(),
@@ -304,10 +317,17 @@ impl Catalogue {
                         .iter()
                         .map(|e| Publication {
                             event: e.value.clone(),
-                            subject: subjects::seat_event(
-                                &entry.decl.name.value,
-                                &EventSelector::Named(e.value.clone()),
-                            ),
+                            subject: if entry.decl.scope.value == Scope::Node {
+                                subjects::seat_any_node_event(
+                                    &entry.decl.name.value,
+                                    &EventSelector::Named(e.value.clone()),
+                                )
+                            } else {
+                                subjects::seat_event(
+                                    &entry.decl.name.value,
+                                    &EventSelector::Named(e.value.clone()),
+                                )
+                            },
                             origin: match &entry.origin {
                                 Origin::Mesh => Origin::Mesh,
                                 Origin::Manifest(l) => {

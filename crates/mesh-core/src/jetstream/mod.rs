@@ -218,6 +218,7 @@ pub fn derive(
         subjects: vec![
             subjects::ALL_MODULE_EVENTS.into(),
             subjects::ALL_SEAT_EVENTS.into(),
+            subjects::ALL_SEAT_NODE_EVENTS.into(),
         ],
         retention: Retention::Limits,
         max_msgs_per_subject: None,

@@ -53,7 +53,9 @@ pub struct EventRef {
 
 impl EventRef {
     /// The subject a consumer filter on this reference has. A seat's (or
-    /// role's) event is under `mesh.seat.`, never a module namespace.
+    /// role's) event is under `mesh.seat.`, never a module namespace. A
+    /// node-scoped seat's events carry the node: only the catalogue knows a
+    /// seat's scope, so consumers resolve through `Catalogue::consumes`.
     pub fn subject(&self) -> String {
         match &self.emitter {
             Target::Module(m) => subjects::module_event(m, &self.event),

@@ -142,8 +142,16 @@ fn a_holder_takes_and_answers_for_its_own_node_only() {
     ));
     assert!(!can_subscribe(&p, "mesh.seat.packet-filter.tool.rules"));
     assert!(p.permissions.allow_responses.is_some());
-    // Events keep the seat's subject; the envelope names the node.
-    assert!(can_publish(&p, "mesh.seat.packet-filter.event.applied"));
+    // Events carry the node: the server, not the envelope, says who spoke.
+    assert!(can_publish(
+        &p,
+        "mesh.seat.packet-filter.node.n1.event.applied"
+    ));
+    assert!(!can_publish(
+        &p,
+        "mesh.seat.packet-filter.node.n2.event.applied"
+    ));
+    assert!(!can_publish(&p, "mesh.seat.packet-filter.event.applied"));
     // A holder is no user: it cannot hand work to another node's holder.
     assert!(!can_publish(
         &p,
@@ -183,4 +191,67 @@ fn a_person_with_every_tool_may_call_a_node_scoped_seats_tool() {
         alice,
         "mesh.seat.packet-filter.node.n2.work.apply"
     ));
+}
+
+const AUDIT: &str = r#"
+[module]
+name = "audit"
+
+[events]
+consumes = ["seat:packet-filter.applied"]
+"#;
+
+/// A node-scoped seat's events carry the node: each holder may publish on
+/// its own node's subject only, so the server says which node spoke; a
+/// consumer hears every node's holder; EVENTS stores them; the catalogue
+/// check matches the consumer with what holders publish.
+#[test]
+fn a_node_scoped_seats_events_carry_the_node_and_each_holder_speaks_for_its_own() {
+    let n1 = principal("module_n1_nftables");
+    let pubs = n1.permissions.publish_subjects();
+    assert!(
+        pubs.contains("mesh.seat.packet-filter.node.n1.event.applied"),
+        "{pubs:?}"
+    );
+    assert!(
+        !pubs.iter().any(|s| s.contains(".event.") && !s.contains(".node.n1.")),
+        "no other node's event, nor the shared subject: {pubs:?}"
+    );
+    let ms = [
+        ("nftables/mesh.toml", PACKET_FILTER),
+        ("audit/mesh.toml", AUDIT),
+    ]
+    .iter()
+    .map(|(p, t)| manifest::parse(p, t).expect("fixture parses"))
+    .collect();
+    let c = Catalogue::build(ms, Aliases::new());
+    let mut r = records();
+    r.assignments = vec![
+        Assignment::new(n("n1"), n("nftables")),
+        Assignment::new(n("n2"), n("audit")),
+    ];
+    let o = jetstream::derive(&c, &r, &ControllerSpec::default()).unwrap();
+    let audit = o
+        .consumers
+        .iter()
+        .find(|k| k.name == "mod_audit")
+        .expect("audit's consumer");
+    assert_eq!(
+        audit.filter_subjects,
+        ["mesh.seat.packet-filter.node.*.event.applied"]
+    );
+    let events = o.streams.iter().find(|s| s.name == "EVENTS").unwrap();
+    assert!(
+        events
+            .subjects
+            .iter()
+            .any(|s| crate::subjects::pattern::covers(s, "mesh.seat.packet-filter.node.n1.event.applied")),
+        "{:?}",
+        events.subjects
+    );
+    let errors: Vec<_> = crate::catalogue::check(&c)
+        .into_iter()
+        .filter(|d| d.severity == crate::diagnostic::Severity::Error)
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
 }
