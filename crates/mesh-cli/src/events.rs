@@ -72,7 +72,10 @@ fn filter_subject(filter: &str, mesh: &MeshArgs) -> anyhow::Result<String> {
             subjects::ALL_SEAT_EVENTS,
             subjects::ALL_SEAT_NODE_EVENTS,
         ];
-        if !all.iter().any(|all| subjects::pattern::overlap(all, filter)) {
+        if !all
+            .iter()
+            .any(|all| subjects::pattern::overlap(all, filter))
+        {
             bail!(
                 "{filter:?} matches no event subject: EVENTS holds {}",
                 all.join(", ")

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 pub mod assign;
 pub mod authority;
 pub mod bench;
+pub mod broker;
 pub mod call;
 pub mod check;
 pub mod completions;
@@ -94,6 +95,9 @@ pub enum Command {
   mesh node forget n1")]
     Node(node::NodeArgs),
     /// Register a catalogue's manifests (what the mesh can run), or draw it.
+    /// The broker's addresses: move it without enrolling any node again.
+    #[command(after_help = "Example:\n  mesh broker set-address --port 4333")]
+    Broker(broker::BrokerArgs),
     #[command(after_help = "Examples:
   mesh catalogue register examples/catalogue
   mesh catalogue graph --format svg > catalogue.svg")]
@@ -234,6 +238,7 @@ where
         Command::Controller(args) => controller::run(&args),
         Command::Up(args) => up::run(&args),
         Command::Node(args) => node::run(&args),
+        Command::Broker(args) => broker::run(&args),
         Command::Nodes(args) => node::run_list(&args),
         Command::Status(args) => status::run(&args),
         Command::Seats(args) => seats::run(&args),

@@ -293,6 +293,7 @@ async fn declare_n1(pubs: &Publishers, signing: &SigningKey, host: &Daemon, sequ
         sequence,
         composed_at: 1_700_000_000_000,
         modules: Vec::new(),
+        bus: None,
     };
     pubs.send(Target::Declaration, d.sign(signing))
         .await

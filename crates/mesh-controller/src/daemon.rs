@@ -152,6 +152,12 @@ pub(crate) struct Ctx {
     pub lag: crate::http::ApplyLag,
     /// The revisions compositions were triggered for, until recorded live.
     pub covered: live::Covered,
+    /// Where nodes reach the broker when no address is recorded.
+    pub genesis_bus_urls: Vec<String>,
+    /// The address the controller connected to at start.
+    pub connected_url: String,
+    /// The recorded addresses the controller's connection follows.
+    pub followed_bus: tokio::sync::Mutex<Vec<String>>,
 }
 
 /// The store window as the controller keeps it: when it opened (unix ms).
@@ -350,6 +356,9 @@ pub async fn run(
         window: std::sync::Mutex::new(Window::default()),
         lag: crate::http::ApplyLag::default(),
         covered: live::Covered::new(revision),
+        genesis_bus_urls: genesis.bus_urls(),
+        connected_url: bus.url.clone(),
+        followed_bus: tokio::sync::Mutex::new(genesis.bus_urls()),
     });
     let _ = shared.ctx.set(ctx.clone());
     let published = declare::declare_all(&ctx, true).await;

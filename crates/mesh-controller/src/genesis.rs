@@ -285,6 +285,41 @@ impl Genesis {
         })
     }
 
+    /// Moves the broker to client port `port` and, if given, to other
+    /// addresses nodes reach it at: the bus file and the broker's own
+    /// configuration are written anew (the broker listens there once it is
+    /// started again). The certificate stays: nodes pin it, not its names.
+    pub fn move_broker(
+        &self,
+        port: u16,
+        addresses: Option<&[String]>,
+    ) -> Result<Genesis, GenesisError> {
+        let addresses = match addresses {
+            Some(a) => {
+                subject_alt_names(a)?;
+                unique_addresses(a)
+            }
+            None => self.addresses.clone(),
+        };
+        let conf = broker_config(&self.dir, &GenesisOptions { port }, !addresses.is_empty())?;
+        let bus =
+            serde_json::to_string_pretty(&BusFile { port, addresses }).expect("bus file JSON");
+        for (rel, contents) in [(BUS_FILE, format!("{bus}\n")), (BROKER_CONF, conf)] {
+            let path = self.dir.join(rel);
+            crate::safe_write::write_private(&path, contents.as_bytes()).map_err(|e| {
+                GenesisError::Io {
+                    action: "write",
+                    path: path.clone(),
+                    source: e.source,
+                }
+            })?;
+            // Neither holds a secret; other users may read them as genesis left them.
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+                .map_err(io("set the mode of", &path))?;
+        }
+        Self::open(&self.dir)
+    }
+
     /// A path inside the state directory (one of this module's constants).
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel)

@@ -264,8 +264,15 @@ fn declarations(before: &Side<'_>, after: &Side<'_>) -> Vec<Entry> {
         // A node gone from the records (forgotten) runs nothing after.
         let (was, now) = (b.get(node).unwrap_or(&none), a.get(node).unwrap_or(&none));
         // The controller's own test of whether a node gets a new declaration.
+        let was_declared = declaration::Declaration {
+            node: node.clone(),
+            sequence: 0,
+            composed_at: 0,
+            modules: was.modules.clone(),
+            bus: None,
+        };
         if let Some(next) =
-            declaration::next_declaration(node, now.modules.clone(), Some((0, &was.modules)), 0)
+            declaration::next_declaration(node, now.modules.clone(), None, Some(&was_declared), 0)
         {
             modules_diff(node, &was.modules, &next.modules, &mut out);
         }

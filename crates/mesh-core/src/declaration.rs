@@ -6,7 +6,7 @@
 //! exact bytes>", "signature": "<base64 Ed25519>"}`; the bytes are
 //! `{"node", "sequence", "composed_at", "modules": [{"name", "version",
 //! "run": {"command", "env", "stop_grace_s"}, "files": [{"name", "path",
-//! "content" | "sealed"}]}]}`.
+//! "content" | "sealed"}]}], "bus": {"urls"}}`.
 
 mod apply;
 mod compose;
@@ -40,6 +40,20 @@ pub struct Declaration {
     /// Unix milliseconds.
     pub composed_at: u64,
     pub modules: Vec<ModuleDecl>,
+    /// Where the node reaches the broker: a host that sees them change
+    /// follows the broker there, keeping its key (no enrolment again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus: Option<BusDecl>,
+}
+
+/// The broker's addresses, as the records hold them (`mesh broker
+/// set-address`). The certificate pin is not here: it stays the one the
+/// node enrolled with, so a declaration can move the node to another
+/// address of the same broker but never to another broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BusDecl {
+    pub urls: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -208,6 +222,7 @@ mod tests {
                     body: FileBody::Content("x = 1".into()),
                 }],
             }],
+            bus: None,
         }
     }
 

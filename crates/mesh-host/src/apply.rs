@@ -45,6 +45,8 @@ struct Applied {
     /// The last sequence applied (none before the first).
     sequence: Option<u64>,
     modules: Vec<ModuleDecl>,
+    /// The broker addresses the running modules were given.
+    bus: Vec<String>,
 }
 
 /// One per host: shared by the consumer and the driver's watcher.
@@ -55,6 +57,9 @@ pub struct Applier {
     applied: Mutex<Applied>,
     /// The names in `applied.modules`, readable while an apply runs.
     declared: std::sync::Mutex<Vec<Name>>,
+    /// The broker addresses modules are given now (`MESH_BUS_URLS`): the
+    /// recorded ones, then those a move left behind until the host restarts.
+    bus: std::sync::Mutex<Vec<String>>,
 }
 
 impl Applier {
@@ -69,8 +74,10 @@ impl Applier {
             applied: Mutex::new(Applied {
                 sequence: None,
                 modules: Vec::new(),
+                bus: state.bus_urls.clone(),
             }),
             declared: std::sync::Mutex::new(Vec::new()),
+            bus: std::sync::Mutex::new(state.bus_urls.clone()),
         })
     }
 
@@ -144,6 +151,7 @@ impl Applier {
             applied,
         ) {
             Ok(d) => {
+                self.follow_bus(client, &d).await;
                 self.apply(&d).await;
                 if let Err(e) = write_private(&self.state.dir.join(APPLIED_FILE), &message.payload)
                 {
@@ -182,6 +190,41 @@ impl Applier {
         }
     }
 
+    /// A declaration naming other broker addresses (the broker moved, or is
+    /// about to): recorded in `host.json`, and the connection's server pool
+    /// becomes the new addresses, then the old ones — the client stays where
+    /// it is while the old broker answers and reconnects to the new one
+    /// when it stops. The host's key stays; nothing is enrolled again.
+    async fn follow_bus(&self, client: &Client, d: &Declaration) {
+        let Some(bus) = &d.bus else { return };
+        let now = self.bus_urls();
+        if bus.urls.is_empty() || now.starts_with(&bus.urls) {
+            return;
+        }
+        let mut pool = bus.urls.clone();
+        pool.extend(now.into_iter().filter(|u| !bus.urls.contains(u)));
+        if let Err(e) = self.state.record_bus_urls(&bus.urls) {
+            tracing::warn!(reason = %e, "the new broker addresses were not recorded");
+        }
+        match client.set_server_pool(pool.as_slice()).await {
+            Ok(()) => {
+                tracing::info!(urls = %bus.urls.join(","), "the broker's addresses changed; following them")
+            }
+            Err(e) => tracing::warn!(reason = %e, "the broker's new addresses were not taken"),
+        }
+        *self
+            .bus
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = pool;
+    }
+
+    fn bus_urls(&self) -> Vec<String> {
+        self.bus
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     async fn apply(&self, d: &Declaration) {
         let mut applied = self.applied.lock().await;
         let running: Vec<Running> = applied
@@ -191,9 +234,11 @@ impl Applier {
             .map(|m| Running {
                 module: m.name.clone(),
                 decl: m.clone(),
+                bus: applied.bus.clone(),
             })
             .collect();
-        for step in declaration::plan_apply(d, &running) {
+        let bus = self.bus_urls();
+        for step in declaration::plan_apply(d, &running, &bus) {
             match step {
                 ApplyStep::Stop { module } => {
                     if let Err(e) = self.driver.stop(&module).await {
@@ -217,6 +262,7 @@ impl Applier {
         }
         applied.sequence = Some(d.sequence);
         applied.modules = d.modules.clone();
+        applied.bus = bus;
         *self
             .declared
             .lock()
@@ -292,7 +338,7 @@ impl Applier {
             env.insert("PATH".into(), path);
         }
         for (k, v) in [
-            ("MESH_BUS_URLS", self.state.bus_urls.join(",")),
+            ("MESH_BUS_URLS", self.bus_urls().join(",")),
             ("MESH_BUS_PIN", self.state.cert_sha256.clone()),
             ("MESH_NKEY_FILE", key_file.display().to_string()),
             ("MESH_INBOX_PREFIX", subjects::inbox_prefix(&principal)),

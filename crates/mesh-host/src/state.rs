@@ -267,6 +267,23 @@ impl HostState {
         })
     }
 
+    /// Records the broker addresses a declaration names (the broker moved):
+    /// `host.json` keeps everything else, the enrolment included, so the
+    /// host starts again there without enrolling again.
+    pub fn record_bus_urls(&self, urls: &[String]) -> Result<(), StateError> {
+        let path = self.dir.join(HOST_FILE);
+        let bytes = std::fs::read(&path).map_err(io_err("read", &path))?;
+        let mut record: HostRecord =
+            serde_json::from_slice(&bytes).map_err(|_| StateError::BadRecord {
+                path: path.clone(),
+                reason: "it no longer reads as the host's record".into(),
+            })?;
+        record.bus_urls = urls.to_vec();
+        let mut json = serde_json::to_vec_pretty(&record).expect("host record JSON");
+        json.push(b'\n');
+        write_private(&path, &json)
+    }
+
     /// The host's principal name, `host_<node>`.
     pub fn principal(&self) -> String {
         PrincipalKind::Host {

@@ -32,6 +32,10 @@ impl Migration {
                 "{{revision_triggers:person_keys}}",
                 &revision_triggers(backend, &[("person_keys", None)]),
             )
+            .replace(
+                "{{revision_triggers:bus_addresses}}",
+                &revision_triggers(backend, &[("bus_addresses", None)]),
+            )
     }
 }
 
@@ -157,10 +161,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "left_out",
         sql: include_str!("../migrations/0012_left_out.sql"),
     },
+    Migration {
+        version: 13,
+        name: "bus_addresses",
+        sql: include_str!("../migrations/0013_bus_addresses.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 12;
+pub const SCHEMA_VERSION: i64 = 13;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

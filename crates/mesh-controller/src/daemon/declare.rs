@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use ed25519_dalek::SigningKey;
-use mesh_core::declaration::{self, Declaration, Envelope, Inputs};
+use mesh_core::declaration::{self, BusDecl, Declaration, Envelope, Inputs};
 use mesh_core::names::Name;
 use mesh_core::subjects;
 use tracing::{info, warn};
@@ -86,6 +86,13 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
         users_file: users_file.as_deref().map_err(String::as_str),
         left_out: &derived.left_out,
     };
+    let bus = match bus_addresses(ctx).await {
+        Ok(b) => b,
+        Err(e) => {
+            warn!(error = %error_chain(&e), "no declaration composed");
+            return 0;
+        }
+    };
     // Every node's newest declaration in one read, not one per node.
     let newest = match ctx.store.latest_declarations().await {
         Ok(n) => n,
@@ -104,7 +111,16 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
         for e in &composed.left_out {
             left_out.push((node.clone(), e.module().clone(), e.to_string()));
         }
-        match declare(ctx, composed.modules, node, newest.get(node), converge).await {
+        match declare(
+            ctx,
+            composed.modules,
+            &bus,
+            node,
+            newest.get(node),
+            converge,
+        )
+        .await
+        {
             Ok(Declared::Next(n)) => next.push(n),
             Ok(Declared::Republished) => published += 1,
             Ok(Declared::Nothing) => {}
@@ -121,6 +137,32 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
         warn!(error = %error_chain(&e), "what is left out of the declarations was not recorded");
     }
     published
+}
+
+/// Where nodes reach the broker: as `mesh broker set-address` recorded it,
+/// else as genesis made it. The controller's own connection follows too:
+/// its pool becomes those addresses, then the one it connected to.
+async fn bus_addresses(ctx: &Ctx) -> Result<BusDecl, mesh_store::StoreError> {
+    let urls = ctx
+        .store
+        .bus_urls()
+        .await?
+        .unwrap_or_else(|| ctx.genesis_bus_urls.clone());
+    let mut followed = ctx.followed_bus.lock().await;
+    if *followed != urls {
+        let mut pool = urls.clone();
+        if !pool.contains(&ctx.connected_url) {
+            pool.push(ctx.connected_url.clone());
+        }
+        match ctx.client.set_server_pool(pool.as_slice()).await {
+            Ok(()) => {
+                info!(urls = %urls.join(","), "the broker's addresses; following them");
+                *followed = urls.clone();
+            }
+            Err(e) => warn!(error = %e, "the broker's addresses were not taken"),
+        }
+    }
+    Ok(BusDecl { urls })
 }
 
 /// Declarations recorded in one transaction, then published at most this
@@ -202,6 +244,7 @@ async fn record_and_publish(ctx: &Ctx, next: Vec<Next>) -> usize {
 async fn declare(
     ctx: &Ctx,
     modules: Vec<declaration::ModuleDecl>,
+    bus: &BusDecl,
     node: &Name,
     record: Option<&mesh_store::Declaration>,
     converge: bool,
@@ -211,9 +254,10 @@ async fn declare(
     if last.is_none() && modules.is_empty() {
         return Ok(Declared::Nothing);
     }
-    let last_ref = last.as_ref().map(|d| (d.sequence, d.modules.as_slice()));
     let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
-    let Some(next) = declaration::next_declaration(node, modules, last_ref, now) else {
+    let Some(next) =
+        declaration::next_declaration(node, modules, Some(bus.clone()), last.as_ref(), now)
+    else {
         return match record {
             Some(r) if converge && republish_if_missing(ctx, node, &r.body).await? => {
                 Ok(Declared::Republished)

@@ -8,11 +8,12 @@ use super::{Declaration, FileBody, ModuleDecl};
 use crate::names::Name;
 
 /// A module the host's driver runs, with the declaration of it it was
-/// started from.
+/// started from and the broker addresses it was given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Running {
     pub module: Name,
     pub decl: ModuleDecl,
+    pub bus: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -30,15 +31,17 @@ pub enum ApplyStep {
         module: ModuleDecl,
     },
     /// Stop, then start as newly declared (command, env, files or version
-    /// changed).
+    /// changed, or the broker addresses it is given).
     Restart {
         module: ModuleDecl,
     },
 }
 
 /// Stops first (a port a removed module held is free for a new one), then
-/// per declared module in order: its files, then start or restart.
-pub fn plan_apply(decl: &Declaration, running: &[Running]) -> Vec<ApplyStep> {
+/// per declared module in order: its files, then start or restart. `bus` is
+/// the broker addresses a module started now is given: one started with
+/// others is restarted, or it could not follow a broker that moved.
+pub fn plan_apply(decl: &Declaration, running: &[Running], bus: &[String]) -> Vec<ApplyStep> {
     let mut steps = Vec::new();
     let mut stopping: Vec<&Name> = running
         .iter()
@@ -51,7 +54,7 @@ pub fn plan_apply(decl: &Declaration, running: &[Running]) -> Vec<ApplyStep> {
     }
     for d in &decl.modules {
         let now = running.iter().find(|r| r.module == d.name);
-        if now.is_some_and(|r| r.decl == *d) {
+        if now.is_some_and(|r| r.decl == *d && r.bus == bus) {
             continue;
         }
         for f in &d.files {
@@ -103,14 +106,18 @@ mod tests {
             sequence: 2,
             composed_at: 0,
             modules,
+            bus: None,
         }
     }
+
+    const BUS: &[String] = &[];
 
     fn running(ms: &[ModuleDecl]) -> Vec<Running> {
         ms.iter()
             .map(|d| Running {
                 module: d.name.clone(),
                 decl: d.clone(),
+                bus: BUS.to_vec(),
             })
             .collect()
     }
@@ -118,13 +125,13 @@ mod tests {
     #[test]
     fn nothing_changes_what_already_runs_as_declared() {
         let d = decl(vec![m("a", "1"), m("b", "1")]);
-        assert!(plan_apply(&d, &running(&d.modules)).is_empty());
+        assert!(plan_apply(&d, &running(&d.modules), BUS).is_empty());
     }
 
     #[test]
     fn removed_stop_first_new_start_changed_restart_each_after_its_files() {
         let d = decl(vec![m("a", "2"), m("c", "1")]);
-        let steps = plan_apply(&d, &running(&[m("a", "1"), m("b", "1")]));
+        let steps = plan_apply(&d, &running(&[m("a", "1"), m("b", "1")]), BUS);
         let kinds: Vec<String> = steps
             .iter()
             .map(|s| match s {
@@ -148,7 +155,7 @@ mod tests {
 
     #[test]
     fn an_empty_declaration_stops_everything() {
-        let steps = plan_apply(&decl(vec![]), &running(&[m("b", "1"), m("a", "1")]));
+        let steps = plan_apply(&decl(vec![]), &running(&[m("b", "1"), m("a", "1")]), BUS);
         assert_eq!(
             steps,
             [
@@ -156,5 +163,20 @@ mod tests {
                 ApplyStep::Stop { module: n("b") }
             ]
         );
+    }
+
+    #[test]
+    fn a_module_given_other_broker_addresses_is_restarted() {
+        let d = decl(vec![m("a", "1"), m("b", "1")]);
+        let moved = vec!["tls://127.0.0.1:4333".to_string()];
+        let steps = plan_apply(&d, &running(&d.modules), &moved);
+        let restarted: Vec<&str> = steps
+            .iter()
+            .filter_map(|s| match s {
+                ApplyStep::Restart { module } => Some(module.name.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(restarted, ["a", "b"]);
     }
 }

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{DEFAULT_STOP_GRACE_S, Declaration, FileBody, FileDecl, ModuleDecl, RunDecl};
+use super::{BusDecl, DEFAULT_STOP_GRACE_S, Declaration, FileBody, FileDecl, ModuleDecl, RunDecl};
 use crate::catalogue::Catalogue;
 use crate::manifest::{BROKER_ROLE, BUS_USERS_FILE, Manifest, RunValue};
 use crate::names::Name;
@@ -251,24 +251,27 @@ fn value(inputs: &Inputs<'_>, m: &Manifest, p: &Placeholder) -> Result<String, S
     }
 }
 
-/// The node's next declaration, or `None` when what it runs is unchanged
-/// since `last` (sequence and modules of the newest recorded one).
+/// The node's next declaration, or `None` when what it runs and where it
+/// reaches the broker are unchanged since `last` (the newest recorded one).
 pub fn next_declaration(
     node: &Name,
     modules: Vec<ModuleDecl>,
-    last: Option<(u64, &[ModuleDecl])>,
+    bus: Option<BusDecl>,
+    last: Option<&Declaration>,
     now_ms: u64,
 ) -> Option<Declaration> {
-    if let Some((_, before)) = last
-        && before == modules.as_slice()
+    if let Some(before) = last
+        && before.modules == modules
+        && before.bus == bus
     {
         return None;
     }
     Some(Declaration {
         node: node.clone(),
-        sequence: last.map_or(1, |(s, _)| s + 1),
+        sequence: last.map_or(1, |d| d.sequence + 1),
         composed_at: now_ms,
         modules,
+        bus,
     })
 }
 
@@ -641,18 +644,32 @@ path = "users.conf"
             },
             files: vec![],
         };
-        let first = next_declaration(&n("n1"), vec![m.clone()], None, 7).unwrap();
+        let bus = |port: u16| {
+            Some(BusDecl {
+                urls: vec![format!("tls://127.0.0.1:{port}")],
+            })
+        };
+        let first = next_declaration(&n("n1"), vec![m.clone()], bus(4222), None, 7).unwrap();
         assert_eq!((first.sequence, first.composed_at), (1, 7));
         assert_eq!(
-            next_declaration(&n("n1"), vec![m.clone()], Some((1, &first.modules)), 8),
+            next_declaration(&n("n1"), vec![m.clone()], bus(4222), Some(&first), 8),
             None
         );
         let mut changed = m.clone();
         changed.version = "v2".into();
-        let next = next_declaration(&n("n1"), vec![changed], Some((4, &first.modules)), 9).unwrap();
+        let at4 = Declaration {
+            sequence: 4,
+            ..first.clone()
+        };
+        let next = next_declaration(&n("n1"), vec![changed], bus(4222), Some(&at4), 9).unwrap();
         assert_eq!(next.sequence, 5);
         // Everything unassigned is a declaration too: run nothing.
-        let none = next_declaration(&n("n1"), vec![], Some((5, &first.modules)), 9).unwrap();
+        let none = next_declaration(&n("n1"), vec![], bus(4222), Some(&next), 9).unwrap();
         assert!(none.modules.is_empty());
+        // The broker moved: a new declaration, modules unchanged.
+        let moved = next_declaration(&n("n1"), vec![m.clone()], bus(4333), Some(&first), 10)
+            .expect("a new address is a change");
+        assert_eq!((moved.sequence, moved.modules), (2, vec![m]));
+        assert_eq!(moved.bus, bus(4333));
     }
 }

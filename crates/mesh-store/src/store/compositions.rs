@@ -44,3 +44,41 @@ impl Store {
         })
     }
 }
+
+impl Store {
+    /// Records the addresses nodes reach the broker at (`mesh broker
+    /// set-address`): the next declaration of every node carries them.
+    pub async fn set_bus_urls(&self, urls: &[String]) -> Result<(), StoreError> {
+        if urls.is_empty() || urls.iter().any(|u| u.is_empty() || u.contains('\n')) {
+            return Err(StoreError::Invalid {
+                what: "bus addresses",
+                detail: "give one address or more, each on a line of its own".into(),
+            });
+        }
+        let joined = urls.join("\n");
+        let at = crate::now_ms();
+        with_pool!(self, |pool| {
+            sqlx::query(
+                "INSERT INTO bus_addresses (id, urls, set_at) VALUES (1, $1, $2) \
+                 ON CONFLICT (id) DO UPDATE SET urls = excluded.urls, set_at = excluded.set_at \
+                 WHERE bus_addresses.urls <> excluded.urls",
+            )
+            .bind(&joined)
+            .bind(at)
+            .execute(pool)
+            .await?;
+            Ok(())
+        })
+    }
+
+    /// The addresses `set_bus_urls` recorded; none: the genesis's own.
+    pub async fn bus_urls(&self) -> Result<Option<Vec<String>>, StoreError> {
+        with_pool!(self, |pool| {
+            let row: Option<(String,)> =
+                sqlx::query_as("SELECT urls FROM bus_addresses WHERE id = 1")
+                    .fetch_optional(pool)
+                    .await?;
+            Ok(row.map(|(u,)| u.lines().map(str::to_string).collect()))
+        })
+    }
+}

@@ -214,7 +214,9 @@ fn a_node_scoped_seats_events_carry_the_node_and_each_holder_speaks_for_its_own(
         "{pubs:?}"
     );
     assert!(
-        !pubs.iter().any(|s| s.contains(".event.") && !s.contains(".node.n1.")),
+        !pubs
+            .iter()
+            .any(|s| s.contains(".event.") && !s.contains(".node.n1.")),
         "no other node's event, nor the shared subject: {pubs:?}"
     );
     let ms = [
@@ -245,7 +247,10 @@ fn a_node_scoped_seats_events_carry_the_node_and_each_holder_speaks_for_its_own(
         events
             .subjects
             .iter()
-            .any(|s| crate::subjects::pattern::covers(s, "mesh.seat.packet-filter.node.n1.event.applied")),
+            .any(|s| crate::subjects::pattern::covers(
+                s,
+                "mesh.seat.packet-filter.node.n1.event.applied"
+            )),
         "{:?}",
         events.subjects
     );
