@@ -1,6 +1,5 @@
 //! Assignments: which module runs on which node.
 
-use mesh_core::catalogue::holders;
 use mesh_core::names::Name;
 
 use super::name;
@@ -19,25 +18,8 @@ impl Store {
             let mut tx = pool.begin_write().await?;
             must_exist!(tx, "node" in "nodes", node);
             must_exist!(tx, "module" in "modules", module);
-            let modules: Vec<(String, String)> =
-                sqlx::query_as("SELECT name, manifest_source FROM modules")
-                    .fetch_all(&mut *tx)
-                    .await?;
-            let aliases: Vec<(String, String)> =
-                sqlx::query_as("SELECT alias, seat FROM seat_aliases")
-                    .fetch_all(&mut *tx)
-                    .await?;
-            let made: Vec<(String, String)> =
-                sqlx::query_as("SELECT node, module FROM assignments")
-                    .fetch_all(&mut *tx)
-                    .await?;
-            let made: Vec<(Name, Name)> = made
-                .into_iter()
-                .filter_map(|(n, m)| Some((Name::new(n).ok()?, Name::new(m).ok()?)))
-                .collect();
-            let cat = holders::registered(&modules, &aliases);
             // Refused: the transaction is dropped, nothing written.
-            if let Some(conflict) = holders::holder_conflict(&cat, &made, node, module) {
+            if let Some(conflict) = holder_conflict!(tx, [(node, module)]) {
                 return Ok(Some(conflict));
             }
             sqlx::query(

@@ -257,6 +257,11 @@ impl Store {
                 .await?;
                 out.assignments_added += added.rows_affected() as usize;
             }
+            // As `assign`: a second holder of a seat is refused, and with it
+            // the whole fleet (the transaction is dropped).
+            if let Some(conflict) = holder_conflict!(tx, change.assignments.iter().map(|(n, m)| (n, m))) {
+                return Err(StoreError::SeatHeld(conflict).into());
+            }
             for (person, tools) in &change.persons {
                 if put_person_in!(tx, person, tools, now) {
                     out.persons_added.push(person.clone());

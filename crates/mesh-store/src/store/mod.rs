@@ -49,6 +49,38 @@ macro_rules! must_exist {
     }};
 }
 
+/// The first second holder of a seat that the assignments `$pairs` (node,
+/// module), already written in `$tx`, make: read in the same transaction as
+/// the write, so two writers at once cannot both pass.
+macro_rules! holder_conflict {
+    ($tx:ident, $pairs:expr) => {{
+        let modules: Vec<(String, String)> =
+            sqlx::query_as("SELECT name, manifest_source FROM modules")
+                .fetch_all(&mut *$tx)
+                .await?;
+        let aliases: Vec<(String, String)> =
+            sqlx::query_as("SELECT alias, seat FROM seat_aliases")
+                .fetch_all(&mut *$tx)
+                .await?;
+        let made: Vec<(String, String)> = sqlx::query_as("SELECT node, module FROM assignments")
+            .fetch_all(&mut *$tx)
+            .await?;
+        let made: Vec<(::mesh_core::names::Name, ::mesh_core::names::Name)> = made
+            .into_iter()
+            .filter_map(|(n, m)| {
+                Some((
+                    ::mesh_core::names::Name::new(n).ok()?,
+                    ::mesh_core::names::Name::new(m).ok()?,
+                ))
+            })
+            .collect();
+        let cat = ::mesh_core::catalogue::holders::registered(&modules, &aliases);
+        $pairs.into_iter().find_map(|(node, module)| {
+            ::mesh_core::catalogue::holders::holder_conflict(&cat, &made, node, module)
+        })
+    }};
+}
+
 /// The `all_tools` flag and the tool rows a person's access is stored as.
 /// The flag, not a "*" row: a "*" among tool rows would read as every tool
 /// to one reader and as a tool named "*" to another.

@@ -114,7 +114,37 @@ async fn pruning_forgets_what_the_change_does_not_name(fx: &Fixture) {
     assert!(fx.store.persons().await.unwrap().is_empty());
 }
 
+/// A fleet whose assignments make a second holder of a mesh-scoped seat is
+/// refused as `assign` refuses it, naming the first; nothing of it is kept.
+async fn a_fleet_with_two_holders_of_a_mesh_seat_is_refused_whole(fx: &Fixture) {
+    let s = &fx.store;
+    let holder = "[module]\nname = \"keeper\"\ndescription = \"keeps\"\n[[seat]]\nname = \"audit\"\nscope = \"mesh\"\nprotocol = \"\"\n[holds]\nseats = [\"audit\"]\n";
+    let c = FleetChange {
+        modules: vec![(n("keeper"), holder.into())],
+        nodes: vec![n("n1"), n("n2")],
+        assignments: vec![(n("n1"), n("keeper")), (n("n2"), n("keeper"))],
+        ..FleetChange::default()
+    };
+    match s.apply_fleet(&c).await {
+        Err(StoreError::SeatHeld(conflict)) => {
+            let text = conflict.to_string();
+            assert!(text.contains("seat `audit` is mesh-scoped"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(s.nodes().await.unwrap().is_empty(), "nothing kept");
+    assert!(s.modules().await.unwrap().is_empty(), "nothing kept");
+    // One holder is fine.
+    let one = FleetChange {
+        assignments: vec![(n("n1"), n("keeper"))],
+        ..c
+    };
+    s.apply_fleet(&one).await.unwrap();
+    assert_eq!(s.assignments().await.unwrap().len(), 1);
+}
+
 conformance!(
+    a_fleet_with_two_holders_of_a_mesh_seat_is_refused_whole,
     a_fleet_change_records_everything_and_again_nothing,
     a_failing_fleet_change_changes_nothing,
     pruning_forgets_what_the_change_does_not_name,
