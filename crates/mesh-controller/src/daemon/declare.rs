@@ -74,10 +74,21 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
     // Composed here, from the records this pass declares from: a copy kept
     // on disk is one composition behind, and a broker holder handed it (or
     // an empty one) would refuse the newest principals, or everyone.
-    let users_file =
+    // Only when a broker holder is assigned: at 10,000 nodes the file is
+    // megabytes, and composing it is no pass's business otherwise.
+    let broker_held = derived.snapshot.records.assignments.iter().any(|a| {
+        derived
+            .catalogue
+            .module(&a.module)
+            .is_some_and(|m| m.holds_seat(mesh_core::manifest::BROKER_ROLE))
+    });
+    let users_file = if broker_held {
         mesh_core::users_file::compose(&derived.principals, &derived.snapshot.credentials)
             .map(|f| f.text)
-            .map_err(|e| e.to_string());
+            .map_err(|e| e.to_string())
+    } else {
+        Err("no module holding mesh-broker is assigned".to_string())
+    };
     let inputs = Inputs {
         catalogue: &derived.catalogue,
         records: &derived.snapshot.records,

@@ -177,4 +177,49 @@ seats = ["jobs"]
         let after = registered.registering(&owner);
         assert!(check(&after).iter().all(|d| d.severity != Severity::Error));
     }
+
+    fn renames(pairs: &[(&str, &str, &str)]) -> Aliases {
+        let mut a = Aliases::new();
+        for (file, old, new) in pairs {
+            a.push(crate::catalogue::Alias {
+                old: crate::manifest::Located::new(
+                    Name::new(*old).unwrap(),
+                    crate::diagnostic::Pos::START,
+                ),
+                new: crate::manifest::Located::new(
+                    Name::new(*new).unwrap(),
+                    crate::diagnostic::Pos::START,
+                ),
+                file: (*file).into(),
+            });
+        }
+        a
+    }
+
+    #[test]
+    fn an_incoming_rename_replaces_the_registered_one_of_its_old_name_and_keeps_the_rest() {
+        let owner = manifest::parse("registered:owner", SEAT_OWNER).unwrap();
+        let registered = Catalogue::build(
+            vec![owner],
+            renames(&[
+                ("registered:aliases", "work", "jobs"),
+                ("registered:aliases", "chores", "jobs"),
+            ]),
+        );
+        let incoming = Catalogue::build(vec![], renames(&[("new/aliases.toml", "work", "jobs")]));
+        let after = registered.registering(&incoming);
+        let mut got: Vec<(&str, &str)> = after
+            .aliases()
+            .entries()
+            .iter()
+            .map(|a| (a.old.value.as_str(), a.file.as_str()))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [("chores", "registered:aliases"), ("work", "new/aliases.toml")]
+        );
+        // Registering the same rename again is no error of its own.
+        assert!(broken_by(&registered, &after).is_empty());
+    }
 }
