@@ -217,7 +217,10 @@ seats = ["jobs"]
         got.sort();
         assert_eq!(
             got,
-            [("chores", "registered:aliases"), ("work", "new/aliases.toml")]
+            [
+                ("chores", "registered:aliases"),
+                ("work", "new/aliases.toml")
+            ]
         );
         // Registering the same rename again is no error of its own.
         assert!(broken_by(&registered, &after).is_empty());

@@ -259,7 +259,9 @@ impl Store {
             }
             // As `assign`: a second holder of a seat is refused, and with it
             // the whole fleet (the transaction is dropped).
-            if let Some(conflict) = holder_conflict!(tx, change.assignments.iter().map(|(n, m)| (n, m))) {
+            if let Some(conflict) =
+                holder_conflict!(tx, change.assignments.iter().map(|(n, m)| (n, m)))
+            {
                 return Err(StoreError::SeatHeld(conflict).into());
             }
             for (person, tools) in &change.persons {

@@ -58,10 +58,9 @@ macro_rules! holder_conflict {
             sqlx::query_as("SELECT name, manifest_source FROM modules")
                 .fetch_all(&mut *$tx)
                 .await?;
-        let aliases: Vec<(String, String)> =
-            sqlx::query_as("SELECT alias, seat FROM seat_aliases")
-                .fetch_all(&mut *$tx)
-                .await?;
+        let aliases: Vec<(String, String)> = sqlx::query_as("SELECT alias, seat FROM seat_aliases")
+            .fetch_all(&mut *$tx)
+            .await?;
         let made: Vec<(String, String)> = sqlx::query_as("SELECT node, module FROM assignments")
             .fetch_all(&mut *$tx)
             .await?;
