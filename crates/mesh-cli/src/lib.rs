@@ -334,7 +334,7 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 39,
+            seen, 41,
             "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), call, logs, events (1), completions, bench"
         );
     }
