@@ -69,7 +69,7 @@ impl FleetArgs {
     }
 
     /// The store: `--store`, else the mesh found's, else `./.mesh`'s, made.
-    fn store_url(&self) -> String {
+    fn store_url(&self) -> anyhow::Result<String> {
         self.sources.mesh.store_url_or_new()
     }
 }
@@ -79,7 +79,7 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     // then find under another spelling.
     let mut resolved = args.clone();
     resolved.secrets = Some(args.secrets_dir());
-    resolved.sources.mesh.store = Some(args.store_url());
+    resolved.sources.mesh.store = Some(args.store_url()?);
     crate::block_on(load_fleet(&resolved))?
 }
 
@@ -91,17 +91,17 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
         Ok(f) => f,
         Err(diags) => return Err(refused(&path, &text, &diags)),
     };
-    mesh_store::check_url(&args.store_url())?;
+    mesh_store::check_url(&args.store_url()?)?;
     // Before a store is created: a directory of another store's secrets
     // refuses this load, a store made for it would be left behind empty.
-    if let Some(id) = existing_id(&args.store_url()).await {
+    if let Some(id) = existing_id(&args.store_url()?).await {
         secrets::check_marker(&args.secrets_dir(), id.as_deref())?;
     }
     // Before anything is minted: a secret whose file cannot be written is lost,
     // since the store keeps only its public key or hash.
     files::private_dir(&args.secrets_dir())?;
 
-    let store = authority::open_store(&args.store_url()).await?;
+    let store = authority::open_store(&args.store_url()?).await?;
     let loaded = record(args, &fleet, &report, &store).await;
     store.close().await;
     let outcome = loaded?;

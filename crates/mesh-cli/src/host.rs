@@ -27,6 +27,15 @@ pub struct HostArgs {
     /// The host's state directory (created 0700): its keys and host.json.
     #[arg(long, default_value = ".mesh-host")]
     pub state: PathBuf,
+    /// Where other nodes reach this node (IP address or DNS name): what a
+    /// module's `${seat:SEAT:PORT}` is filled with when this node holds the
+    /// seat. Reported to the controller, and again whenever it changes.
+    #[arg(long, value_parser = address)]
+    pub advertise: Option<String>,
+}
+
+fn address(s: &str) -> Result<String, String> {
+    mesh_core::names::check_address(s).map(|()| s.to_string())
 }
 
 fn secret(s: &str) -> Result<Secret, std::convert::Infallible> {
@@ -97,7 +106,14 @@ async fn host(args: &HostArgs) -> anyhow::Result<ExitCode> {
     let ran = shutdown::bounded_after(
         signals.first(),
         STOP_LIMIT,
-        mesh_host::run(&state, &HostOptions::default(), signals.first()),
+        mesh_host::run(
+            &state,
+            &HostOptions {
+                advertise: args.advertise.clone(),
+                ..HostOptions::default()
+            },
+            signals.first(),
+        ),
     )
     .await;
     match ran {
@@ -133,6 +149,7 @@ mod tests {
         let args = HostArgs {
             token: Some(Secret::new("mesh1.very-secret-token")),
             state: ".mesh-host".into(),
+            advertise: None,
         };
         assert!(!format!("{args:?}").contains("very-secret"));
     }

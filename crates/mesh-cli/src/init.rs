@@ -42,6 +42,14 @@ pub struct InitArgs {
     // The URL may carry the database password: `--help` must not print it.
     #[arg(long, env = "MESH_STORE", hide_env_values = true)]
     pub store: Option<String>,
+    /// A file holding the store's URL (its password on no command line).
+    #[arg(
+        long,
+        env = "MESH_STORE_FILE",
+        value_name = "FILE",
+        conflicts_with = "store"
+    )]
+    pub store_file: Option<PathBuf>,
 }
 
 pub fn run(args: &InitArgs) -> anyhow::Result<ExitCode> {
@@ -50,9 +58,10 @@ pub fn run(args: &InitArgs) -> anyhow::Result<ExitCode> {
 
 async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
     let default_db = args.dir.join("mesh.db");
-    let url = match &args.store {
-        Some(url) => url.clone(),
-        None => {
+    let url = match (&args.store, &args.store_file) {
+        (Some(url), _) => url.clone(),
+        (None, Some(file)) => crate::state::read_store_file(file)?,
+        (None, None) => {
             // A store beside a new genesis would adopt another mesh's records.
             if default_db.exists() {
                 bail!(

@@ -29,6 +29,7 @@ pub mod person;
 pub mod plan;
 pub mod progress;
 pub mod seats;
+pub mod secret;
 pub mod shutdown;
 pub mod state;
 pub mod status;
@@ -95,6 +96,12 @@ pub enum Command {
   mesh node forget n1")]
     Node(node::NodeArgs),
     /// Register a catalogue's manifests (what the mesh can run), or draw it.
+    /// Secrets a module uses: recorded sealed, never shown again.
+    #[command(after_help = "Examples:
+  mesh secret set db-password < db-password.txt
+  mesh secret list
+  mesh secret remove db-password")]
+    Secret(secret::SecretArgs),
     /// The broker's addresses: move it without enrolling any node again.
     #[command(after_help = "Example:\n  mesh broker set-address --port 4333")]
     Broker(broker::BrokerArgs),
@@ -239,6 +246,7 @@ where
         Command::Up(args) => up::run(&args),
         Command::Node(args) => node::run(&args),
         Command::Broker(args) => broker::run(&args),
+        Command::Secret(args) => secret::run(&args),
         Command::Nodes(args) => node::run_list(&args),
         Command::Status(args) => status::run(&args),
         Command::Seats(args) => seats::run(&args),
@@ -334,7 +342,7 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 41,
+            seen, 46,
             "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), call, logs, events (1), completions, bench"
         );
     }

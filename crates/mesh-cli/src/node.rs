@@ -33,6 +33,43 @@ pub enum NodeCommand {
     /// tokens, declarations and reports.
     #[command(after_help = "Example:\n  mesh node forget n1")]
     Forget(ForgetArgs),
+    /// Where other nodes reach a node, and the ports it gives seats: what
+    /// `${seat:SEAT:PORT}` is filled with (the node's given port, over the
+    /// manifest's number).
+    #[command(after_help = "Examples:
+  mesh node set n1 --address 10.0.0.7
+  mesh node set n1 --port db=6432
+  mesh node set n1 --no-port db")]
+    Set(SetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SetArgs {
+    pub name: String,
+    /// Where other nodes reach it: an IP address or DNS name.
+    #[arg(long)]
+    pub address: Option<String>,
+    /// SEAT=PORT: the port this node gives that seat's holder on it.
+    #[arg(long = "port", value_name = "SEAT=PORT", value_parser = parse_seat_port)]
+    pub ports: Vec<(Name, u16)>,
+    /// SEAT: back to the manifest's number.
+    #[arg(long = "no-port", value_name = "SEAT")]
+    pub no_ports: Vec<String>,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+/// `db=6432`.
+fn parse_seat_port(s: &str) -> Result<(Name, u16), String> {
+    const HELP: &str = "write SEAT=PORT, as db=6432";
+    let (seat, port) = s.split_once('=').ok_or_else(|| format!("{s:?}: {HELP}"))?;
+    let seat = Name::new(seat).map_err(|e| format!("{seat:?} is not a seat name: {e}"))?;
+    let port: u16 = port
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("{port:?} is not a port (1 to 65535); {HELP}"))?;
+    Ok((seat, port))
 }
 
 #[derive(Debug, Args)]
@@ -51,6 +88,10 @@ pub struct AddArgs {
     /// enrolled with and issue a new token; its assignments stay.
     #[arg(long)]
     pub reissue: bool,
+    /// Where other nodes reach this node (IP address or DNS name); its host
+    /// may say so itself with `mesh host --advertise`.
+    #[arg(long)]
+    pub address: Option<String>,
     #[command(flatten)]
     pub mesh: MeshArgs,
 }
@@ -109,6 +150,7 @@ pub fn run(args: &NodeArgs) -> anyhow::Result<ExitCode> {
         match &args.command {
             NodeCommand::Add(a) => add(a).await,
             NodeCommand::Forget(a) => forget(a).await,
+            NodeCommand::Set(a) => set(a).await,
         }
     })?
 }
@@ -126,7 +168,14 @@ async fn add(args: &AddArgs) -> anyhow::Result<ExitCode> {
     };
     let url = args.mesh.store_url()?;
     let store = open_store_to_write(&url).await?;
-    let result = issue(&store, &node, args.ttl, args.reissue).await;
+    let result = async {
+        let issued = issue(&store, &node, args.ttl, args.reissue).await?;
+        if let Some(a) = &args.address {
+            store.set_node_address(&node, Some(a)).await?;
+        }
+        anyhow::Ok(issued)
+    }
+    .await;
     store.close().await;
     let issued = result?;
     let token = Token {
@@ -172,6 +221,39 @@ async fn issue(
     Ok(store.issue_token(node, ttl).await?)
 }
 
+async fn set(args: &SetArgs) -> anyhow::Result<ExitCode> {
+    let node = node_name(&args.name)?;
+    if args.address.is_none() && args.ports.is_empty() && args.no_ports.is_empty() {
+        bail!("nothing to set: give --address A, --port SEAT=PORT or --no-port SEAT");
+    }
+    let no_ports = args
+        .no_ports
+        .iter()
+        .map(|s| Name::new(s).with_context(|| format!("{s:?} is not a seat name")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let store = open_store_to_write(&args.mesh.store_url()?).await?;
+    let result = async {
+        if store.node(&node).await?.is_none() {
+            bail!("no node \"{node}\" recorded; add it with `mesh node add {node}`");
+        }
+        if let Some(a) = &args.address {
+            store.set_node_address(&node, Some(a)).await?;
+        }
+        for (seat, port) in &args.ports {
+            store.set_node_seat_port(&node, seat, Some(*port)).await?;
+        }
+        for seat in &no_ports {
+            store.set_node_seat_port(&node, seat, None).await?;
+        }
+        anyhow::Ok(())
+    }
+    .await;
+    store.close().await;
+    result?;
+    output::print(&format!("set node {node}\n"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn forget(args: &ForgetArgs) -> anyhow::Result<ExitCode> {
     let node = node_name(&args.name)?;
     let store = open_store_to_write(&args.mesh.store_url()?).await?;
@@ -212,9 +294,15 @@ fn print_table(rows: &[NodeView]) -> anyhow::Result<()> {
     }
     let now = mesh_store::now_ms();
     let width = rows.iter().map(|r| r.node.len()).max().unwrap_or(4).max(4);
+    let addr_width = rows
+        .iter()
+        .map(|r| r.address.as_deref().map_or(1, str::len))
+        .max()
+        .unwrap_or(7)
+        .max(7);
     out.line(format_args!(
-        "{:<width$}  {:<12}  {:<7}  {:<10}  HOST KEY",
-        "NODE", "STATE", "LIVE", "LAST SEEN"
+        "{:<width$}  {:<12}  {:<7}  {:<10}  {:<addr_width$}  HOST KEY",
+        "NODE", "STATE", "LIVE", "LAST SEEN", "ADDRESS"
     ))?;
     for r in rows {
         let seen = match r.last_seen_at {
@@ -225,13 +313,17 @@ fn print_table(rows: &[NodeView]) -> anyhow::Result<()> {
             None => "never".into(),
         };
         out.line(format_args!(
-            "{:<width$}  {:<12}  {:<7}  {:<10}  {}",
+            "{:<width$}  {:<12}  {:<7}  {:<10}  {:<addr_width$}  {}",
             r.node,
             r.state,
             r.liveness,
             seen,
+            r.address.as_deref().unwrap_or("-"),
             r.host_key.as_deref().unwrap_or("-")
         ))?;
+        for (seat, port) in &r.ports {
+            out.line(format_args!("{:width$}    port {port} for seat {seat}", ""))?;
+        }
     }
     out.flush()?;
     Ok(())

@@ -174,11 +174,31 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         let registered = mesh_state::registered::read(&store).await?;
         let snapshot = mesh_state::read(&store).await?;
         let modules = store.modules().await?;
-        anyhow::Ok((registered, snapshot, modules))
+        let nodes = store.nodes().await?;
+        let seat_ports = store.node_seat_ports().await?;
+        let secrets = store.secrets().await?;
+        anyhow::Ok((registered, snapshot, modules, nodes, seat_ports, secrets))
     }
     .await;
     store.close().await;
-    let (registered_catalogue, snapshot, modules) = read?;
+    let (registered_catalogue, snapshot, modules, nodes, seat_ports, secrets) = read?;
+    let sealable: Vec<Name> = nodes
+        .iter()
+        .filter(|n| n.xkey.is_some())
+        .map(|n| n.name.clone())
+        .collect();
+    let addresses: BTreeMap<Name, String> = nodes
+        .into_iter()
+        .filter_map(|n| Some((n.name, n.address?)))
+        .collect();
+    let seat_ports: BTreeMap<(Name, Name), u16> = seat_ports
+        .into_iter()
+        .map(|(n, s, p)| ((n, s), p))
+        .collect();
+    let secrets = Named {
+        secrets: secrets.into_iter().map(|s| s.name).collect(),
+        sealable,
+    };
     let catalogue = registered_catalogue.catalogue;
     let versions: BTreeMap<Name, String> = modules
         .iter()
@@ -227,7 +247,6 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         users_file(&catalogue, &before, &b_left_out),
         users_file(after_catalogue, &after, &a_left_out),
     );
-    let addresses = BTreeMap::new();
     let b = Side {
         inputs: Inputs {
             catalogue: &catalogue,
@@ -236,6 +255,8 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
             addresses: &addresses,
             users_file: b_users.as_deref().map_err(String::as_str),
             left_out: &b_left_out,
+            seat_ports: &seat_ports,
+            secrets: &secrets,
         },
         controller: &controller,
     };
@@ -261,6 +282,35 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         entries,
         declarations,
     })
+}
+
+/// The secrets a plan knows of: their names only. A plan says which modules
+/// would start or change, never a value, and opens nothing.
+#[derive(Debug)]
+struct Named {
+    secrets: Vec<Name>,
+    /// Nodes with a sealing key recorded (enrolled).
+    sealable: Vec<Name>,
+}
+
+impl mesh_core::declaration::Secrets for Named {
+    fn value(&self, name: &Name) -> Option<String> {
+        self.secrets.contains(name).then(String::new)
+    }
+
+    fn seal(&self, node: &Name, _: &str) -> Result<String, String> {
+        if self.sealable.contains(node) {
+            Ok(String::new())
+        } else {
+            Err(format!(
+                "node {node} has no sealing key recorded: its host has not enrolled yet"
+            ))
+        }
+    }
+
+    fn digest(&self, _: &[(String, String)]) -> String {
+        String::new()
+    }
 }
 
 /// Applies the change to the copy of the records (and, for a registration,

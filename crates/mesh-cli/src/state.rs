@@ -27,6 +27,30 @@ pub struct MeshArgs {
     // The URL may carry the database password: `--help` must not print it.
     #[arg(long, env = "MESH_STORE", hide_env_values = true)]
     pub store: Option<String>,
+    /// A file holding the store's URL (read, trimmed): a password in it is
+    /// on no command line and in no child's environment.
+    #[arg(
+        long,
+        env = "MESH_STORE_FILE",
+        value_name = "FILE",
+        conflicts_with = "store"
+    )]
+    pub store_file: Option<PathBuf>,
+}
+
+/// The store URL in `path`: its first line, trimmed. The error names the
+/// file, never its content.
+pub fn read_store_file(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("reading the store URL from {}: {e}", path.display()))?;
+    let url = text.lines().next().unwrap_or("").trim().to_string();
+    if url.is_empty() {
+        anyhow::bail!(
+            "{} holds no store URL; write one line: sqlite://PATH or postgres://USER:PASSWORD@HOST/DATABASE",
+            path.display()
+        );
+    }
+    Ok(url)
 }
 
 /// No mesh could be found, and this command does not make one.
@@ -73,17 +97,19 @@ impl MeshArgs {
     /// `--store` (or `MESH_STORE`), else `mesh.db` in the mesh found; no
     /// mesh is an error when no store is named.
     pub fn store_url(&self) -> anyhow::Result<String> {
-        match &self.store {
-            Some(url) => Ok(url.clone()),
-            None => Ok(sqlite_in(&self.find()?)),
+        match (&self.store, &self.store_file) {
+            (Some(url), _) => Ok(url.clone()),
+            (None, Some(file)) => read_store_file(file),
+            (None, None) => Ok(sqlite_in(&self.find()?)),
         }
     }
 
     /// As [`MeshArgs::store_url`], with `./.mesh` when no mesh is found.
-    pub fn store_url_or_new(&self) -> String {
-        match &self.store {
-            Some(url) => url.clone(),
-            None => sqlite_in(&self.dir_or_new()),
+    pub fn store_url_or_new(&self) -> anyhow::Result<String> {
+        match (&self.store, &self.store_file) {
+            (Some(url), _) => Ok(url.clone()),
+            (None, Some(file)) => read_store_file(file),
+            (None, None) => Ok(sqlite_in(&self.dir_or_new())),
         }
     }
 }

@@ -240,7 +240,12 @@ impl Local<'_> {
         let mut host_task = {
             let stop = stopped(self.stop_tx.subscribe());
             tokio::spawn(async move {
-                mesh_host::run(&host, &mesh_host::HostOptions::default(), stop).await
+                // The local node is reached where everything else here is.
+                let opts = mesh_host::HostOptions {
+                    advertise: Some("127.0.0.1".into()),
+                    ..mesh_host::HostOptions::default()
+                };
+                mesh_host::run(&host, &opts, stop).await
             })
         };
         // Where the controller bound HTTP (decided early in its start; none

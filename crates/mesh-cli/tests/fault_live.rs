@@ -82,6 +82,7 @@ async fn send_reports(
             sequence: 0,
             modules: vec![],
             refused: None,
+            address: None,
         };
         acks.push(
             js.publish(format!("mesh.control.report.{node}"), r.to_json().into())

@@ -294,6 +294,7 @@ async fn declare_n1(pubs: &Publishers, signing: &SigningKey, host: &Daemon, sequ
         composed_at: 1_700_000_000_000,
         modules: Vec::new(),
         bus: None,
+        sealed_by: None,
     };
     pubs.send(Target::Declaration, d.sign(signing))
         .await
@@ -443,6 +444,7 @@ async fn every_hostile_input_is_terminated_and_logged_never_a_crash() {
         sequence: APPLIED,
         modules: Vec::new(),
         refused: None,
+        address: None,
     };
     pubs.send(Target::Report, report.to_json())
         .await

@@ -209,6 +209,7 @@ async fn echo_on_two_of_three(backend: Backend) {
             nkey: Some(nkeys::KeyPair::new_user().public_key()),
         }],
         refused: None,
+        address: None,
     };
     jetstream::new(host3)
         .publish("mesh.control.report.n3", forged.to_json().into())

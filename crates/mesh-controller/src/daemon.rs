@@ -13,6 +13,7 @@ mod declare;
 mod enrol;
 mod live;
 mod report;
+mod sealing;
 mod seen;
 mod watch;
 
@@ -146,6 +147,10 @@ pub(crate) struct Ctx {
     pub opts: ControllerOptions,
     /// Signs every declaration.
     pub signing_key: ed25519_dalek::SigningKey,
+    /// Opens the secrets the store holds and seals them to nodes.
+    pub xkey_seed: Secret,
+    /// Its public key: a declaration's `sealed_by`.
+    pub xkey_public: String,
     /// When the store window opened (unix ms); none while the store takes
     /// reports.
     pub window: std::sync::Mutex<Window>,
@@ -249,6 +254,17 @@ fn bus_config(genesis: &Genesis) -> Result<BusConfig, DaemonError> {
     })
 }
 
+/// A seed file of the genesis, trimmed.
+fn read_seed(genesis: &Genesis, rel: &str) -> Result<Secret, DaemonError> {
+    let path = genesis.path(rel);
+    let text = std::fs::read_to_string(&path).map_err(|source| GenesisError::Io {
+        action: "read",
+        path,
+        source,
+    })?;
+    Ok(Secret::new(text.trim()))
+}
+
 /// Refuses a store another genesis made: its records would be composed into
 /// a users file whose controller key this process cannot use.
 async fn check_controller_key(store: &Store, genesis: &Genesis) -> Result<(), DaemonError> {
@@ -284,6 +300,7 @@ pub async fn run(
     check_controller_key(&store, &genesis).await?;
     let bus = bus_config(&genesis)?;
     let signing_key = declare::signing_key(&genesis)?;
+    let xkey_seed = read_seed(&genesis, genesis::XKEY_SEED)?;
 
     // Read before the records are: a change made between the two is then
     // seen as a change, not taken for the state started from.
@@ -353,6 +370,8 @@ pub async fn run(
         counters: Counters::default(),
         opts,
         signing_key,
+        xkey_seed,
+        xkey_public: genesis.xkey.clone(),
         window: std::sync::Mutex::new(Window::default()),
         lag: crate::http::ApplyLag::default(),
         covered: live::Covered::new(revision),

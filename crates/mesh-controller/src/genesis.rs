@@ -346,7 +346,7 @@ fn subject_alt_names(addresses: &[String]) -> Result<Vec<SanType>, GenesisError>
         let san = if let Ok(ip) = a.parse::<IpAddr>() {
             SanType::IpAddress(ip)
         } else {
-            check_dns_name(a).map_err(bad)?;
+            mesh_core::names::check_dns_name(a).map_err(bad)?;
             SanType::DnsName(
                 a.to_ascii_lowercase()
                     .try_into()
@@ -359,41 +359,6 @@ fn subject_alt_names(addresses: &[String]) -> Result<Vec<SanType>, GenesisError>
         }
     }
     Ok(sans)
-}
-
-/// A hostname a certificate can carry: what a typo (a scheme, a port, a
-/// stray space) would otherwise turn into a SAN nobody connects with.
-fn check_dns_name(s: &str) -> Result<(), &'static str> {
-    if s.contains("://") {
-        return Err("it has a scheme");
-    }
-    if s.contains(':') {
-        return Err("it has a port (or is not an IP address)");
-    }
-    if s.is_empty() || s.len() > 253 {
-        return Err("a DNS name is 1 to 253 characters");
-    }
-    for label in s.trim_end_matches('.').split('.') {
-        if label.is_empty() || label.len() > 63 {
-            return Err("each dot-separated label is 1 to 63 characters");
-        }
-        if !label
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        {
-            return Err("a DNS name holds only letters, digits, '-' and '.'");
-        }
-        if label.starts_with('-') || label.ends_with('-') {
-            return Err("a label may not start or end with '-'");
-        }
-    }
-    if s.rsplit('.')
-        .next()
-        .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
-    {
-        return Err("it looks like an IP address but is not one");
-    }
-    Ok(())
 }
 
 /// Generates every key and file in memory.

@@ -270,6 +270,7 @@ fn declarations(before: &Side<'_>, after: &Side<'_>) -> Vec<Entry> {
             composed_at: 0,
             modules: was.modules.clone(),
             bus: None,
+            sealed_by: None,
         };
         if let Some(next) =
             declaration::next_declaration(node, now.modules.clone(), None, Some(&was_declared), 0)

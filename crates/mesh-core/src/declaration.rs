@@ -5,8 +5,10 @@
 //! Wire (public interface): the envelope `{"declaration": "<base64 of the
 //! exact bytes>", "signature": "<base64 Ed25519>"}`; the bytes are
 //! `{"node", "sequence", "composed_at", "modules": [{"name", "version",
-//! "run": {"command", "env", "stop_grace_s"}, "files": [{"name", "path",
-//! "content" | "sealed"}]}], "bus": {"urls"}}`.
+//! "run": {"command", "env", "stop_grace_s", "sealed_env"}, "files":
+//! [{"name", "path", "content" | "sealed"}], "secrets"}], "bus": {"urls"},
+//! "sealed_by"}`. A sealed value is base64 of an XKey box from the
+//! controller's XKey (`sealed_by`) to the node's.
 
 mod apply;
 mod compose;
@@ -21,7 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::names::Name;
 
 pub use apply::{ApplyStep, Running, plan_apply};
-pub use compose::{ComposeError, Inputs, NodeModules, compose_modules, next_declaration};
+pub use compose::{
+    ComposeError, Inputs, NoSecrets, NodeModules, Secrets, compose_modules, next_declaration,
+};
 
 /// A declaration larger than this is refused unread (a node's modules and
 /// files; the users file for a broker holder is the largest part).
@@ -44,6 +48,10 @@ pub struct Declaration {
     /// follows the broker there, keeping its key (no enrolment again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bus: Option<BusDecl>,
+    /// The controller's XKey (`X…`) the sealed values were sealed by: what
+    /// the host opens them with, beside its own seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed_by: Option<String>,
 }
 
 /// The broker's addresses, as the records hold them (`mesh broker
@@ -64,6 +72,36 @@ pub struct ModuleDecl {
     pub version: String,
     pub run: RunDecl,
     pub files: Vec<FileDecl>,
+    /// A keyed digest (HMAC under a controller key) of the plaintext of
+    /// every value sealed here: a new value is a change (the module
+    /// restarts), the same value sealed again with a fresh nonce is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<String>,
+}
+
+impl ModuleDecl {
+    /// Whether `self` and `other` run the same thing: equal but for the
+    /// ciphertext of sealed values, which the `secrets` digest stands for.
+    pub fn same_as(&self, other: &ModuleDecl) -> bool {
+        fn unsealed(m: &ModuleDecl) -> ModuleDecl {
+            let mut m = m.clone();
+            for v in m.run.sealed_env.values_mut() {
+                v.clear();
+            }
+            for f in &mut m.files {
+                if let FileBody::Sealed(s) = &mut f.body {
+                    s.clear();
+                }
+            }
+            m
+        }
+        unsealed(self) == unsealed(other)
+    }
+}
+
+/// [`ModuleDecl::same_as`] over two module lists.
+pub fn same_modules(a: &[ModuleDecl], b: &[ModuleDecl]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.same_as(y))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +110,11 @@ pub struct RunDecl {
     pub command: Vec<String>,
     pub env: BTreeMap<String, String>,
     pub stop_grace_s: u64,
+    /// Environment values holding a secret, each sealed whole to the node
+    /// (base64 of an XKey box): only its host opens them, into the
+    /// module's environment alone.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sealed_env: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,14 +258,17 @@ mod tests {
                     command: vec!["mesh-echo".into()],
                     env: BTreeMap::from([("A".into(), "1".into())]),
                     stop_grace_s: 5,
+                    sealed_env: BTreeMap::new(),
                 },
                 files: vec![FileDecl {
                     name: n("conf"),
                     path: "conf.toml".into(),
                     body: FileBody::Content("x = 1".into()),
                 }],
+                secrets: None,
             }],
             bus: None,
+            sealed_by: None,
         }
     }
 

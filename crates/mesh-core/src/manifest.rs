@@ -231,7 +231,28 @@ pub struct Artifact {
 pub struct FileDecl {
     pub name: Located<Name>,
     pub path: Located<String>,
+    /// What the host writes into it (placeholders filled; a
+    /// `${secret:..}` reaches the node sealed); none: an empty file, or
+    /// the mesh's own content (`bus-users`).
+    pub content: Option<RunValue>,
     pub pos: Pos,
+}
+
+impl Manifest {
+    /// The secrets this module's run spec and files name (`${secret:..}`).
+    pub fn secrets_used(&self) -> std::collections::BTreeSet<Name> {
+        let run = self
+            .run
+            .iter()
+            .flat_map(|r| r.command.iter().chain(r.env.iter().map(|e| &e.value)));
+        run.chain(self.files.iter().filter_map(|f| f.content.as_ref()))
+            .flat_map(|v| v.placeholders.iter())
+            .filter_map(|p| match &p.value {
+                Placeholder::Secret { name } => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// Warnings about a manifest that parsed: things that are allowed but

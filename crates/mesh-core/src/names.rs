@@ -124,6 +124,52 @@ impl<'de> Deserialize<'de> for Name {
     }
 }
 
+/// A hostname a certificate can carry: what a typo (a scheme, a port, a
+/// stray space) would otherwise turn into a SAN nobody connects with.
+pub fn check_dns_name(s: &str) -> Result<(), &'static str> {
+    if s.contains("://") {
+        return Err("it has a scheme");
+    }
+    if s.contains(':') {
+        return Err("it has a port (or is not an IP address)");
+    }
+    if s.is_empty() || s.len() > 253 {
+        return Err("a DNS name is 1 to 253 characters");
+    }
+    for label in s.trim_end_matches('.').split('.') {
+        if label.is_empty() || label.len() > 63 {
+            return Err("each dot-separated label is 1 to 63 characters");
+        }
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err("a DNS name holds only letters, digits, '-' and '.'");
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err("a label may not start or end with '-'");
+        }
+    }
+    if s.rsplit('.')
+        .next()
+        .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err("it looks like an IP address but is not one");
+    }
+    Ok(())
+}
+
+/// Where a node is reached: an IP address or a DNS name, without scheme or
+/// port (the port is the seat's).
+pub fn check_address(s: &str) -> Result<(), String> {
+    if s.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    check_dns_name(s).map_err(|why| {
+        format!("{s:?} is not an address a node is reached at: {why}; give an IP address or a DNS name, without scheme or port")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

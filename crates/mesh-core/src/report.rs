@@ -62,6 +62,11 @@ pub struct Report {
     pub modules: Vec<ModuleReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// Where other nodes reach this node, as its host was told to advertise
+    /// (`mesh host --advertise`): sent until it is recorded, and again when
+    /// it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
 }
 
 impl Report {
@@ -104,6 +109,14 @@ impl Report {
         {
             return Err(BadMessage::Json {
                 reason: "the report id is not 1 to 64 of letters, digits, '_' and '-'".into(),
+            });
+        }
+        // Not quoted back: a hostile payload stays out of the log.
+        if let Some(a) = &r.address
+            && crate::names::check_address(a).is_err()
+        {
+            return Err(BadMessage::Json {
+                reason: "the address is not an IP address or DNS name".into(),
             });
         }
         // Declarations are recorded with an i64 version: a sequence past it
@@ -158,6 +171,7 @@ mod tests {
                 nkey: Some(nkeys::KeyPair::new_user().public_key()),
             }],
             refused: None,
+            address: None,
         }
     }
 

@@ -19,11 +19,12 @@ use mesh_core::authority::PrincipalKind;
 use mesh_core::declaration::{self, ApplyStep, Declaration, FileBody, ModuleDecl, Running};
 use mesh_core::names::Name;
 use mesh_core::report::{ModuleReport, ModuleState, Report};
+use mesh_core::secret::Secret;
 use mesh_core::subjects;
 use tokio::sync::Mutex;
 
 use crate::driver::{Driver, RunSpec};
-use crate::state::{HostState, StateError, write_private};
+use crate::state::{HostKeys, HostState, StateError, write_private};
 
 /// The newest applied envelope, as it was delivered.
 pub const APPLIED_FILE: &str = "applied.json";
@@ -32,6 +33,15 @@ pub const APPLIED_FILE: &str = "applied.json";
 const PROGRESS_EVERY: Duration = Duration::from_secs(30);
 /// How long the server's confirmation of an acknowledgement is waited for.
 const ACK_WITHIN: Duration = Duration::from_secs(5);
+
+/// Why a module was not started.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error("the sealed value of {variable} does not open: {why}")]
+    Sealed { variable: String, why: String },
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -60,11 +70,21 @@ pub struct Applier {
     /// The broker addresses modules are given now (`MESH_BUS_URLS`): the
     /// recorded ones, then those a move left behind until the host restarts.
     bus: std::sync::Mutex<Vec<String>>,
+    /// The address this host advertises, if it was told one.
+    advertise: Option<String>,
 }
+
+/// The address the controller last stored for this host, as the host
+/// reported it: a report carries the address until it is stored.
+pub const ADVERTISED_FILE: &str = "advertised";
 
 impl Applier {
     /// Starts the driver (which kills what a previous run left behind).
-    pub fn new(state: &HostState, driver: Driver) -> Result<Applier, ApplyError> {
+    pub fn new(
+        state: &HostState,
+        driver: Driver,
+        advertise: Option<String>,
+    ) -> Result<Applier, ApplyError> {
         let controller =
             declaration::verifying_key(&state.controller_key).ok_or(ApplyError::ControllerKey)?;
         Ok(Applier {
@@ -78,6 +98,7 @@ impl Applier {
             }),
             declared: std::sync::Mutex::new(Vec::new()),
             bus: std::sync::Mutex::new(state.bus_urls.clone()),
+            advertise,
         })
     }
 
@@ -246,10 +267,10 @@ impl Applier {
                     }
                 }
                 ApplyStep::WriteFile { module, path, body } => {
-                    self.write_file(&module, &path, &body)
+                    self.write_file(&module, &path, &body, d.sealed_by.as_deref())
                 }
                 ApplyStep::Start { module } | ApplyStep::Restart { module } => {
-                    match self.run_spec(&module) {
+                    match self.run_spec(&module, d.sealed_by.as_deref()) {
                         Ok(spec) => {
                             if let Err(e) = self.driver.start(spec).await {
                                 tracing::warn!(module = %module.name, reason = %e, "starting");
@@ -282,19 +303,35 @@ impl Applier {
         self.module_dir(module).join("work")
     }
 
-    fn write_file(&self, module: &Name, path: &str, body: &FileBody) {
+    /// Opens a value the controller (`sealed_by`) sealed to this host.
+    /// The plaintext goes to the module's file or environment, nowhere else.
+    fn open(&self, sealed_by: Option<&str>, sealed: &str) -> Result<Secret, String> {
+        let sender = sealed_by.ok_or("the declaration names no key its values were sealed by")?;
+        let keys = HostKeys::load(&self.state.dir).map_err(|e| e.to_string())?;
+        mesh_core::sealed::open(keys.xkey_seed(), sender, sealed).map_err(|e| e.to_string())
+    }
+
+    fn write_file(&self, module: &Name, path: &str, body: &FileBody, sealed_by: Option<&str>) {
         let target = self.work_dir(module).join(path);
-        let result = match body {
-            FileBody::Content(text) => target
-                .parent()
-                .map(make_dirs)
-                .unwrap_or(Ok(()))
-                .and_then(|()| write_private(&target, text.as_bytes())),
-            FileBody::Sealed(_) => {
-                tracing::warn!(%module, %path, "a sealed file cannot be opened by this host yet; not written");
-                return;
-            }
+        let opened;
+        let text = match body {
+            FileBody::Content(text) => text.as_str(),
+            FileBody::Sealed(sealed) => match self.open(sealed_by, sealed) {
+                Ok(v) => {
+                    opened = v;
+                    opened.expose()
+                }
+                Err(why) => {
+                    tracing::warn!(%module, %path, reason = %why, "a sealed file does not open; not written");
+                    return;
+                }
+            },
         };
+        let result = target
+            .parent()
+            .map(make_dirs)
+            .unwrap_or(Ok(()))
+            .and_then(|()| write_private(&target, text.as_bytes()));
         if let Err(e) = result {
             tracing::warn!(%module, %path, reason = %e, "writing a declared file");
         }
@@ -324,7 +361,7 @@ impl Applier {
             .map(|k| k.public_key())
     }
 
-    fn run_spec(&self, m: &ModuleDecl) -> Result<RunSpec, StateError> {
+    fn run_spec(&self, m: &ModuleDecl, sealed_by: Option<&str>) -> Result<RunSpec, StartError> {
         let (key_file, _) = self.module_key(&m.name)?;
         let principal = PrincipalKind::Module {
             node: self.state.node.clone(),
@@ -332,6 +369,15 @@ impl Applier {
         }
         .principal_name();
         let mut env: BTreeMap<String, String> = m.run.env.clone();
+        for (k, sealed) in &m.run.sealed_env {
+            let value = self
+                .open(sealed_by, sealed)
+                .map_err(|why| StartError::Sealed {
+                    variable: k.clone(),
+                    why,
+                })?;
+            env.insert(k.clone(), value.into_string());
+        }
         if !env.contains_key("PATH")
             && let Ok(path) = std::env::var("PATH")
         {
@@ -377,12 +423,18 @@ impl Applier {
                 }
             })
             .collect();
+        let advertised = std::fs::read_to_string(self.state.dir.join(ADVERTISED_FILE)).ok();
+        let address = self
+            .advertise
+            .clone()
+            .filter(|a| advertised.as_deref() != Some(a.as_str()));
         let report = Report {
             id: report_id(),
             node: self.state.node.clone(),
             sequence: applied.sequence.unwrap_or(0),
             modules,
             refused,
+            address: address.clone(),
         };
         drop(applied);
         let js = jetstream::new(client.clone());
@@ -401,7 +453,15 @@ impl Applier {
                 Err(e) => Err(e.to_string()),
             };
             match stored {
-                Ok(()) => return,
+                Ok(()) => {
+                    if let Some(a) = address
+                        && let Err(e) =
+                            write_private(&self.state.dir.join(ADVERTISED_FILE), a.as_bytes())
+                    {
+                        tracing::warn!(reason = %e, "the advertised address was not noted; it is reported again");
+                    }
+                    return;
+                }
                 Err(reason) if attempt < REPORT_TRIES => {
                     tracing::info!(%reason, attempt, retry_in = ?wait, "the report was not stored; sending it again");
                     tokio::time::sleep(wait).await;

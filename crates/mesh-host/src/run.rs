@@ -29,6 +29,9 @@ pub struct HostOptions {
     pub backoff_max: Duration,
     /// How modules are run (`no_op` for simulated hosts).
     pub driver: DriverOptions,
+    /// Where other nodes reach this node (`--advertise`): reported until
+    /// recorded, and again when it changes.
+    pub advertise: Option<String>,
 }
 
 impl Default for HostOptions {
@@ -38,6 +41,7 @@ impl Default for HostOptions {
             backoff_start: Duration::from_millis(250),
             backoff_max: Duration::from_secs(10),
             driver: DriverOptions::default(),
+            advertise: None,
         }
     }
 }
@@ -87,7 +91,7 @@ pub async fn run(
     // Before anything else: what a previous run left behind is killed now,
     // not after the broker answers.
     let driver = Driver::new(&state.dir, opts.driver.clone()).await?;
-    let applier = Arc::new(Applier::new(state, driver)?);
+    let applier = Arc::new(Applier::new(state, driver, opts.advertise.clone())?);
 
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
     let node = state.node.clone();

@@ -37,6 +37,12 @@ pub struct NodeView {
     pub last_seen_at: Option<i64>,
     /// `ready`, `stale`, `down` or `unseen` (from last seen; DESIGN §6).
     pub liveness: String,
+    /// Where other nodes reach it (`${seat:..}` is filled with it).
+    #[serde(default)]
+    pub address: Option<String>,
+    /// seat → the port this node gives that seat's holder on it.
+    #[serde(default)]
+    pub ports: std::collections::BTreeMap<String, u16>,
 }
 
 impl NodeView {
@@ -103,9 +109,19 @@ impl OutcomeView {
 pub async fn nodes(store: &Store, now_ms: u64) -> Result<Vec<NodeView>, ViewError> {
     let nodes = store.nodes().await?;
     let tokens = store.live_tokens().await?;
+    let mut ports: std::collections::BTreeMap<Name, std::collections::BTreeMap<String, u16>> =
+        std::collections::BTreeMap::new();
+    for (node, seat, port) in store.node_seat_ports().await? {
+        ports
+            .entry(node)
+            .or_default()
+            .insert(seat.to_string(), port);
+    }
     Ok(nodes
         .into_iter()
         .map(|n| NodeView {
+            ports: ports.remove(&n.name).unwrap_or_default(),
+            address: n.address.clone(),
             state: if n.enrolled_at.is_some() {
                 "enrolled"
             } else if tokens.iter().any(|t| t.node == n.name) {

@@ -36,6 +36,18 @@ impl Migration {
                 "{{revision_triggers:bus_addresses}}",
                 &revision_triggers(backend, &[("bus_addresses", None)]),
             )
+            .replace(
+                "{{revision_triggers:secrets}}",
+                &revision_triggers(backend, &[("secrets", None)]),
+            )
+            .replace(
+                "{{revision_triggers:node_seat_ports}}",
+                &revision_triggers(backend, &[("node_seat_ports", None)]),
+            )
+            .replace(
+                "{{revision_trigger_columns:nodes:address}}",
+                &column_trigger(backend, "nodes", "address"),
+            )
     }
 }
 
@@ -54,6 +66,22 @@ const REVISION_SOURCES: &[(&str, Option<&str>)] = &[
     ("seat_aliases", None),
     ("assignments", None),
 ];
+
+/// A trigger moving the revision when `column` of `table` is updated: for a
+/// column added after the table's own triggers were made (their names are
+/// taken, and an `UPDATE OF` list cannot grow in place).
+fn column_trigger(backend: BackendKind, table: &str, column: &str) -> String {
+    match backend {
+        BackendKind::Sqlite => format!(
+            "CREATE TRIGGER {table}_{column}_revision AFTER UPDATE OF {column} ON {table} \
+             BEGIN {BUMP}; END;\n"
+        ),
+        BackendKind::Postgres => format!(
+            "CREATE TRIGGER {table}_{column}_revision AFTER UPDATE OF {column} ON {table} \
+             FOR EACH STATEMENT EXECUTE FUNCTION mesh_bump_revision();\n"
+        ),
+    }
+}
 
 const BUMP: &str = "UPDATE records_revision SET revision = revision + 1 WHERE id = 1";
 
@@ -166,10 +194,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "bus_addresses",
         sql: include_str!("../migrations/0013_bus_addresses.sql"),
     },
+    Migration {
+        version: 14,
+        name: "secrets_addresses",
+        sql: include_str!("../migrations/0014_secrets_addresses.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 13;
+pub const SCHEMA_VERSION: i64 = 14;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -19,6 +19,8 @@ pub struct Node {
     pub xkey: Option<String>,
     /// Ports the operator gave this node, ascending.
     pub ports: Vec<u16>,
+    /// Where other nodes reach it (`${seat:..}`); none recorded yet.
+    pub address: Option<String>,
     pub created_at: Millis,
     pub enrolled_at: Option<Millis>,
     /// Last heartbeat heard; heartbeats themselves are never kept.
@@ -269,4 +271,16 @@ pub struct LeftOut {
     /// When it was first left out (for this reason or another, without a
     /// break).
     pub since: Millis,
+}
+
+/// A secret as the store keeps it: its value sealed to the controller's
+/// XKey by `sender`, never the plaintext.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedSecret {
+    pub name: Name,
+    /// Base64 of the XKey box.
+    pub sealed: String,
+    /// The XKey public key (`X…`) that sealed it.
+    pub sender: String,
+    pub set_at: Millis,
 }

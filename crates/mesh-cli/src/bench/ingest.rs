@@ -73,6 +73,7 @@ pub async fn run(
                 nkey: Some(key.clone()),
             }],
             refused: None,
+            address: None,
         }
     };
     // Warm the pool and the statement caches.

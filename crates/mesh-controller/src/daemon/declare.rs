@@ -68,9 +68,13 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
             return 0;
         }
     };
-    // No node records its address yet: a `${seat:..}` placeholder is then
-    // refused by name rather than filled with a guess.
-    let addresses = BTreeMap::new();
+    let (sealing, reached) = match super::sealing::read(ctx).await {
+        Ok(r) => r,
+        Err(e) => {
+            warn!(error = %error_chain(&e), "no declaration composed");
+            return 0;
+        }
+    };
     // Composed here, from the records this pass declares from: a copy kept
     // on disk is one composition behind, and a broker holder handed it (or
     // an empty one) would refuse the newest principals, or everyone.
@@ -93,7 +97,9 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
         catalogue: &derived.catalogue,
         records: &derived.snapshot.records,
         versions: &versions,
-        addresses: &addresses,
+        addresses: &reached.addresses,
+        seat_ports: &reached.seat_ports,
+        secrets: &sealing,
         users_file: users_file.as_deref().map_err(String::as_str),
         left_out: &derived.left_out,
     };
@@ -276,6 +282,11 @@ async fn declare(
             _ => Ok(Declared::Nothing),
         };
     };
+    let mut next = next;
+    // What the host opens sealed values with, beside its own seed.
+    if next.modules.iter().any(|m| m.secrets.is_some()) {
+        next.sealed_by = Some(ctx.xkey_public.clone());
+    }
     let envelope = next.sign(&ctx.signing_key);
     let body = String::from_utf8(envelope.clone()).map_err(|e| e.to_string())?;
     // Recorded before it is published: the record is what convergence

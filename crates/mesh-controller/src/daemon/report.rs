@@ -204,6 +204,7 @@ pub async fn record(store: &Store, r: &Report) -> Result<Ingested, StoreError> {
     } else {
         info!(node = %r.node, sequence = r.sequence, modules = r.modules.len(), "report recorded");
     }
+    record_address(store, r).await?;
     let assigned = store.assignments().await?;
     for m in &r.modules {
         let Some(key) = &m.nkey else { continue };
@@ -264,6 +265,23 @@ fn store_report(r: &Report) -> mesh_store::Report {
 /// checks, then every report and its outcomes in one transaction, then the
 /// module keys they name (for modules assigned to their node) in one more.
 /// The outcomes are in the order of `reports`.
+/// The address a host advertises, recorded when it differs from the one
+/// the store holds (read first: writing an unchanged one would still move
+/// the records revision on PostgreSQL, whose triggers are per statement).
+async fn record_address(store: &Store, r: &Report) -> Result<(), StoreError> {
+    let Some(address) = &r.address else {
+        return Ok(());
+    };
+    let Some(node) = store.node(&r.node).await? else {
+        return Ok(());
+    };
+    if node.address.as_deref() != Some(address.as_str()) {
+        store.set_node_address(&r.node, Some(address)).await?;
+        info!(node = %r.node, %address, "the node's address recorded, as its host advertises it");
+    }
+    Ok(())
+}
+
 pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Ingested>, StoreError> {
     let mut newest: BTreeMap<&Name, Option<i64>> = BTreeMap::new();
     for r in reports.iter().filter(|r| r.refused.is_none()) {
@@ -299,6 +317,7 @@ pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Inges
         } else {
             info!(node = %r.node, sequence = r.sequence, modules = r.modules.len(), "report recorded");
         }
+        record_address(store, r).await?;
         for m in &r.modules {
             let Some(key) = &m.nkey else { continue };
             if assigned.is_none() {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::catalogue::Catalogue;
-use crate::declaration::{FileDecl, RunDecl};
+use crate::declaration::{FileDecl, NoSecrets, RunDecl};
 use crate::records::{Assignment, Records};
 use crate::testing::{catalogue, n};
 
@@ -39,6 +39,8 @@ const MARKER: &str = r#"
 name = "marker"
 "#;
 
+static NO_PORTS: BTreeMap<(Name, Name), u16> = BTreeMap::new();
+
 fn records(assign: &[(&str, &str)]) -> Records {
     Records {
         nodes: vec![n("n1"), n("n2")],
@@ -59,6 +61,8 @@ fn run(c: &Catalogue, before: &Records, after: &Records) -> Result<Vec<Entry>, C
             records,
             versions: &none,
             addresses: &none,
+            seat_ports: &NO_PORTS,
+            secrets: &NoSecrets,
             users_file: Ok("USERS"),
             left_out: &none,
         },
@@ -288,6 +292,7 @@ fn decl(
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             stop_grace_s: 10,
+            sealed_env: BTreeMap::new(),
         },
         files: files
             .iter()
@@ -297,6 +302,7 @@ fn decl(
                 body: FileBody::Content(body.to_string()),
             })
             .collect(),
+        secrets: None,
     }
 }
 
@@ -383,6 +389,8 @@ fn a_changed_manifest_updates_the_module_where_it_runs() {
             records: &r,
             versions: &none,
             addresses: &none,
+            seat_ports: &NO_PORTS,
+            secrets: &NoSecrets,
             users_file: Ok("USERS"),
             left_out: &none,
         },

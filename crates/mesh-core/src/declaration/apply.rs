@@ -54,7 +54,7 @@ pub fn plan_apply(decl: &Declaration, running: &[Running], bus: &[String]) -> Ve
     }
     for d in &decl.modules {
         let now = running.iter().find(|r| r.module == d.name);
-        if now.is_some_and(|r| r.decl == *d && r.bus == bus) {
+        if now.is_some_and(|r| r.decl.same_as(d) && r.bus == bus) {
             continue;
         }
         for f in &d.files {
@@ -91,12 +91,14 @@ mod tests {
                 command: vec![name.into()],
                 env: BTreeMap::new(),
                 stop_grace_s: 10,
+                sealed_env: BTreeMap::new(),
             },
             files: vec![FileDecl {
                 name: n("conf"),
                 path: "conf".into(),
                 body: FileBody::Content("c".into()),
             }],
+            secrets: None,
         }
     }
 
@@ -107,6 +109,7 @@ mod tests {
             composed_at: 0,
             modules,
             bus: None,
+            sealed_by: None,
         }
     }
 

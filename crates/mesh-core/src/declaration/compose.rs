@@ -28,6 +28,42 @@ pub struct Inputs<'a> {
     /// Modules the registered catalogue leaves out (module → why): their
     /// assignments are named, never declared.
     pub left_out: &'a BTreeMap<Name, String>,
+    /// (node, seat) → the port that node gives the seat's holder on it.
+    pub seat_ports: &'a BTreeMap<(Name, Name), u16>,
+    /// The secrets' values, and how they are sealed to a node.
+    pub secrets: &'a dyn Secrets,
+}
+
+/// What composing needs of secrets: each value, sealing it to the node
+/// that uses it, and the keyed digest that tells a new value from a new
+/// sealing. The controller holds the keys (and the randomness a seal
+/// takes); tests and `mesh plan` hand in their own.
+pub trait Secrets: std::fmt::Debug + Sync {
+    /// The plaintext of secret `name`, if one is recorded.
+    fn value(&self, name: &Name) -> Option<String>;
+    /// `plaintext` sealed to `node`'s host; why not (no sealing key
+    /// recorded for it).
+    fn seal(&self, node: &Name, plaintext: &str) -> Result<String, String>;
+    /// A keyed digest of `(where, plaintext)` pairs, in order.
+    fn digest(&self, values: &[(String, String)]) -> String;
+}
+
+/// No secret recorded: a `${secret:..}` leaves its module out, named.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoSecrets;
+
+impl Secrets for NoSecrets {
+    fn value(&self, _: &Name) -> Option<String> {
+        None
+    }
+
+    fn seal(&self, node: &Name, _: &str) -> Result<String, String> {
+        Err(format!("no secret can be sealed to node {node} here"))
+    }
+
+    fn digest(&self, _: &[(String, String)]) -> String {
+        String::new()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,6 +98,12 @@ pub enum ComposeError {
         "module {module}: its registered manifest no longer derives ({why}); register a corrected manifest with `mesh catalogue register`"
     )]
     DoesNotDerive { module: Name, why: String },
+    #[error("module {module}: its secrets cannot be sealed to node {node}: {why}")]
+    Unsealable {
+        module: Name,
+        node: Name,
+        why: String,
+    },
 }
 
 impl ComposeError {
@@ -73,7 +115,8 @@ impl ComposeError {
             | ComposeError::Unfilled { module, .. }
             | ComposeError::BadPath { module, .. }
             | ComposeError::NoUserList { module, .. }
-            | ComposeError::DoesNotDerive { module, .. } => module,
+            | ComposeError::DoesNotDerive { module, .. }
+            | ComposeError::Unsealable { module, .. } => module,
         }
     }
 }
@@ -136,9 +179,30 @@ fn compose_module(
         .iter()
         .map(fill)
         .collect::<Result<Vec<_>, _>>()?;
+    // A value holding a secret is sealed whole to the node: it never
+    // travels, nor rests in NODES, in plaintext. Its plaintext goes into the
+    // digest that says whether the module changed.
+    let mut plaintexts = Vec::new();
+    let seal = |plaintext: &str| {
+        inputs
+            .secrets
+            .seal(node, plaintext)
+            .map_err(|why| ComposeError::Unsealable {
+                module: module.clone(),
+                node: node.clone(),
+                why,
+            })
+    };
     let mut env = BTreeMap::new();
+    let mut sealed_env = BTreeMap::new();
     for var in &run.env {
-        env.insert(var.name.value.clone(), fill(&var.value)?);
+        let value = fill(&var.value)?;
+        if holds_secret(&var.value) {
+            sealed_env.insert(var.name.value.clone(), seal(&value)?);
+            plaintexts.push((format!("env {}", var.name.value), value));
+        } else {
+            env.insert(var.name.value.clone(), value);
+        }
     }
     let mut files = Vec::new();
     for f in &m.files {
@@ -152,21 +216,32 @@ fn compose_module(
         }
         // Only the broker's holder is ever given the users file, and never
         // an empty one: a broker with no user list refuses every client.
-        let content = if f.name.value.as_str() == BUS_USERS_FILE && m.holds_seat(BROKER_ROLE) {
-            inputs
-                .users_file
-                .map_err(|why| ComposeError::NoUserList {
-                    module: module.clone(),
-                    why: why.to_string(),
-                })?
-                .to_string()
+        let body = if f.name.value.as_str() == BUS_USERS_FILE && m.holds_seat(BROKER_ROLE) {
+            FileBody::Content(
+                inputs
+                    .users_file
+                    .map_err(|why| ComposeError::NoUserList {
+                        module: module.clone(),
+                        why: why.to_string(),
+                    })?
+                    .to_string(),
+            )
         } else {
-            String::new()
+            match &f.content {
+                None => FileBody::Content(String::new()),
+                Some(c) if holds_secret(c) => {
+                    let plaintext = fill(c)?;
+                    let sealed = seal(&plaintext)?;
+                    plaintexts.push((format!("file {}", f.name.value), plaintext));
+                    FileBody::Sealed(sealed)
+                }
+                Some(c) => FileBody::Content(fill(c)?),
+            }
         };
         files.push(FileDecl {
             name: f.name.value.clone(),
             path,
-            body: FileBody::Content(content),
+            body,
         });
     }
     Ok(ModuleDecl {
@@ -180,9 +255,17 @@ fn compose_module(
             command,
             env,
             stop_grace_s: DEFAULT_STOP_GRACE_S,
+            sealed_env,
         },
         files,
+        secrets: (!plaintexts.is_empty()).then(|| inputs.secrets.digest(&plaintexts)),
     })
+}
+
+fn holds_secret(v: &RunValue) -> bool {
+    v.placeholders
+        .iter()
+        .any(|p| matches!(p.value, Placeholder::Secret { .. }))
 }
 
 /// A relative path that stays inside the directory it is joined to.
@@ -233,10 +316,16 @@ fn value(inputs: &Inputs<'_>, m: &Manifest, p: &Placeholder) -> Result<String, S
             };
             let address = inputs.addresses.get(&holder.node).ok_or_else(|| {
                 format!(
-                    "node {} (holding seat {seat}) has no address recorded",
-                    holder.node
+                    "node {node} (holding seat {seat}) has no address recorded; record one with `mesh node set {node} --address A`",
+                    node = holder.node
                 )
             })?;
+            // The node's given port for the seat, over the manifest's number.
+            let port = inputs
+                .seat_ports
+                .get(&(holder.node.clone(), seat.clone()))
+                .copied()
+                .unwrap_or(*port);
             Ok(format!("{address}:{port}"))
         }
         Placeholder::File { name } => m
@@ -245,9 +334,9 @@ fn value(inputs: &Inputs<'_>, m: &Manifest, p: &Placeholder) -> Result<String, S
             .find(|f| f.name.value == *name)
             .map(|f| f.path.value.clone())
             .ok_or_else(|| format!("the manifest declares no [[file]] named {name}")),
-        Placeholder::Secret { name } => Err(format!(
-            "no value is recorded for secret {name} (secrets are not yet recorded by this mesh); remove the placeholder"
-        )),
+        Placeholder::Secret { name } => inputs.secrets.value(name).ok_or_else(|| {
+            format!("no value is recorded for secret {name}; set one with `mesh secret set {name}`")
+        }),
     }
 }
 
@@ -261,7 +350,7 @@ pub fn next_declaration(
     now_ms: u64,
 ) -> Option<Declaration> {
     if let Some(before) = last
-        && before.modules == modules
+        && super::same_modules(&before.modules, &modules)
         && before.bus == bus
     {
         return None;
@@ -272,6 +361,7 @@ pub fn next_declaration(
         composed_at: now_ms,
         modules,
         bus,
+        sealed_by: None,
     })
 }
 
@@ -281,6 +371,8 @@ mod tests {
     use crate::catalogue::Aliases;
     use crate::manifest;
     use crate::records::Assignment;
+
+    static NO_PORTS: BTreeMap<(Name, Name), u16> = BTreeMap::new();
 
     fn n(s: &str) -> Name {
         Name::new(s).unwrap()
@@ -364,6 +456,8 @@ seats = ["store"]
             records: &r,
             versions: &versions,
             addresses: &addresses,
+            seat_ports: &NO_PORTS,
+            secrets: &NoSecrets,
             users_file: Err("no composition"),
             left_out: &no_left_out,
         };
@@ -403,6 +497,8 @@ seats = ["store"]
             records: &r,
             versions: &empty,
             addresses: &empty,
+            seat_ports: &NO_PORTS,
+            secrets: &NoSecrets,
             users_file: Err("no composition"),
             left_out: &no_left_out,
         };
@@ -448,6 +544,8 @@ description = "marks"
             records: &r,
             versions: &empty,
             addresses: &empty,
+            seat_ports: &NO_PORTS,
+            secrets: &NoSecrets,
             users_file: Err("no composition"),
             left_out: &no_left_out,
         };
@@ -510,6 +608,8 @@ path = "other.conf"
             records: &r,
             versions: &empty,
             addresses: &empty,
+            seat_ports: &NO_PORTS,
+            secrets: &NoSecrets,
             users_file: Ok("USERS"),
             left_out: &no_left_out,
         };
@@ -553,6 +653,8 @@ path = "users.conf"
             records: &r,
             versions: &empty,
             addresses: &empty,
+            seat_ports: &NO_PORTS,
+            secrets: &NoSecrets,
             users_file: Err("the controller has no credential"),
             left_out: &empty,
         };
@@ -584,6 +686,8 @@ path = "users.conf"
             records: &r,
             versions: &empty,
             addresses: &empty,
+            seat_ports: &NO_PORTS,
+            secrets: &NoSecrets,
             users_file: Ok("USERS"),
             left_out: &left_out,
         };
@@ -609,6 +713,8 @@ path = "users.conf"
             records: &r,
             versions: &empty,
             addresses: &empty,
+            seat_ports: &NO_PORTS,
+            secrets: &NoSecrets,
             users_file: Ok("USERS"),
             left_out: &empty,
         };
@@ -620,6 +726,204 @@ path = "users.conf"
             "{:?}",
             m.left_out
         );
+    }
+
+    /// Secrets as the controller holds them, sealing with a fresh "nonce"
+    /// each time (a counter), the digest keyed by `key`.
+    #[derive(Debug)]
+    struct TestSecrets {
+        values: BTreeMap<Name, String>,
+        sealable: Vec<Name>,
+        key: &'static str,
+        nonce: std::sync::atomic::AtomicU32,
+    }
+
+    impl Secrets for TestSecrets {
+        fn value(&self, name: &Name) -> Option<String> {
+            self.values.get(name).cloned()
+        }
+
+        fn seal(&self, node: &Name, plaintext: &str) -> Result<String, String> {
+            if !self.sealable.contains(node) {
+                return Err(format!("node {node} has no sealing key recorded"));
+            }
+            let nonce = self
+                .nonce
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1;
+            // Stands for a box: nothing of the plaintext but its length.
+            Ok(format!("box{nonce}-{}", plaintext.len()))
+        }
+
+        fn digest(&self, values: &[(String, String)]) -> String {
+            use std::hash::{Hash as _, Hasher as _};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (self.key, values).hash(&mut h);
+            format!("{:016x}", h.finish())
+        }
+    }
+
+    const SIGNER: &str = r#"
+[module]
+name = "signer"
+description = "signs"
+[run]
+command = ["signer", "--key-file", "${file:key}"]
+env = { DB_PASSWORD = "${secret:db-password}", MODE = "plain" }
+secrets-in-environment = "the driver reads its password only from DB_PASSWORD"
+[[file]]
+name = "key"
+path = "secrets/key"
+content = "${secret:signing-key}"
+[[file]]
+name = "conf"
+path = "conf.toml"
+content = "mode = 1"
+"#;
+
+    #[test]
+    fn secrets_are_sealed_to_the_node_and_only_a_new_value_is_a_change() {
+        let no_left_out = BTreeMap::new();
+        let c = catalogue(&[SIGNER]);
+        let r = records(&[("n1", "signer")]);
+        let empty = BTreeMap::new();
+        let secrets = |pw: &str| TestSecrets {
+            values: BTreeMap::from([
+                (n("db-password"), pw.to_string()),
+                (n("signing-key"), "KEY-PLAINTEXT".to_string()),
+            ]),
+            sealable: vec![n("n1")],
+            key: "k",
+            nonce: std::sync::atomic::AtomicU32::new(0),
+        };
+        let first = secrets("PW-ONE");
+        let inputs = Inputs {
+            catalogue: &c,
+            records: &r,
+            versions: &empty,
+            addresses: &empty,
+            users_file: Ok("USERS"),
+            left_out: &no_left_out,
+            seat_ports: &NO_PORTS,
+            secrets: &first,
+        };
+        let ms = composed(compose_modules(&inputs, &n("n1")));
+        let m = &ms[0];
+        assert_eq!(m.run.env.keys().collect::<Vec<_>>(), ["MODE"]);
+        assert_eq!(m.run.sealed_env.keys().collect::<Vec<_>>(), ["DB_PASSWORD"]);
+        assert!(matches!(&m.files[0].body, FileBody::Sealed(b) if b.starts_with("box")));
+        assert_eq!(m.files[1].body, FileBody::Content("mode = 1".into()));
+        let wire = String::from_utf8(
+            next_declaration(&n("n1"), ms.clone(), None, None, 1)
+                .unwrap()
+                .to_bytes(),
+        )
+        .unwrap();
+        assert!(
+            !wire.contains("PW-ONE") && !wire.contains("KEY-PLAINTEXT"),
+            "{wire}"
+        );
+
+        // Sealed again (another nonce), the same values: no new declaration.
+        let last = next_declaration(&n("n1"), ms.clone(), None, None, 1).unwrap();
+        let again = composed(compose_modules(&inputs, &n("n1")));
+        assert_ne!(again[0].run.sealed_env, ms[0].run.sealed_env, "fresh seals");
+        assert_eq!(
+            next_declaration(&n("n1"), again, None, Some(&last), 2),
+            None
+        );
+        // A new value: a new declaration.
+        let second = secrets("PW-TWO");
+        let inputs2 = Inputs {
+            secrets: &second,
+            ..inputs
+        };
+        let changed = composed(compose_modules(&inputs2, &n("n1")));
+        assert_ne!(changed[0].secrets, ms[0].secrets);
+        assert!(next_declaration(&n("n1"), changed, None, Some(&last), 3).is_some());
+    }
+
+    #[test]
+    fn a_secret_with_no_value_or_no_sealing_key_leaves_its_module_out() {
+        let no_left_out = BTreeMap::new();
+        let c = catalogue(&[SIGNER, STORE]);
+        let r = records(&[("n2", "signer"), ("n2", "store")]);
+        let empty = BTreeMap::new();
+        let none = TestSecrets {
+            values: BTreeMap::from([(n("signing-key"), "K".to_string())]),
+            sealable: vec![n("n2")],
+            key: "k",
+            nonce: std::sync::atomic::AtomicU32::new(0),
+        };
+        let inputs = Inputs {
+            catalogue: &c,
+            records: &r,
+            versions: &empty,
+            addresses: &empty,
+            users_file: Ok("USERS"),
+            left_out: &no_left_out,
+            seat_ports: &NO_PORTS,
+            secrets: &none,
+        };
+        let m = compose_modules(&inputs, &n("n2"));
+        assert_eq!(m.modules.len(), 1, "store is still declared");
+        assert!(
+            m.left_out[0]
+                .to_string()
+                .contains("no value is recorded for secret db-password; set one with `mesh secret set db-password`"),
+            "{}",
+            m.left_out[0]
+        );
+        let unsealable = TestSecrets {
+            values: BTreeMap::from([
+                (n("db-password"), "P".to_string()),
+                (n("signing-key"), "K".to_string()),
+            ]),
+            sealable: vec![],
+            key: "k",
+            nonce: std::sync::atomic::AtomicU32::new(0),
+        };
+        let inputs = Inputs {
+            secrets: &unsealable,
+            ..inputs
+        };
+        let m = compose_modules(&inputs, &n("n2"));
+        assert!(
+            matches!(&m.left_out[..], [ComposeError::Unsealable { node, why, .. }]
+                if node.as_str() == "n2" && why.contains("no sealing key")),
+            "{:?}",
+            m.left_out
+        );
+    }
+
+    #[test]
+    fn a_seat_address_takes_the_nodes_given_port_over_the_manifests() {
+        let no_left_out = BTreeMap::new();
+        let c = catalogue(&[ECHO, STORE]);
+        let r = records(&[("n1", "echo"), ("n2", "store")]);
+        let versions = BTreeMap::new();
+        let addresses = BTreeMap::from([(n("n2"), "10.0.0.2".to_string())]);
+        let given = BTreeMap::from([((n("n2"), n("store")), 6432u16)]);
+        let inputs = Inputs {
+            catalogue: &c,
+            records: &r,
+            versions: &versions,
+            addresses: &addresses,
+            users_file: Ok("USERS"),
+            left_out: &no_left_out,
+            seat_ports: &given,
+            secrets: &NoSecrets,
+        };
+        let ms = composed(compose_modules(&inputs, &n("n1")));
+        assert_eq!(ms[0].run.command[2], "10.0.0.2:6432");
+        // Given on another node: the manifest's number.
+        let elsewhere = BTreeMap::from([((n("n1"), n("store")), 6432u16)]);
+        let inputs = Inputs {
+            seat_ports: &elsewhere,
+            ..inputs
+        };
+        let ms = composed(compose_modules(&inputs, &n("n1")));
+        assert_eq!(ms[0].run.command[2], "10.0.0.2:5432");
     }
 
     #[test]
@@ -641,8 +945,10 @@ path = "users.conf"
                 command: vec!["e".into()],
                 env: BTreeMap::new(),
                 stop_grace_s: 10,
+                sealed_env: BTreeMap::new(),
             },
             files: vec![],
+            secrets: None,
         };
         let bus = |port: u16| {
             Some(BusDecl {

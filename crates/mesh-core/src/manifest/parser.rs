@@ -29,7 +29,7 @@ const HOLDS: &[&str] = &["seats"];
 const EVENTS: &[&str] = &["emits", "consumes"];
 const TOOLS: &[&str] = &["serves", "uses"];
 const USES: &[&str] = &["seats"];
-const FILE: &[&str] = &["name", "path"];
+const FILE: &[&str] = &["name", "path", "content"];
 
 /// Every section and its fields, to say where a misplaced field belongs.
 const SECTIONS: &[(&str, &[&str])] = &[
@@ -375,6 +375,19 @@ impl Parser<'_> {
                 );
                 continue;
             }
+            let content = match get(t, "content") {
+                None => None,
+                Some((_, v)) => {
+                    let Some(s) = self.toml.string(v, "content") else {
+                        continue;
+                    };
+                    let s = s.to_string();
+                    match self.run_value(&s, &v.span(), &[], Context::File) {
+                        Some(c) => Some(c),
+                        None => continue,
+                    }
+                }
+            };
             let (Some(name), Some(path)) = (name, path) else {
                 continue;
             };
@@ -403,6 +416,7 @@ impl Parser<'_> {
             out.push(FileDecl {
                 name,
                 path,
+                content,
                 pos: self.toml.pos(&header),
             });
         }
@@ -559,6 +573,15 @@ impl Parser<'_> {
         for (p, range) in template.placeholders() {
             let at = self.toml.inner(span, s, range.clone());
             match p {
+                Placeholder::File { .. } if ctx == Context::File => {
+                    ok = false;
+                    self.toml.push(
+                        Kind::UndeclaredFile,
+                        at.clone(),
+                        format!("`{p}` in a file's content: a file names no other file"),
+                        Some("write the path itself, or pass it in [run] (`${file:NAME}`)".into()),
+                    );
+                }
                 Placeholder::File { name } if !files.iter().any(|f| f.name.value == *name) => {
                     ok = false;
                     self.toml.push(
@@ -646,5 +669,10 @@ impl Parser<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Context {
     Command,
-    Env { reason: bool },
+    Env {
+        reason: bool,
+    },
+    /// A `[[file]]`'s content: written 0600 for the module alone, so a
+    /// secret belongs here.
+    File,
 }

@@ -229,6 +229,8 @@ mod tests {
             enrolled_at: enrolled.then_some(1),
             last_seen_at: None,
             liveness: liveness.into(),
+            address: None,
+            ports: Default::default(),
         }
     }
 

@@ -152,6 +152,7 @@ pub use registration::Registration;
 mod reports;
 pub use reports::ReportSeen;
 mod seats;
+mod secrets;
 mod tokens;
 
 pub use fleet::{

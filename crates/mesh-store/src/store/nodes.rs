@@ -49,6 +49,8 @@ macro_rules! forget_node_in {
                 "DELETE FROM declarations WHERE node = $1",
                 "DELETE FROM enrolment_tokens WHERE node = $1",
                 "DELETE FROM node_ports WHERE node = $1",
+                "DELETE FROM node_seat_ports WHERE node = $1",
+                "DELETE FROM left_out WHERE node = $1",
                 "DELETE FROM nodes WHERE name = $1",
             ] {
                 sqlx::query(table)
@@ -77,6 +79,7 @@ type NodeRow = (
     i64,
     Option<i64>,
     Option<i64>,
+    Option<String>,
 );
 
 fn node_from(row: NodeRow, ports: Vec<u16>) -> Result<Node, StoreError> {
@@ -88,6 +91,7 @@ fn node_from(row: NodeRow, ports: Vec<u16>) -> Result<Node, StoreError> {
         created_at: row.3,
         enrolled_at: row.4,
         last_seen_at: row.5,
+        address: row.6,
     })
 }
 
@@ -104,7 +108,7 @@ fn check_ports(ports: &[u16]) -> Result<Vec<u16>, StoreError> {
     Ok(p)
 }
 
-const NODE_COLUMNS: &str = "name, public_key, xkey, created_at, enrolled_at, last_seen_at";
+const NODE_COLUMNS: &str = "name, public_key, xkey, created_at, enrolled_at, last_seen_at, address";
 
 impl Store {
     /// Records a new node (not yet enrolled). Refused if the name is taken.
@@ -139,7 +143,93 @@ impl Store {
             created_at: now,
             enrolled_at: None,
             last_seen_at: None,
+            address: None,
         })
+    }
+
+    /// Records where other nodes reach `node` (`None`: nowhere known).
+    /// Writing the address it has changes nothing (no declaration moves).
+    pub async fn set_node_address(
+        &self,
+        node: &Name,
+        address: Option<&str>,
+    ) -> Result<(), StoreError> {
+        if let Some(a) = address {
+            mesh_core::names::check_address(a).map_err(|detail| StoreError::Invalid {
+                what: "a node address",
+                detail,
+            })?;
+        }
+        with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            must_exist!(tx, "node" in "nodes", node);
+            sqlx::query(
+                "UPDATE nodes SET address = $1 WHERE name = $2 AND address IS DISTINCT FROM $1",
+            )
+            .bind(address)
+            .bind(node.as_str())
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    /// Gives `seat`'s holder on `node` port `port` (`None`: the manifest's
+    /// number again).
+    pub async fn set_node_seat_port(
+        &self,
+        node: &Name,
+        seat: &Name,
+        port: Option<u16>,
+    ) -> Result<(), StoreError> {
+        if port == Some(0) {
+            return Err(StoreError::Invalid {
+                what: "port 0",
+                detail: "ports run from 1 to 65535".into(),
+            });
+        }
+        with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            must_exist!(tx, "node" in "nodes", node);
+            match port {
+                Some(p) => {
+                    sqlx::query(
+                        "INSERT INTO node_seat_ports (node, seat, port) VALUES ($1, $2, $3) \
+                         ON CONFLICT (node, seat) DO UPDATE SET port = excluded.port \
+                         WHERE node_seat_ports.port <> excluded.port",
+                    )
+                    .bind(node.as_str())
+                    .bind(seat.as_str())
+                    .bind(i64::from(p))
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                None => {
+                    sqlx::query("DELETE FROM node_seat_ports WHERE node = $1 AND seat = $2")
+                        .bind(node.as_str())
+                        .bind(seat.as_str())
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    /// Every port a node gives a seat: (node, seat, port), by node and seat.
+    pub async fn node_seat_ports(&self) -> Result<Vec<(Name, Name, u16)>, StoreError> {
+        let rows = with_pool!(self, |pool| {
+            let rows: Vec<(String, String, i64)> =
+                sqlx::query_as("SELECT node, seat, port FROM node_seat_ports ORDER BY node, seat")
+                    .fetch_all(pool)
+                    .await?;
+            Ok(rows)
+        })?;
+        rows.into_iter()
+            .map(|(n, s, p)| Ok((name("node", n)?, name("seat", s)?, port(p)?)))
+            .collect()
     }
 
     /// Replaces the ports given to `node`.
