@@ -139,6 +139,19 @@ impl Applier {
         }
     }
 
+    /// Reports now if this host advertises an address the controller has
+    /// not stored yet: a node with nothing assigned reports nothing else.
+    pub async fn advertise(&self, client: &Client) {
+        let advertised = std::fs::read_to_string(self.state.dir.join(ADVERTISED_FILE)).ok();
+        if self
+            .advertise
+            .as_ref()
+            .is_some_and(|a| advertised.as_deref() != Some(a.as_str()))
+        {
+            self.report(client, None).await;
+        }
+    }
+
     /// Takes one delivery: verify, apply, report, acknowledge.
     pub async fn take(&self, client: &Client, message: jetstream::Message) {
         let message = Arc::new(message);

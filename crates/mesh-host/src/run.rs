@@ -130,6 +130,7 @@ pub async fn run(
 
     let work = async {
         applier.resume(&client).await;
+        applier.advertise(&client).await;
         tokio::join!(
             heartbeats(&client, state, opts),
             consume(&client, state, opts, &applier),

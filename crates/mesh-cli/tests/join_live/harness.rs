@@ -325,11 +325,17 @@ impl Mesh {
 
     /// `mesh host [--token T] --state DIR` as a process.
     pub fn host(&self, name: &str, token: Option<&str>) -> Daemon {
+        self.host_with(name, token, &[])
+    }
+
+    /// As [`Mesh::host`], with more arguments (`--advertise A`).
+    pub fn host_with(&self, name: &str, token: Option<&str>, extra: &[&str]) -> Daemon {
         let state = self.host_dir(name);
         let mut args = vec!["host", "--state", state.to_str().unwrap()];
         if let Some(t) = token {
             args.extend(["--token", t]);
         }
+        args.extend(extra);
         let log = self
             .tmp
             .path()

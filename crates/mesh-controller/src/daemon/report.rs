@@ -161,6 +161,9 @@ pub enum Ingested {
 /// check, the report and its outcomes, then each module key it names for a
 /// module assigned to the node. `mesh bench` measures exactly this.
 pub async fn record(store: &Store, r: &Report) -> Result<Ingested, StoreError> {
+    // Whatever declaration the report answers: where the node is reached
+    // is no answer to a declaration.
+    record_address(store, r).await?;
     // A refusal is kept whatever it answers: it is about what was sent.
     if r.refused.is_none()
         && let Some(newest) = store.latest_declaration(&r.node).await?
@@ -204,7 +207,6 @@ pub async fn record(store: &Store, r: &Report) -> Result<Ingested, StoreError> {
     } else {
         info!(node = %r.node, sequence = r.sequence, modules = r.modules.len(), "report recorded");
     }
-    record_address(store, r).await?;
     let assigned = store.assignments().await?;
     for m in &r.modules {
         let Some(key) = &m.nkey else { continue };
@@ -283,6 +285,9 @@ async fn record_address(store: &Store, r: &Report) -> Result<(), StoreError> {
 }
 
 pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Ingested>, StoreError> {
+    for r in reports {
+        record_address(store, r).await?;
+    }
     let mut newest: BTreeMap<&Name, Option<i64>> = BTreeMap::new();
     for r in reports.iter().filter(|r| r.refused.is_none()) {
         if !newest.contains_key(&r.node) {
@@ -317,7 +322,6 @@ pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Inges
         } else {
             info!(node = %r.node, sequence = r.sequence, modules = r.modules.len(), "report recorded");
         }
-        record_address(store, r).await?;
         for m in &r.modules {
             let Some(key) = &m.nkey else { continue };
             if assigned.is_none() {
