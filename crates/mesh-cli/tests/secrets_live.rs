@@ -67,9 +67,6 @@ description = "reaches the db seat's holder"
 [run]
 command = ["sh", "-c", "printf %s \"$DB_ADDR\" > addr; exec sleep 3600"]
 env = { DB_ADDR = "${seat:db:5432}" }
-
-[uses]
-seats = ["db"]
 "#;
 
 const DB2: &str = r#"[module]
@@ -95,9 +92,6 @@ description = "reaches the db2 seat's holder, on a node with no address"
 [run]
 command = ["sleep", "3600"]
 env = { DB_ADDR = "${seat:db2:5432}" }
-
-[uses]
-seats = ["db2"]
 "#;
 
 /// A random value nothing else in the mesh could hold by chance.
