@@ -127,7 +127,12 @@ fn set_secret(mesh: &Mesh, name: &str, value: &str) {
     use std::io::Write as _;
     let mut child = Command::new(harness::mesh_bin())
         .args(["secret", "set", name])
-        .args(["--dir", mesh.dir.to_str().unwrap(), "--store", &mesh.store_url])
+        .args([
+            "--dir",
+            mesh.dir.to_str().unwrap(),
+            "--store",
+            &mesh.store_url,
+        ])
         .env_remove("MESH_STORE")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -174,7 +179,11 @@ async fn mesh(backend: Backend) -> (Mesh, Vec<Daemon>, String) {
     mesh.register(&cat);
     let t1 = mesh.node_add("n1", "1h");
     let out = mesh.mesh(&["node", "add", "n2", "--address", "10.9.8.7"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let t2 = String::from_utf8(out.stdout).unwrap().trim().to_string();
     let hosts = vec![
         mesh.host_with("n1", Some(&t1), &["--advertise", "127.0.0.1"]),
@@ -270,7 +279,10 @@ async fn scan_streams(mesh: &Mesh, scan: &mut Scan, secrets: &[&str]) {
 fn scan_cmdlines(scan: &mut Scan, secrets: &[&str]) {
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let name = e.file_name();
-        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
             continue;
         };
         if let Ok(bytes) = std::fs::read(e.path().join("cmdline")) {
@@ -290,7 +302,8 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
     let env_sha = work(&mesh, "n1", "vault-user", "env.sha");
     let file_sha = work(&mesh, "n1", "vault-user", "file.sha");
     assert!(
-        wait_until(LONG, || read(&env_sha).is_some_and(|s| s.contains(&sha256_hex(&pw1)))),
+        wait_until(LONG, || read(&env_sha)
+            .is_some_and(|s| s.contains(&sha256_hex(&pw1)))),
         "the module sees the password in its environment: {:?}",
         read(&env_sha)
     );
@@ -328,7 +341,8 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
     let (before, _) = newest(&mesh, "n1").await;
     set_secret(&mesh, "db-password", &pw2);
     assert!(
-        wait_until(LONG, || read(&env_sha).is_some_and(|s| s.contains(&sha256_hex(&pw2)))),
+        wait_until(LONG, || read(&env_sha)
+            .is_some_and(|s| s.contains(&sha256_hex(&pw2)))),
         "the module restarts with the new value"
     );
     assert_ne!(pid_of("vault-user").unwrap(), user_pid);
@@ -341,8 +355,7 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
     let user_pid = pid_of("vault-user").unwrap();
     mesh.controller.as_mut().unwrap().stop();
     mesh.start_controller_with(&["--http", &http]);
-    mesh.controller()
-        .wait_log("declarations composed", LONG);
+    mesh.controller().wait_log("declarations composed", LONG);
     assert_eq!(newest(&mesh, "n1").await.0, after, "no new declaration");
     assert_eq!(pid_of("vault-user").unwrap(), user_pid);
 
@@ -385,7 +398,11 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
     ] {
         let out = mesh.mesh(args);
         scan.check(&format!("mesh {}", args.join(" ")), &out.stdout, &secrets);
-        scan.check(&format!("mesh {} (stderr)", args.join(" ")), &out.stderr, &secrets);
+        scan.check(
+            &format!("mesh {} (stderr)", args.join(" ")),
+            &out.stderr,
+            &secrets,
+        );
     }
     for path in [
         "/api/status",
@@ -404,11 +421,10 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
     assert!(scan.places > 100, "{}", scan.places);
     // And where it is meant to be: the module's file, and its environment.
     assert_eq!(std::fs::read_to_string(&token_file).unwrap(), token);
-    let environ = std::fs::read(format!("/proc/{}/environ", pid_of("vault-user").unwrap())).unwrap();
+    let environ =
+        std::fs::read(format!("/proc/{}/environ", pid_of("vault-user").unwrap())).unwrap();
     assert!(
-        environ
-            .windows(pw2.len())
-            .any(|w| w == pw2.as_bytes()),
+        environ.windows(pw2.len()).any(|w| w == pw2.as_bytes()),
         "the module's environment holds the new password"
     );
     println!(
@@ -416,11 +432,64 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
         scan.places,
         scan.found.len()
     );
+
+    // A sealed value that does not open on n2 (sealed to another key): the
+    // module is reported failed, naming the variable, never started.
+    let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
+    let other = nkeys::XKey::new();
+    let stranger = mesh_core::secret::Secret::new(other.seed().unwrap());
+    let sealed = mesh_core::sealed::seal(&stranger, &nkeys::XKey::new().public_key(), "x").unwrap();
+    let seed_hex = std::fs::read_to_string(mesh.dir.join("controller/signing.seed")).unwrap();
+    let seed: [u8; 32] = hex::decode(seed_hex.trim()).unwrap().try_into().unwrap();
+    let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
+    let forged = mesh_core::declaration::Declaration {
+        node: Name::new("n2").unwrap(),
+        sequence: 1000,
+        composed_at: 1,
+        modules: vec![mesh_core::declaration::ModuleDecl {
+            name: Name::new("bystander").unwrap(),
+            version: "v".into(),
+            run: mesh_core::declaration::RunDecl {
+                command: vec!["sleep".into(), "3600".into()],
+                env: Default::default(),
+                stop_grace_s: 1,
+                sealed_env: [("DB_PASSWORD".to_string(), sealed)].into(),
+            },
+            files: vec![],
+            secrets: Some("d".into()),
+        }],
+        bus: None,
+        sealed_by: Some(genesis.xkey.clone()),
+    };
+    js.publish("mesh.node.n2.declaration", forged.sign(&signing).into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let reports = || {
+        let out = mesh.mesh(&["reports", "n2", "--limit", "1", "--output", "json"]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        wait_until(LONG, || {
+            let text = reports();
+            text.contains("\"failed\"")
+                && text.contains("the sealed value of DB_PASSWORD does not open")
+        }),
+        "{}",
+        reports()
+    );
+    assert!(
+        !work(&mesh, "n2", "bystander", "pid").exists(),
+        "never started"
+    );
 }
 
 /// n1's newest recorded declaration: its sequence and envelope.
 async fn newest(mesh: &Mesh, node: &str) -> (i64, String) {
-    let store = mesh_store::Store::open_existing(&mesh.store_url).await.unwrap();
+    let store = mesh_store::Store::open_existing(&mesh.store_url)
+        .await
+        .unwrap();
     let d = store
         .latest_declaration(&Name::new(node).unwrap())
         .await
@@ -480,11 +549,20 @@ async fn seat_addresses_come_from_the_nodes_and_an_unfillable_one_leaves_one_mod
             .as_array()
             .unwrap()
             .iter()
-            .any(|a| a["what"] == "module app2 is left out of the declaration of n1"
-                && a["next"].as_str().unwrap().contains("mesh node set n3 --address A")),
+            .any(
+                |a| a["what"] == "module app2 is left out of the declaration of n1"
+                    && a["next"]
+                        .as_str()
+                        .unwrap()
+                        .contains("mesh node set n3 --address A")
+            ),
         "{status:#}"
     );
-    assert_eq!(read(&addr).as_deref(), Some("10.9.8.7:6432"), "app untouched");
+    assert_eq!(
+        read(&addr).as_deref(),
+        Some("10.9.8.7:6432"),
+        "app untouched"
+    );
     // Given an address, app2 is declared.
     ok(&mesh, &["node", "set", "n3", "--address", "10.9.8.9"]);
     let out = mesh.mesh(&["plan", "unassign", "app2", "n1"]);
@@ -504,16 +582,24 @@ async fn a_postgresql_store_holds_no_plaintext() {
     mesh.assign("vault-user", "n1", true);
     let env_sha = work(&mesh, "n1", "vault-user", "env.sha");
     assert!(
-        wait_until(LONG, || read(&env_sha).is_some_and(|s| s.contains(&sha256_hex(&pw)))),
+        wait_until(LONG, || read(&env_sha)
+            .is_some_and(|s| s.contains(&sha256_hex(&pw)))),
         "the module sees the password"
     );
     let dump = Command::new(mesh_testkit::postgres_bin_dir().unwrap().join("pg_dump"))
         .arg(&mesh.store_url)
         .output()
         .unwrap();
-    assert!(dump.status.success(), "{}", String::from_utf8_lossy(&dump.stderr));
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
     let text = String::from_utf8_lossy(&dump.stdout);
-    assert!(text.contains("db-password"), "the dump holds the secrets table");
+    assert!(
+        text.contains("db-password"),
+        "the dump holds the secrets table"
+    );
     let mut scan = Scan::default();
     scan.check("pg_dump", &dump.stdout, &[pw.as_str(), token.as_str()]);
     assert!(scan.found.is_empty(), "{:?}", scan.found);

@@ -72,6 +72,9 @@ pub struct Applier {
     bus: std::sync::Mutex<Vec<String>>,
     /// The address this host advertises, if it was told one.
     advertise: Option<String>,
+    /// Modules that could not be started, and why (a sealed value that does
+    /// not open): reported failed, not left to read as merely stopped.
+    not_started: std::sync::Mutex<BTreeMap<Name, String>>,
 }
 
 /// The address the controller last stored for this host, as the host
@@ -99,6 +102,7 @@ impl Applier {
             declared: std::sync::Mutex::new(Vec::new()),
             bus: std::sync::Mutex::new(state.bus_urls.clone()),
             advertise,
+            not_started: std::sync::Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -252,6 +256,12 @@ impl Applier {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = pool;
     }
 
+    fn not_started_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Name, String>> {
+        self.not_started
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn bus_urls(&self) -> Vec<String> {
         self.bus
             .lock()
@@ -285,11 +295,18 @@ impl Applier {
                 ApplyStep::Start { module } | ApplyStep::Restart { module } => {
                     match self.run_spec(&module, d.sealed_by.as_deref()) {
                         Ok(spec) => {
+                            self.not_started_lock().remove(&module.name);
                             if let Err(e) = self.driver.start(spec).await {
                                 tracing::warn!(module = %module.name, reason = %e, "starting");
                             }
                         }
-                        Err(e) => tracing::warn!(module = %module.name, reason = %e, "starting"),
+                        Err(e) => {
+                            tracing::warn!(module = %module.name, reason = %e, "not started");
+                            // Not left running as it was declared before.
+                            let _ = self.driver.stop(&module.name).await;
+                            self.not_started_lock()
+                                .insert(module.name.clone(), e.to_string());
+                        }
                     }
                 }
             }
@@ -422,15 +439,23 @@ impl Applier {
     pub async fn report(&self, client: &Client, refused: Option<String>) {
         let applied = self.applied.lock().await;
         let status = self.driver.status();
+        let not_started = self.not_started_lock().clone();
         let modules = applied
             .modules
             .iter()
             .map(|m| {
                 let s = status.iter().find(|s| s.module == m.name);
+                let refused = not_started.get(&m.name);
                 ModuleReport {
                     name: m.name.clone(),
-                    state: s.map_or(ModuleState::Stopped, |s| s.state),
-                    reason: s.and_then(|s| s.reason.clone()),
+                    state: match (s, refused) {
+                        (_, Some(_)) => ModuleState::Failed,
+                        (Some(s), None) => s.state,
+                        (None, None) => ModuleState::Stopped,
+                    },
+                    reason: refused
+                        .cloned()
+                        .or_else(|| s.and_then(|s| s.reason.clone())),
                     restarts: s.map_or(0, |s| s.restarts),
                     nkey: self.public_key(&m.name),
                 }
