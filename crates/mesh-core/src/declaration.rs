@@ -23,9 +23,9 @@ use serde::{Deserialize, Serialize};
 use crate::names::Name;
 
 pub use apply::{ApplyStep, Running, plan_apply};
-pub use compose::{
-    ComposeError, Inputs, NoSecrets, NodeModules, Secrets, compose_modules, next_declaration,
-};
+#[cfg(test)]
+pub(crate) use compose::NoSecrets;
+pub use compose::{ComposeError, Inputs, NodeModules, Secrets, compose_modules, next_declaration};
 
 /// A declaration larger than this is refused unread (a node's modules and
 /// files; the users file for a broker holder is the largest part).

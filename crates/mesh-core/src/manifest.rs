@@ -300,3 +300,32 @@ pub fn lint(m: &Manifest) -> Vec<Diagnostic> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_secrets_a_manifest_uses_are_those_of_its_env_and_files() {
+        let m = parse(
+            "m.toml",
+            r#"
+[module]
+name = "m"
+description = "uses two secrets"
+[run]
+command = ["m", "--conf", "${file:conf}"]
+env = { A = "${secret:one}", B = "plain" }
+secrets-in-environment = "the library reads A only"
+[[file]]
+name = "conf"
+path = "conf"
+content = "token = ${secret:two}, again ${secret:one}"
+"#,
+        )
+        .unwrap();
+        let used = m.secrets_used();
+        let used: Vec<&str> = used.iter().map(Name::as_str).collect();
+        assert_eq!(used, ["one", "two"]);
+    }
+}

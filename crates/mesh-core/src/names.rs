@@ -150,7 +150,10 @@ pub fn check_dns_name(s: &str) -> Result<(), &'static str> {
             return Err("a label may not start or end with '-'");
         }
     }
-    if s.rsplit('.')
+    // The last label of the name itself: a trailing dot (a fully qualified
+    // name) leaves an empty one, which is no number.
+    if s.trim_end_matches('.')
+        .rsplit('.')
         .next()
         .is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()))
     {
@@ -216,5 +219,57 @@ mod tests {
     fn message_names_the_character() {
         let e = Name::new("audit.log").unwrap_err().to_string();
         assert!(e.contains("'.'") && e.contains("position 6"), "{e}");
+    }
+
+    #[test]
+    fn a_dns_name_is_refused_naming_what_is_wrong_with_it() {
+        for ok in [
+            "db1",
+            "db1.example.net",
+            "db1.example.net.",
+            "a-b.c",
+            &"a".repeat(63),
+            &format!("{}.{}", "a".repeat(63), "b".repeat(63)),
+        ] {
+            assert_eq!(check_dns_name(ok), Ok(()), "{ok}");
+        }
+        let long = format!("{}.x", "a.".repeat(126));
+        assert_eq!(long.len(), 254);
+        for (bad, why) in [
+            ("tls://db1", "it has a scheme"),
+            ("db1:4222", "it has a port (or is not an IP address)"),
+            ("", "a DNS name is 1 to 253 characters"),
+            (long.as_str(), "a DNS name is 1 to 253 characters"),
+            ("a..b", "each dot-separated label is 1 to 63 characters"),
+            (
+                &"a".repeat(64),
+                "each dot-separated label is 1 to 63 characters",
+            ),
+            ("db_1", "a DNS name holds only letters, digits, '-' and '.'"),
+            ("db 1", "a DNS name holds only letters, digits, '-' and '.'"),
+            ("-db", "a label may not start or end with '-'"),
+            ("db-", "a label may not start or end with '-'"),
+            ("10.0.0.300", "it looks like an IP address but is not one"),
+        ] {
+            assert_eq!(check_dns_name(bad), Err(why), "{bad:?}");
+        }
+        // 253 characters exactly is a name.
+        let edge = format!("{}x", "a.".repeat(126));
+        assert_eq!(edge.len(), 253);
+        assert_eq!(check_dns_name(&edge), Ok(()));
+    }
+
+    #[test]
+    fn an_address_is_an_ip_or_a_dns_name_and_a_refusal_says_what_to_give() {
+        for ok in ["10.0.0.7", "::1", "fe80::1", "db1.example.net"] {
+            assert_eq!(check_address(ok), Ok(()), "{ok}");
+        }
+        let e = check_address("tls://10.0.0.7:4222").unwrap_err();
+        assert!(e.contains("it has a scheme"), "{e}");
+        assert!(
+            e.ends_with("give an IP address or a DNS name, without scheme or port"),
+            "{e}"
+        );
+        assert!(check_address("10.0.0.7:5432").is_err());
     }
 }

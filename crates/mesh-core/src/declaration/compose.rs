@@ -49,9 +49,11 @@ pub trait Secrets: std::fmt::Debug + Sync {
 }
 
 /// No secret recorded: a `${secret:..}` leaves its module out, named.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoSecrets;
 
+#[cfg(test)]
 impl Secrets for NoSecrets {
     fn value(&self, _: &Name) -> Option<String> {
         None
