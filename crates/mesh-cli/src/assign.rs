@@ -13,8 +13,8 @@ use mesh_core::names::Name;
 use mesh_store::Store;
 
 use crate::authority::{checked_catalogue, open_store_to_write};
-use crate::node::ListFormat;
 use crate::output;
+use crate::output::ListFormat;
 use crate::plan::{Pending, name};
 use crate::state::MeshArgs;
 

@@ -18,8 +18,8 @@ use mesh_core::manifest::refs::parse_event_ref;
 use mesh_core::manifest::{EventRef, Target};
 use mesh_core::subjects::{self, STREAM_EVENTS};
 
-use crate::node::ListFormat;
 use crate::output;
+use crate::output::ListFormat;
 use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]

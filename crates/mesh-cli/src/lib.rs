@@ -8,7 +8,6 @@ use clap::{Parser, Subcommand};
 
 pub mod assign;
 pub mod authority;
-pub mod bench;
 pub mod broker;
 pub mod call;
 pub mod check;
@@ -194,14 +193,6 @@ pub enum Command {
   mesh completions zsh > \"${fpath[1]}/_mesh\"
   mesh completions fish > ~/.config/fish/completions/mesh.fish")]
     Completions(completions::CompletionsArgs),
-    /// The mesh's numbers on this machine: N simulated hosts on a broker,
-    /// controller and store of its own, raw JetStream beside them; one
-    /// table, each figure with its target.
-    #[command(after_help = "Examples:
-  mesh bench
-  mesh bench --hosts 10000
-  mesh bench --hosts 200 --users-nodes 200 --ingest-for 1s --output json")]
-    Bench(bench::BenchArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -265,7 +256,6 @@ where
         Command::Logs(args) => logs::run(&args),
         Command::Events(args) => events::run(&args),
         Command::Completions(args) => completions::run(&args),
-        Command::Bench(args) => bench::run(&args),
     };
     result.unwrap_or_else(edge_error)
 }
@@ -342,8 +332,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 46,
-            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), call, logs, events (1), completions, bench"
+            seen, 45,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), call, logs, events (1), completions"
         );
     }
 }

@@ -8,11 +8,10 @@ use anyhow::Context as _;
 use clap::Args;
 use mesh_core::names::Name;
 use mesh_state::views;
-use serde::Serialize;
 
 use crate::authority::open_existing_store;
-use crate::node::ListFormat;
 use crate::output;
+use crate::output::{ListFormat, print_json};
 use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]
@@ -127,10 +126,4 @@ pub fn run_reports(args: &ReportsArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })?
-}
-
-pub(crate) fn print_json(rows: &impl Serialize) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(rows).context("writing JSON")?;
-    output::print(&format!("{text}\n"))?;
-    Ok(())
 }

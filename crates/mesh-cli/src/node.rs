@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use mesh_controller::Genesis;
 use mesh_core::names::Name;
 use mesh_core::token::Token;
@@ -14,6 +14,7 @@ use mesh_state::views::NodeView;
 
 use crate::authority::{open_existing_store, open_store_to_write};
 use crate::output;
+use crate::output::ListFormat;
 use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]
@@ -101,12 +102,6 @@ pub struct ForgetArgs {
     pub name: String,
     #[command(flatten)]
     pub mesh: MeshArgs,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ListFormat {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Args)]
@@ -279,7 +274,7 @@ async fn list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
     store.close().await;
     let rows = read?;
     match args.output {
-        ListFormat::Json => crate::listings::print_json(&rows)?,
+        ListFormat::Json => crate::output::print_json(&rows)?,
         ListFormat::Text => print_table(&rows)?,
     }
     Ok(ExitCode::SUCCESS)

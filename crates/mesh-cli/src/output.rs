@@ -9,6 +9,9 @@
 use std::fmt;
 use std::io::{self, BufWriter, Write};
 
+use anyhow::Context as _;
+use clap::ValueEnum;
+
 use mesh_core::diagnostic::escape_controls;
 
 /// Writing to standard output failed.
@@ -101,4 +104,19 @@ mod tests {
         assert!(StdoutError(io::Error::from(io::ErrorKind::BrokenPipe)).is_closed_pipe());
         assert!(!StdoutError(io::Error::from_raw_os_error(28)).is_closed_pipe());
     }
+}
+
+/// How a listing prints: a table for a person, or JSON for a script (the
+/// same structures the controller's JSON API serves).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ListFormat {
+    Text,
+    Json,
+}
+
+/// `rows` as pretty JSON, one document, on standard output.
+pub fn print_json(rows: &impl serde::Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(rows).context("writing JSON")?;
+    print(&format!("{text}\n"))?;
+    Ok(())
 }

@@ -19,8 +19,8 @@ use mesh_core::records::{Assignment, ControllerSpec, Records};
 use serde::Serialize;
 
 use crate::authority::{checked_catalogue, open_existing_store};
-use crate::node::ListFormat;
 use crate::output;
+use crate::output::ListFormat;
 use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]

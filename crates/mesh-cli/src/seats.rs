@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use clap::Args;
 
 use crate::authority::open_existing_store;
-use crate::node::ListFormat;
 use crate::output;
+use crate::output::ListFormat;
 use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]
@@ -35,7 +35,7 @@ pub fn run(args: &SeatsArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(read?)
     })??;
     if args.output == ListFormat::Json {
-        crate::listings::print_json(&rows)?;
+        crate::output::print_json(&rows)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut out = output::Stdout::lock();

@@ -17,8 +17,8 @@ use mesh_core::secret::Secret;
 use serde::Serialize;
 
 use crate::authority::{open_existing_store, open_store_to_write};
-use crate::node::ListFormat;
 use crate::output;
+use crate::output::ListFormat;
 use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]
@@ -168,7 +168,7 @@ fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
         rows
     })??;
     match args.output {
-        ListFormat::Json => crate::listings::print_json(&rows)?,
+        ListFormat::Json => crate::output::print_json(&rows)?,
         ListFormat::Text => {
             let mut out = output::Stdout::lock();
             if rows.is_empty() {

@@ -18,8 +18,8 @@ use clap::Args;
 use mesh_state::views::{self, ControllerView, StatusView};
 
 use crate::authority::open_existing_store;
-use crate::node::ListFormat;
 use crate::output;
+use crate::output::ListFormat;
 use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]
@@ -137,7 +137,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
         read
     })??;
     match args.output {
-        ListFormat::Json => crate::listings::print_json(&status)?,
+        ListFormat::Json => crate::output::print_json(&status)?,
         ListFormat::Text => print_text(&status)?,
     }
     Ok(ExitCode::SUCCESS)

@@ -342,7 +342,7 @@ fn nats_server(args: &UpArgs) -> anyhow::Result<PathBuf> {
 }
 
 /// `given`, or the first `nats-server` on PATH.
-pub(crate) fn nats_server_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub fn nats_server_path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     if let Some(p) = given {
         return Ok(p.to_path_buf());
     }

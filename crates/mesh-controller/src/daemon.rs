@@ -22,7 +22,7 @@ pub use report::{Ingested, record as record_report, record_batch as record_repor
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::push};
@@ -35,7 +35,9 @@ use mesh_store::{Store, StoreError, principal};
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
+pub(crate) use crate::chain::error_chain;
 use crate::composer::{Composer, ComposerConfig, SourceError};
+pub use crate::counters::{Counters, CountersView};
 use crate::genesis::{self, Genesis, GenesisError};
 use crate::http::HttpListen;
 use crate::{Reloader, Snapshot};
@@ -111,32 +113,6 @@ pub enum DaemonError {
     Http(#[from] crate::http::HttpError),
 }
 
-/// What the controller has done since it started; logged at shutdown and
-/// read by tests through the log.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub enrolled: AtomicU64,
-    pub refused: AtomicU64,
-    /// Messages terminated as malformed (never redelivered).
-    pub terminated: AtomicU64,
-    pub heartbeats: AtomicU64,
-    pub reports: AtomicU64,
-    /// Reports redelivered after they were recorded (acknowledged again).
-    pub duplicates: AtomicU64,
-    /// Reports answering an older declaration than the node's newest.
-    pub superseded: AtomicU64,
-    /// Reports let go after the store stayed unavailable past the bound.
-    pub let_go: AtomicU64,
-    /// Declarations published to NODES (again, too, at convergence).
-    pub declarations: AtomicU64,
-}
-
-impl Counters {
-    fn bump(c: &AtomicU64) {
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
 /// What every task shares.
 pub(crate) struct Ctx {
     pub store: Store,
@@ -163,6 +139,24 @@ pub(crate) struct Ctx {
     pub connected_url: String,
     /// The recorded addresses the controller's connection follows.
     pub followed_bus: tokio::sync::Mutex<Vec<String>>,
+}
+
+impl crate::http::Running for Ctx {
+    fn broker_connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+
+    fn window_open(&self) -> bool {
+        self.window_is_open()
+    }
+
+    fn counters(&self) -> CountersView {
+        CountersView::of(&self.counters)
+    }
+
+    fn lag(&self) -> &crate::http::ApplyLag {
+        &self.lag
+    }
 }
 
 /// The store window as the controller keeps it: when it opened (unix ms).
@@ -432,36 +426,6 @@ pub async fn run(
     Ok(view)
 }
 
-/// A copy of the counters at one moment.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct CountersView {
-    pub enrolled: u64,
-    pub refused: u64,
-    pub terminated: u64,
-    pub heartbeats: u64,
-    pub reports: u64,
-    pub duplicates: u64,
-    pub superseded: u64,
-    pub let_go: u64,
-    pub declarations: u64,
-}
-
-impl CountersView {
-    pub(crate) fn of(c: &Counters) -> CountersView {
-        CountersView {
-            enrolled: c.enrolled.load(Ordering::Relaxed),
-            refused: c.refused.load(Ordering::Relaxed),
-            terminated: c.terminated.load(Ordering::Relaxed),
-            heartbeats: c.heartbeats.load(Ordering::Relaxed),
-            reports: c.reports.load(Ordering::Relaxed),
-            duplicates: c.duplicates.load(Ordering::Relaxed),
-            superseded: c.superseded.load(Ordering::Relaxed),
-            let_go: c.let_go.load(Ordering::Relaxed),
-            declarations: c.declarations.load(Ordering::Relaxed),
-        }
-    }
-}
-
 /// Connects, retrying with backoff: the broker may start after the
 /// controller (or be restarting). Each refusal is logged with its reason.
 async fn connect(bus: &BusConfig) -> async_nats::Client {
@@ -599,16 +563,4 @@ async fn deliver(ctx: &Arc<Ctx>, permits: &Arc<Semaphore>, messages: &mut push::
     if !batch.is_empty() {
         report::take_batch(ctx, batch).await;
     }
-}
-
-/// An error with its causes on one line, for the log.
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }

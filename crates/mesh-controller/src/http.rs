@@ -27,7 +27,6 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use crate::composer::ComposerStatus;
-use crate::daemon::Ctx;
 
 pub(crate) use metrics::ApplyLag;
 
@@ -88,7 +87,19 @@ pub(crate) struct Shared {
     pub composer: watch::Receiver<ComposerStatus>,
     /// What the start is doing until the context exists.
     pub phase: Mutex<&'static str>,
-    pub ctx: OnceLock<Arc<Ctx>>,
+    /// The running controller, once its start got that far.
+    pub(crate) ctx: OnceLock<Arc<dyn Running>>,
+}
+
+/// What HTTP reads of the running controller (implemented by the daemon's
+/// context): HTTP answers from the first moment, the daemon depends on it,
+/// and it on nothing of the daemon's.
+pub(crate) trait Running: Send + Sync {
+    fn broker_connected(&self) -> bool;
+    /// Whether reports wait in CONTROL for the store.
+    fn window_open(&self) -> bool;
+    fn counters(&self) -> crate::CountersView;
+    fn lag(&self) -> &ApplyLag;
 }
 
 impl Shared {
@@ -117,7 +128,7 @@ impl Shared {
             let phase = *self.phase.lock().unwrap_or_else(|p| p.into_inner());
             return Some(format!("starting: {phase}"));
         };
-        if ctx.client.connection_state() != async_nats::connection::State::Connected {
+        if !ctx.broker_connected() {
             return Some("not connected to the broker (reconnecting)".into());
         }
         let status = self.composer.borrow().clone();
@@ -126,14 +137,14 @@ impl Shared {
             Some(o @ crate::Outcome::NotLive { error, .. }) => Some(format!(
                 "composition {} is not live: {}",
                 o.generation(),
-                crate::daemon::error_chain(&**error)
+                crate::chain::error_chain(&**error)
             )),
             Some(_) => None,
         }
     }
 
     pub fn window_open(&self) -> bool {
-        self.ctx.get().is_some_and(|c| c.window_is_open())
+        self.ctx.get().is_some_and(|c| c.window_open())
     }
 }
 
@@ -235,7 +246,7 @@ fn start(
         }
     });
     if let Err(e) = crate::safe_write::write_private(&file, format!("{addr}\n").as_bytes()) {
-        warn!(error = %crate::daemon::error_chain(&e), "could not write the HTTP address; `mesh status` needs --http to find it");
+        warn!(error = %crate::chain::error_chain(&e), "could not write the HTTP address; `mesh status` needs --http to find it");
     }
     Serving { addr, task, file }
 }

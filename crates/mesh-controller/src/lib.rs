@@ -1,7 +1,9 @@
 //! mesh-controller: the controller daemon's logic (single writer of records and of
 //! JetStream definitions). Grows with the controller issue.
 
+mod chain;
 pub mod composer;
+mod counters;
 pub mod daemon;
 pub mod genesis;
 pub mod http;
@@ -12,5 +14,6 @@ pub use composer::{
     ComposeError, Composer, ComposerConfig, ComposerStatus, Outcome, RecordSource, Reloader,
     Trigger,
 };
+pub use counters::{Counters, CountersView};
 pub use daemon::{ControllerOptions, DaemonError};
 pub use genesis::{Genesis, GenesisError, GenesisOptions};

@@ -31,7 +31,7 @@ fn answer<T: Serialize>(read: Result<T, ViewError>) -> Response {
         Ok(v) => Json(v).into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("{}\n", crate::daemon::error_chain(&e)),
+            format!("{}\n", crate::chain::error_chain(&e)),
         )
             .into_response(),
     }
@@ -52,9 +52,7 @@ pub(crate) fn controller_view(shared: &Shared) -> ControllerView {
         other_mesh: None,
         ready: reason.is_none(),
         reason,
-        broker_connected: Some(shared.ctx.get().is_some_and(|c| {
-            c.client.connection_state() == async_nats::connection::State::Connected
-        })),
+        broker_connected: Some(shared.ctx.get().is_some_and(|c| c.broker_connected())),
         composition_live: Some(status.last.as_ref().is_some_and(|o| o.is_live())),
         composition_generation: status.last.as_ref().map(|o| o.generation()),
         compositions: Some(status.compositions),
@@ -110,7 +108,7 @@ async fn graph(State(shared): State<Arc<Shared>>) -> Response {
             .into_response(),
         Err(e) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("{}\n", crate::daemon::error_chain(&e)),
+            format!("{}\n", crate::chain::error_chain(&e)),
         )
             .into_response(),
     }

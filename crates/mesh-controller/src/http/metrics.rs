@@ -19,8 +19,8 @@ use prometheus_client::registry::Registry;
 use tracing::warn;
 
 use super::Shared;
+use crate::CountersView;
 use crate::composer::ComposerStatus;
-use crate::daemon::CountersView;
 
 /// From a declaration's publish to the first report answering it being
 /// recorded: how long nodes take to converge.
@@ -120,20 +120,18 @@ pub(crate) async fn render(shared: &Shared) -> Result<String, std::fmt::Error> {
                 .collect(),
         ),
         Err(e) => {
-            warn!(error = %crate::daemon::error_chain(&e), "nodes not counted for /metrics");
+            warn!(error = %crate::chain::error_chain(&e), "nodes not counted for /metrics");
             None
         }
     };
     let composer = shared.composer.borrow().clone();
     encode(&Figures {
-        counters: ctx
-            .map(|c| CountersView::of(&c.counters))
-            .unwrap_or_default(),
+        counters: ctx.map(|c| c.counters()).unwrap_or_default(),
         composer,
         window_open: shared.window_open(),
         ready: shared.not_ready().is_none(),
         nodes,
-        lag: ctx.map_or_else(lag_histogram, |c| c.lag.histogram.clone()),
+        lag: ctx.map_or_else(lag_histogram, |c| c.lag().histogram.clone()),
     })
 }
 

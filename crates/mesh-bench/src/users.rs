@@ -21,7 +21,7 @@ use mesh_core::records::{Assignment, ControllerSpec, PersonRecord, Records, Tool
 use mesh_core::users_file::{self, CANARY_INBOX, PublishStep, UserCredential};
 use serde::Serialize;
 
-use super::mesh::Broker;
+use crate::mesh::Broker;
 
 pub const MODULES: [(&str, &str); 5] = [
     (

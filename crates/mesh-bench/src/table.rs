@@ -1,7 +1,7 @@
 //! The table `mesh bench` prints: each figure beside its target, and
 //! whether it is met.
 
-use super::*;
+use crate::*;
 
 /// The table: each figure, its target, and whether it is met.
 pub(super) fn table(r: &Results) -> String {

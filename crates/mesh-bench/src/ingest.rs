@@ -13,7 +13,7 @@ use mesh_core::report::{ModuleReport, ModuleState, Report};
 use mesh_store::{FleetChange, Store};
 use serde::Serialize;
 
-use super::mesh::{MANIFEST, MODULE, node_name};
+use crate::mesh::{MANIFEST, MODULE, node_name};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct IngestResult {

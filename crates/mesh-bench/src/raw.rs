@@ -19,8 +19,8 @@ use mesh_controller::{Genesis, genesis};
 use serde::Serialize;
 use tokio::sync::Mutex;
 
-use super::mesh::{Broker, connect_retrying};
-use super::stats::Spread;
+use crate::mesh::{Broker, connect_retrying};
+use crate::stats::Spread;
 
 const STREAM: &str = "BENCH_RAW";
 /// Connections the consumers are spread over.

@@ -156,7 +156,7 @@ pub struct MeshProcess {
 
 impl MeshProcess {
     pub fn spawn(args: &[&str], log: PathBuf, stdin: Option<String>) -> anyhow::Result<Self> {
-        let exe = std::env::current_exe().context("finding the mesh binary")?;
+        let exe = crate::mesh_binary()?;
         let out = std::fs::File::create(&log)?;
         let mut child = Command::new(exe)
             .args(args)

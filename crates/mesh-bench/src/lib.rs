@@ -1,4 +1,4 @@
-//! `mesh bench`: the mesh's own numbers on this machine. It starts its own
+//! `mesh-bench`: the mesh's own numbers on this machine. It starts its own
 //! broker, controller and store in a temporary directory, runs N simulated
 //! hosts in this process, and prints one table: each figure beside its
 //! target (benchmarks, not timed tests: a missed target is printed, and
@@ -34,12 +34,30 @@ use mesh_core::names::Name;
 use mesh_store::{FleetChange, Store};
 use serde::Serialize;
 
-use crate::node::ListFormat;
-use crate::{init, output};
 use facts::{Machine, Rss, Versions};
 use mesh::{Broker, Hosts, MeshProcess};
+use mesh_cli::output::ListFormat;
+use mesh_cli::{init, output};
 use stats::Spread;
 use table::table;
+
+/// The `mesh` binary the bench runs its controller and its real host with:
+/// `MESH_BIN`, else the one beside this program (cargo builds both into
+/// one directory).
+pub fn mesh_binary() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("MESH_BIN").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let here = std::env::current_exe().context("finding this program")?;
+    let beside = here.with_file_name("mesh");
+    anyhow::ensure!(
+        beside.is_file(),
+        "no mesh binary beside {} ({} is missing); build it (`cargo build --release --bin mesh`) or name it with MESH_BIN",
+        here.display(),
+        beside.display()
+    );
+    Ok(beside)
+}
 
 /// How far apart the simulated hosts are started at setup: 500 a second.
 const HOST_START_EVERY: Duration = Duration::from_millis(2);
@@ -64,7 +82,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 10_000)]
     pub users_nodes: usize,
     /// How long each backend's report ingestion runs.
-    #[arg(long, default_value = "3s", value_parser = crate::node::parse_ttl)]
+    #[arg(long, default_value = "3s", value_parser = mesh_cli::node::parse_ttl)]
     pub ingest_for: Duration,
     /// Leave out report ingestion.
     #[arg(long)]
@@ -160,8 +178,8 @@ pub struct Results {
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
-    crate::logging::init_quiet();
-    let results = crate::logging::daemon_runtime()?.block_on(bench(args))?;
+    mesh_cli::logging::init_quiet();
+    let results = mesh_cli::logging::daemon_runtime()?.block_on(bench(args))?;
     match args.output {
         ListFormat::Json => output::print(&format!(
             "{}\n",
@@ -194,7 +212,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
             n + 1024
         ));
     }
-    let nats = crate::up::nats_server_path(args.nats_server.as_deref())?;
+    let nats = mesh_cli::up::nats_server_path(args.nats_server.as_deref())?;
     let tmp = tempfile::Builder::new().prefix("mesh-bench-").tempdir()?;
     let work = args.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
     std::fs::create_dir_all(&work)?;
@@ -240,7 +258,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
     init::make(&dir, &[], port, &url).await?;
     let genesis = Genesis::open(&dir)?;
     let mut broker = Broker::start(&nats, &genesis).await?;
-    let store = crate::authority::open_store(&url).await?;
+    let store = mesh_cli::authority::open_store(&url).await?;
     let store_version = store.backend_version().await.unwrap_or_else(|_| "?".into());
     let module = Name::new(mesh::MODULE).expect("a valid name");
     store.register_module(&module, mesh::MANIFEST).await?;
@@ -583,7 +601,7 @@ async fn idle_host(
     store: &str,
     js: &jetstream::Context,
 ) -> anyhow::Result<(Rss, f64, MeshProcess)> {
-    let exe = std::env::current_exe()?;
+    let exe = crate::mesh_binary()?;
     let out = tokio::process::Command::new(exe)
         .args(["node", "add", "bench-idle", "--dir", dir, "--store", store])
         .env_remove("MESH_STORE")
