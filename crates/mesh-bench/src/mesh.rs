@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 pub const MODULE: &str = "bench-noop";
 pub const MANIFEST: &str = r#"[module]
 name = "bench-noop"
-description = "mesh bench's module: declared to every simulated host, run by its no-op driver"
+description = "mesh-bench's module: declared to every simulated host, run by its no-op driver"
 
 [run]
 command = ["true"]

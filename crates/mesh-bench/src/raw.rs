@@ -42,7 +42,7 @@ fn with_raw_user(text: &str, key: &str) -> anyhow::Result<String> {
         .strip_suffix(end)
         .context("the users file does not end as the composer writes it")?;
     Ok(format!(
-        "{body}      # mesh bench: raw JetStream\n      {{\n        nkey: \"{key}\"\n      }}\n{end}"
+        "{body}      # mesh-bench: raw JetStream\n      {{\n        nkey: \"{key}\"\n      }}\n{end}"
     ))
 }
 

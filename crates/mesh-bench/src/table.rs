@@ -1,4 +1,4 @@
-//! The table `mesh bench` prints: each figure beside its target, and
+//! The table `mesh-bench` prints: each figure beside its target, and
 //! whether it is met.
 
 use crate::*;
@@ -11,7 +11,7 @@ pub(super) fn table(r: &Results) -> String {
     let mb = |b: u64| b as f64 / 1e6;
     let _ = writeln!(
         t,
-        "mesh bench: {} simulated hosts, store {:?}",
+        "mesh-bench: {} simulated hosts, store {:?}",
         thousands(r.hosts),
         r.store
     );

@@ -17,7 +17,7 @@ pub fn init() {
         .try_init();
 }
 
-/// As [`init`], warnings only by default: `mesh bench` runs thousands of
+/// As [`init`], warnings only by default: `mesh-bench` runs thousands of
 /// hosts in its own process, whose every line would bury the table.
 pub fn init_quiet() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MESH_LOG")

@@ -331,7 +331,7 @@ impl Store {
     }
 
     /// The database's own version: SQLite's library version, or the
-    /// PostgreSQL server's (what `mesh bench` prints in its header).
+    /// PostgreSQL server's (what `mesh-bench` prints in its header).
     pub async fn backend_version(&self) -> Result<String, StoreError> {
         match &self.backend {
             Backend::Sqlite(pool) => {

@@ -71,7 +71,7 @@ impl PgCluster {
     }
 
     /// A cluster that keeps PostgreSQL's durability defaults (fsync,
-    /// synchronous commit, full page writes): what `mesh bench` measures.
+    /// synchronous commit, full page writes): what `mesh-bench` measures.
     pub fn start_durable() -> Result<Self, TestkitError> {
         PgCluster::start_with(true)
     }

@@ -159,7 +159,7 @@ pub enum Ingested {
 
 /// Records one report as the controller does on CONTROL: the supersession
 /// check, the report and its outcomes, then each module key it names for a
-/// module assigned to the node. `mesh bench` measures exactly this.
+/// module assigned to the node. `mesh-bench` measures exactly this.
 pub async fn record(store: &Store, r: &Report) -> Result<Ingested, StoreError> {
     // Whatever declaration the report answers: where the node is reached
     // is no answer to a declaration.

@@ -118,7 +118,7 @@ pub struct DriverOptions {
     /// How long a leftover of a previous host gets after SIGTERM.
     pub leftover_grace: Duration,
     /// Nothing is spawned: a started module is `running` at once, and stays
-    /// so until stopped. For `mesh bench`'s simulated hosts, which measure
+    /// so until stopped. For `mesh-bench`'s simulated hosts, which measure
     /// the mesh and not the programs it runs.
     pub no_op: bool,
 }

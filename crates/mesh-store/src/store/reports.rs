@@ -198,7 +198,7 @@ impl Store {
 
     /// Every report received at or after `since` (unix ms), by when it was
     /// received: node, the declaration it answers, when it was received
-    /// and its id. One read for a whole fleet (`mesh bench` follows a
+    /// and its id. One read for a whole fleet (`mesh-bench` follows a
     /// fan-out with it).
     pub async fn reports_received_since(
         &self,
