@@ -165,7 +165,7 @@ pub async fn run(
 
     // Made live by hand, each step timed.
     let canary = nkeys::KeyPair::new_user();
-    let steps = users_file::plan_publication(file, None, &canary.public_key());
+    let steps = users_file::plan_publication(file.text.clone(), None, &canary.public_key());
     let Some(PublishStep::Write { text }) = steps.first() else {
         bail!("a new composition's plan does not begin with its write");
     };

@@ -260,8 +260,8 @@ async fn run(
     mut triggers: watch::Receiver<u64>,
     status: watch::Sender<ComposerStatus>,
 ) {
-    // Only what the broker confirmed: a file written but not admitted is
-    // composed (and written) again.
+    // Only what the broker confirmed (its digest): a file written but not
+    // admitted is composed (and written) again.
     let mut last_live: Option<String> = None;
     let mut generation = *triggers.borrow_and_update();
     loop {
@@ -314,12 +314,14 @@ async fn compose_once(
     };
     // The seed stays in this frame and is gone with it.
     let canary = (config.canary_keys)();
-    let steps = users_file::plan_publication(&file, last_live.as_deref(), &canary.public_key());
+    let digest = users_file::digest(&file.text);
+    let omitted = file.omitted;
+    let steps = users_file::plan_publication(file.text, last_live.as_deref(), &canary.public_key());
     if steps.is_empty() {
         return (
             Outcome::Unchanged {
                 generation,
-                omitted: file.omitted,
+                omitted,
             },
             done,
         );
@@ -332,9 +334,11 @@ async fn compose_once(
         canary: &canary,
     };
     let result = publish::execute(&steps, &target, &mut done).await;
-    let outcome = judge(result, done, generation, canary.public_key(), file.omitted);
+    // The steps (the file's one copy) go before anything is kept.
+    drop(steps);
+    let outcome = judge(result, done, generation, canary.public_key(), omitted);
     if matches!(outcome, Outcome::Live { .. }) {
-        *last_live = Some(file.text);
+        *last_live = Some(digest);
     }
     (outcome, done)
 }

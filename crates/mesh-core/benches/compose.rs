@@ -167,6 +167,15 @@ fn bench(c: &mut Criterion) {
     g.bench_function("derive+compose 10k nodes x 5 modules", |bch| {
         bch.iter(|| compose(&cat, &records, hash))
     });
+    // Each half alone: where a composition's time goes.
+    g.bench_function("derive 10k nodes x 5 modules", |bch| {
+        bch.iter(|| authority::derive(&cat, &records, &ControllerSpec::default()).expect("derives"))
+    });
+    let principals =
+        authority::derive(&cat, &records, &ControllerSpec::default()).expect("derives");
+    g.bench_function("compose 10k nodes x 5 modules", |bch| {
+        bch.iter(|| users_file::compose(&principals, hash).expect("composes"))
+    });
     g.finish();
 }
 
