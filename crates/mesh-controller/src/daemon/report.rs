@@ -2,7 +2,7 @@
 //! for a module assigned to the reporting node (never another's), which
 //! moves the records revision and so recomposes the users file.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, AckKind};
@@ -288,19 +288,22 @@ pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Inges
     for r in reports {
         record_address(store, r).await?;
     }
-    let mut newest: BTreeMap<&Name, Option<i64>> = BTreeMap::new();
-    for r in reports.iter().filter(|r| r.refused.is_none()) {
-        if !newest.contains_key(&r.node) {
-            let v = store.latest_declaration(&r.node).await?.map(|d| d.version);
-            newest.insert(&r.node, v);
-        }
-    }
+    // A handful of statements for the batch, however many reports: the
+    // nodes' newest versions, the reports and outcomes, the nodes'
+    // assignments and the modules' recorded keys, each one read.
+    let nodes: Vec<Name> = reports
+        .iter()
+        .map(|r| r.node.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let newest = store.latest_versions(&nodes).await?;
     let mut out: Vec<Option<Ingested>> = vec![None; reports.len()];
     let mut taken = Vec::new();
     for (i, r) in reports.iter().enumerate() {
         let sequence = i64::try_from(r.sequence).unwrap_or(i64::MAX);
         match newest.get(&r.node) {
-            Some(Some(v)) if r.refused.is_none() && sequence < *v => {
+            Some(v) if r.refused.is_none() && sequence < *v => {
                 out[i] = Some(Ingested::Superseded { newest: *v });
             }
             _ => taken.push(i),
@@ -308,8 +311,7 @@ pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Inges
     }
     let rows: Vec<mesh_store::Report> = taken.iter().map(|&i| store_report(&reports[i])).collect();
     let recorded = store.record_reports(&rows).await?;
-    let mut assigned: Option<BTreeSet<(Name, Name)>> = None;
-    let mut keys: Vec<(PrincipalKind, String)> = Vec::new();
+    let mut named: Vec<(PrincipalKind, &String)> = Vec::new();
     for (&i, rec) in taken.iter().zip(recorded) {
         let r = &reports[i];
         if rec == mesh_store::Recorded::Duplicate {
@@ -323,33 +325,34 @@ pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Inges
             info!(node = %r.node, sequence = r.sequence, modules = r.modules.len(), "report recorded");
         }
         for m in &r.modules {
-            let Some(key) = &m.nkey else { continue };
-            if assigned.is_none() {
-                assigned = Some(
-                    store
-                        .assignments()
-                        .await?
-                        .into_iter()
-                        .map(|a| (a.node, a.module))
-                        .collect(),
-                );
+            if let Some(key) = &m.nkey {
+                let principal = PrincipalKind::Module {
+                    node: r.node.clone(),
+                    module: m.name.clone(),
+                };
+                named.push((principal, key));
             }
-            let is_assigned = assigned
-                .as_ref()
-                .is_some_and(|a| a.contains(&(r.node.clone(), m.name.clone())));
-            if !is_assigned {
-                warn!(node = %r.node, module = %m.name, "key of a module not assigned to this node ignored");
+        }
+    }
+    let mut keys: Vec<(PrincipalKind, String)> = Vec::new();
+    if !named.is_empty() {
+        let assigned = store.assignments_on(&nodes).await?;
+        let names: Vec<String> = named.iter().map(|(p, _)| p.principal_name()).collect();
+        let known = store.machine_keys(&names).await?;
+        for ((principal, key), name) in named.into_iter().zip(names) {
+            let PrincipalKind::Module { node, module } = &principal else {
                 continue;
-            }
-            let principal = PrincipalKind::Module {
-                node: r.node.clone(),
-                module: m.name.clone(),
             };
-            if keys.iter().any(|(p, k)| *p == principal && k == key) {
+            // Only for a module assigned to this node: a host can name any
+            // module, and a key recorded for another's would let it speak
+            // as it.
+            if !assigned.contains(&(node.clone(), module.clone())) {
+                warn!(%node, %module, "key of a module not assigned to this node ignored");
                 continue;
             }
-            let known = store.credential(&principal.principal_name()).await?;
-            if known.is_some_and(|c| c.credential == UserCredential::NKey(key.clone())) {
+            if known.get(&name) == Some(key)
+                || keys.iter().any(|(p, k)| *p == principal && k == key)
+            {
                 continue;
             }
             keys.push((principal, key.clone()));

@@ -137,6 +137,7 @@ macro_rules! put_person_in {
 
 // After the macro: a `macro_rules!` is in scope only below its definition.
 mod assignments;
+mod batch;
 mod builds;
 mod compositions;
 mod credentials;

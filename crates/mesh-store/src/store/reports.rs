@@ -41,6 +41,11 @@ fn outcome_from(
     })
 }
 
+/// Rows per multi-row insert: under SQLite's 32,766 bound parameters (5
+/// per report row, 5 per outcome row) and PostgreSQL's 65,535.
+const REPORTS_PER_STATEMENT: usize = 1000;
+const OUTCOMES_PER_STATEMENT: usize = 1000;
+
 const INSERT_REPORT: &str = "INSERT INTO reports (node, declaration_version, received_at, refused, report_id) \
      VALUES ($1, $2, $3, $4, $5) \
      ON CONFLICT (node, report_id) DO NOTHING RETURNING id";
@@ -89,6 +94,102 @@ impl Store {
         for r in reports {
             check_outcomes(r)?;
         }
+        // A report without an id (older hosts) cannot be matched to the row
+        // a multi-row insert returns: those go one statement each.
+        if reports.iter().any(|r| r.report_id.is_none()) {
+            return self.record_reports_one_by_one(reports).await;
+        }
+        // The first of two with one (node, id) in the batch is the one.
+        let mut first: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        let mut out: Vec<Option<Recorded>> = vec![None; reports.len()];
+        let mut fresh = Vec::new();
+        for (i, r) in reports.iter().enumerate() {
+            let key = (r.node.as_str(), r.report_id.as_deref().unwrap_or_default());
+            if first.contains_key(&key) {
+                out[i] = Some(Recorded::Duplicate);
+            } else {
+                first.insert(key, i);
+                fresh.push(i);
+            }
+        }
+        let result = with_pool!(self, |pool| {
+            let mut tx = pool.begin_write().await?;
+            // A handful of statements for the whole batch: one insert of the
+            // reports, one of their outcomes per chunk (bind limits).
+            let mut ids: BTreeMap<usize, i64> = BTreeMap::new();
+            for chunk in fresh.chunks(REPORTS_PER_STATEMENT) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO reports (node, declaration_version, received_at, refused, report_id) ",
+                );
+                q.push_values(chunk, |mut b, &i| {
+                    let r = &reports[i];
+                    b.push_bind(r.node.as_str())
+                        .push_bind(r.declaration_version)
+                        .push_bind(r.received_at)
+                        .push_bind(r.refused.as_deref())
+                        .push_bind(r.report_id.as_deref());
+                });
+                q.push(" ON CONFLICT (node, report_id) DO NOTHING RETURNING id, node, report_id");
+                let rows: Vec<(i64, String, Option<String>)> =
+                    q.build_query_as().fetch_all(&mut *tx).await?;
+                for (id, node, report_id) in rows {
+                    if let Some(&i) =
+                        first.get(&(node.as_str(), report_id.as_deref().unwrap_or_default()))
+                    {
+                        ids.insert(i, id);
+                    }
+                }
+            }
+            let outcomes: Vec<(i64, &ModuleOutcome)> = ids
+                .iter()
+                .flat_map(|(&i, &id)| reports[i].outcomes.iter().map(move |o| (id, o)))
+                .collect();
+            for chunk in outcomes.chunks(OUTCOMES_PER_STATEMENT) {
+                let mut q = sqlx::QueryBuilder::new(
+                    "INSERT INTO report_outcomes (report_id, module, state, reason, restarts) ",
+                );
+                q.push_values(chunk, |mut b, (id, o)| {
+                    let (state, reason) = state_text(&o.state);
+                    b.push_bind(*id)
+                        .push_bind(o.module.as_str())
+                        .push_bind(state)
+                        .push_bind(reason)
+                        .push_bind(i64::from(o.restarts));
+                });
+                q.build().execute(&mut *tx).await?;
+            }
+            if ids.is_empty() {
+                tx.rollback().await?;
+            } else {
+                tx.commit().await?;
+            }
+            Ok(ids)
+        });
+        let ids = match result {
+            // The only reference a report makes is to its node.
+            Err(StoreError::Refused {
+                kind: RefusalKind::ForeignKey,
+                ..
+            }) if reports.len() == 1 => return Err(not_found("node", &reports[0].node)),
+            other => other?,
+        };
+        Ok(out
+            .into_iter()
+            .enumerate()
+            .map(|(i, o)| {
+                o.unwrap_or(match ids.get(&i) {
+                    Some(&id) => Recorded::New(id),
+                    None => Recorded::Duplicate,
+                })
+            })
+            .collect())
+    }
+
+    /// [`Store::record_reports`] a statement per report and outcome.
+    async fn record_reports_one_by_one(
+        &self,
+        reports: &[Report],
+    ) -> Result<Vec<Recorded>, StoreError> {
         let result = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
             let mut out = Vec::with_capacity(reports.len());
@@ -126,7 +227,6 @@ impl Store {
             Ok(out)
         });
         match result {
-            // The only reference a report makes is to its node.
             Err(StoreError::Refused {
                 kind: RefusalKind::ForeignKey,
                 ..

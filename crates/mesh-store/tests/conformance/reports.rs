@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::fixture::*;
+use mesh_core::names::Name;
 use mesh_store::*;
 
 async fn reports_round_trip(fx: &Fixture) {
@@ -212,7 +213,84 @@ async fn a_batch_of_reports_is_recorded_together(fx: &Fixture) {
     assert!(s.reports_received_since(300).await.unwrap().is_empty());
 }
 
+/// Past one statement's rows: 1,201 reports of 3 outcomes in one batch,
+/// every report and outcome recorded once; and the batch's reads (newest
+/// versions, assignments, module keys) answer for every node at once.
+async fn a_large_batch_and_its_reads_take_a_handful_of_statements(fx: &Fixture) {
+    let s = &fx.store;
+    let nodes: Vec<Name> = (0..1201).map(|i| n(&format!("b{i}"))).collect();
+    s.apply_fleet(&FleetChange {
+        nodes: nodes.clone(),
+        ..FleetChange::default()
+    })
+    .await
+    .unwrap();
+    let reports: Vec<Report> = nodes
+        .iter()
+        .map(|node| Report {
+            node: node.clone(),
+            declaration_version: 1,
+            outcomes: ["a", "b", "c"]
+                .iter()
+                .map(|m| ModuleOutcome {
+                    module: n(m),
+                    state: ModuleState::Running,
+                    restarts: 0,
+                })
+                .collect(),
+            received_at: 500,
+            refused: None,
+            report_id: Some(format!("r-{node}")),
+        })
+        .collect();
+    let got = s.record_reports(&reports).await.unwrap();
+    assert!(got.iter().all(|r| matches!(r, Recorded::New(_))));
+    let again = s.record_reports(&reports[..3]).await.unwrap();
+    assert!(again.iter().all(|r| *r == Recorded::Duplicate));
+    let latest = s.latest_report(&n("b1200")).await.unwrap().unwrap();
+    assert_eq!(latest.report.outcomes.len(), 3);
+    assert_eq!(s.reports_received_since(500).await.unwrap().len(), 1201);
+
+    // Reads for a batch.
+    for (i, node) in nodes.iter().take(3).enumerate() {
+        s.record_declaration(&Declaration {
+            node: node.clone(),
+            version: 5 + i as i64,
+            digest: "d".into(),
+            body: "{}".into(),
+        })
+        .await
+        .unwrap();
+    }
+    let versions = s.latest_versions(&nodes).await.unwrap();
+    assert_eq!(versions.len(), 3);
+    assert_eq!(versions[&n("b2")], 7);
+    s.register_module(&n("web"), "[module]\nname = \"web\"\n")
+        .await
+        .unwrap();
+    s.assign(&n("b1"), &n("web")).await.unwrap();
+    s.assign(&n("b1100"), &n("web")).await.unwrap();
+    let assigned = s.assignments_on(&nodes).await.unwrap();
+    assert_eq!(
+        assigned.into_iter().collect::<Vec<_>>(),
+        [(n("b1"), n("web")), (n("b1100"), n("web"))]
+    );
+    let key = nkeys::KeyPair::new_user().public_key();
+    let p = mesh_core::authority::PrincipalKind::Module {
+        node: n("b1100"),
+        module: n("web"),
+    };
+    s.record_machine_key(&p, &key).await.unwrap();
+    let keys = s
+        .machine_keys(&[p.principal_name(), "module_b1_web".into()])
+        .await
+        .unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[&p.principal_name()], key);
+}
+
 conformance!(
+    a_large_batch_and_its_reads_take_a_handful_of_statements,
     a_batch_of_reports_is_recorded_together,
     reports_round_trip,
     a_report_is_recorded_once_by_its_id,
