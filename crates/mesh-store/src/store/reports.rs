@@ -105,11 +105,14 @@ impl Store {
         let mut fresh = Vec::new();
         for (i, r) in reports.iter().enumerate() {
             let key = (r.node.as_str(), r.report_id.as_deref().unwrap_or_default());
-            if first.contains_key(&key) {
-                out[i] = Some(Recorded::Duplicate);
-            } else {
-                first.insert(key, i);
-                fresh.push(i);
+            match first.entry(key) {
+                std::collections::btree_map::Entry::Occupied(_) => {
+                    out[i] = Some(Recorded::Duplicate);
+                }
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(i);
+                    fresh.push(i);
+                }
             }
         }
         let result = with_pool!(self, |pool| {
