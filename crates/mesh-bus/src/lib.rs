@@ -5,8 +5,10 @@
 
 pub mod connect;
 pub mod objects;
+pub mod reconnect;
 pub mod tls;
 
 pub use connect::{BusConfig, ClientCredential, ConnectError, Secret, connect, connect_with};
 pub use objects::{AssertError, ServerError, assert_objects};
+pub use reconnect::Reconnects;
 pub use tls::{CertPin, PinError, PinMismatch, fingerprint_of_pem_file};

@@ -492,10 +492,14 @@ fn broker_config(
     let _ = writeln!(c, "listen: \"{host}:{}\"", opts.port);
     let _ = writeln!(c, "pid_file: {}", quoted(BROKER_PID)?);
     // No `verify: true`: it demands a client certificate, and mesh clients
-    // authenticate by NKey over server-authenticated TLS.
+    // authenticate by NKey over server-authenticated TLS. A handshake may
+    // take 10 s, not the server's default 2: a broker restarted under
+    // thousands of hosts handshakes with all of them at once, and each one
+    // timed out backs off and comes again (a storm of 10,000 hosts logged
+    // 10,709 timeouts at the default).
     let _ = writeln!(
         c,
-        "tls {{\n  cert_file: {}\n  key_file: {}\n}}",
+        "tls {{\n  cert_file: {}\n  key_file: {}\n  timeout: 10\n}}",
         quoted(BROKER_CERT)?,
         quoted(BROKER_KEY)?
     );
@@ -666,6 +670,11 @@ mod tests {
         assert!(c.contains("key_file: \"/s/broker/key.pem\""), "{c}");
         assert!(c.contains("store_dir: \"/s/jetstream\""), "{c}");
         assert!(!c.contains("verify"), "{c}");
+        // A storm of handshakes is given time (the server's default is 2 s).
+        assert!(
+            c.contains("  key_file: \"/s/broker/key.pem\"\n  timeout: 10\n}"),
+            "{c}"
+        );
         assert!(c.lines().any(|l| l == "include users.conf"), "{c}");
     }
 }

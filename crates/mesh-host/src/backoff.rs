@@ -43,14 +43,6 @@ impl Backoff {
     }
 }
 
-/// The wait before reconnect attempt `attempt` (0-based) for a client's own
-/// reconnect loop: the same shape as [`Backoff`], without its state.
-pub fn reconnect_delay(start: Duration, max: Duration, attempt: usize) -> Duration {
-    let shift = attempt.min(20) as u32;
-    let cap = start.saturating_mul(1u32 << shift).min(max);
-    jitter(cap)
-}
-
 fn jitter(cap: Duration) -> Duration {
     let nanos = cap.as_nanos().min(u64::MAX as u128) as u64;
     Duration::from_nanos(rand::rng().random_range(0..=nanos))
@@ -84,23 +76,5 @@ mod tests {
         assert!(waits.len() > 40, "{waits:?}");
         // Full jitter: some waits fall in the lower half.
         assert!(waits.iter().any(|d| *d < Duration::from_secs(5)));
-    }
-
-    #[test]
-    fn reconnect_delays_grow_and_are_capped() {
-        let (start, max) = (Duration::from_millis(250), Duration::from_secs(10));
-        for attempt in 0..100 {
-            let cap = (start * 2u32.pow(attempt.min(20) as u32)).min(max);
-            let d = reconnect_delay(start, max, attempt);
-            assert!(d <= cap, "attempt {attempt}: {d:?} > {cap:?}");
-        }
-        let late: Duration = (0..200)
-            .map(|_| reconnect_delay(start, max, 50))
-            .max()
-            .unwrap();
-        assert!(
-            late > Duration::from_secs(5),
-            "late waits reach the cap: {late:?}"
-        );
     }
 }

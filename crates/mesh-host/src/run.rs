@@ -15,7 +15,7 @@ use mesh_core::subjects::{self, STREAM_NODES};
 use std::sync::Arc;
 
 use crate::apply::{Applier, ApplyError};
-use crate::backoff::{Backoff, reconnect_delay};
+use crate::backoff::Backoff;
 use crate::dial::{self, GaveUp};
 use crate::driver::{Driver, DriverError, DriverOptions};
 use crate::state::{HostState, StateError, unix_ms};
@@ -98,15 +98,17 @@ pub async fn run(
     // Every (re)connection after the first: the host reports again, so a
     // broker restarted (or a controller that lost reports) hears it.
     let (reconnected_tx, reconnected) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let (start, max) = (opts.backoff_start, opts.backoff_max);
+    let reconnects = mesh_bus::Reconnects::new(opts.backoff_start, opts.backoff_max);
     let connecting = dial::connect_until(&configs, None, &mut backoff, CONNECT_TIMEOUT, |o| {
         let node = node.clone();
         let reconnected_tx = reconnected_tx.clone();
-        o.max_reconnects(None)
-            .reconnect_delay_callback(move |attempt| reconnect_delay(start, max, attempt))
+        let heard = reconnects.clone();
+        reconnects
+            .apply(o.max_reconnects(None))
             .event_callback(move |event| {
                 let node = node.clone();
                 let reconnected = reconnected_tx.clone();
+                heard.note(&event);
                 async move {
                     log_event(&node, &event);
                     if matches!(event, Event::Connected) {

@@ -3,6 +3,8 @@
 //! (`Permissions Violation for Publish to "…"`), not on the operation, so
 //! an operation that must fail loudly races the error stream.
 
+use std::time::Duration;
+
 use async_nats::{Client, ConnectOptions, Event, ServerError};
 use mesh_bus::{BusConfig, ConnectError};
 use tokio::sync::broadcast;
@@ -28,18 +30,31 @@ impl Denied {
 #[derive(Debug, Clone)]
 pub struct ServerErrors(broadcast::Sender<String>);
 
+/// A module's reconnect waits: the first after a drop spread over
+/// [`mesh_bus::reconnect::FIRST_ATTEMPT_WINDOW`], then from this doubling to the bound.
+const RECONNECT_START: Duration = Duration::from_millis(250);
+const RECONNECT_MAX: Duration = Duration::from_secs(10);
+
 impl ServerErrors {
     /// Connects as `cfg` says, hearing the server's errors.
     pub async fn connect(cfg: &BusConfig) -> Result<(Client, ServerErrors), ConnectError> {
         let (tx, _) = broadcast::channel(64);
         let errors = ServerErrors(tx);
         let heard = errors.clone();
-        let client = mesh_bus::connect_with(cfg, move |opts| heard.listen(opts)).await?;
+        // A module reconnects as its host does: the first attempt after a
+        // drop spread over a window, so a broker restarted under a fleet's
+        // modules is not met by all of them at once.
+        let reconnects = mesh_bus::Reconnects::new(RECONNECT_START, RECONNECT_MAX);
+        let client = mesh_bus::connect_with(cfg, move |opts| {
+            heard.listen(reconnects.apply(opts), reconnects)
+        })
+        .await?;
         Ok((client, errors))
     }
 
-    fn listen(self, opts: ConnectOptions) -> ConnectOptions {
+    fn listen(self, opts: ConnectOptions, reconnects: mesh_bus::Reconnects) -> ConnectOptions {
         opts.event_callback(move |event| {
+            reconnects.note(&event);
             let tx = self.0.clone();
             async move {
                 if let Event::ServerError(ServerError::Other(e)) = event {
