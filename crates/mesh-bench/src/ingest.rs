@@ -74,6 +74,7 @@ pub async fn run(
             }],
             refused: None,
             address: None,
+            spare_keys: Vec::new(),
         }
     };
     // Warm the pool and the statement caches.

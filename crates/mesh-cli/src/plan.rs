@@ -195,6 +195,26 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         .into_iter()
         .map(|(n, s, p)| ((n, s), p))
         .collect();
+    // The modules' recorded keys (a module without one is given a spare
+    // when the controller declares it; the plan does not guess which).
+    let keys: BTreeMap<(Name, Name), String> = snapshot
+        .records
+        .assignments
+        .iter()
+        .filter_map(|a| {
+            let principal = mesh_core::authority::PrincipalKind::Module {
+                node: a.node.clone(),
+                module: a.module.clone(),
+            }
+            .principal_name();
+            match snapshot.credentials.get(&principal) {
+                Some(mesh_core::users_file::UserCredential::NKey(k)) => {
+                    Some(((a.node.clone(), a.module.clone()), k.clone()))
+                }
+                _ => None,
+            }
+        })
+        .collect();
     let secrets = Named {
         secrets: secrets.into_iter().map(|s| s.name).collect(),
         sealable,
@@ -257,6 +277,7 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
             left_out: &b_left_out,
             seat_ports: &seat_ports,
             secrets: &secrets,
+            keys: &keys,
         },
         controller: &controller,
     };

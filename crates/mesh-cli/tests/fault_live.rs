@@ -83,6 +83,7 @@ async fn send_reports(
             modules: vec![],
             refused: None,
             address: None,
+            spare_keys: Vec::new(),
         };
         acks.push(
             js.publish(format!("mesh.control.report.{node}"), r.to_json().into())

@@ -445,6 +445,7 @@ async fn every_hostile_input_is_terminated_and_logged_never_a_crash() {
         modules: Vec::new(),
         refused: None,
         address: None,
+        spare_keys: Vec::new(),
     };
     pubs.send(Target::Report, report.to_json())
         .await

@@ -73,6 +73,7 @@ fn request(token: &Token) -> (EnrolRequest, nkeys::KeyPair) {
             mesh_core::subjects::enrol_inbox_prefix(&token.node),
             rand_suffix()
         ),
+        spare_keys: Vec::new(),
     };
     (req, host)
 }

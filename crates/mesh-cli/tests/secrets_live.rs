@@ -457,6 +457,7 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
             },
             files: vec![],
             secrets: Some("d".into()),
+            key: None,
         }],
         bus: None,
         sealed_by: Some(genesis.xkey.clone()),

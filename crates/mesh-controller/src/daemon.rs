@@ -11,6 +11,7 @@
 
 mod declare;
 mod enrol;
+mod keys;
 mod live;
 mod report;
 mod sealing;

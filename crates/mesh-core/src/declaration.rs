@@ -77,6 +77,11 @@ pub struct ModuleDecl {
     /// restarts), the same value sealed again with a fresh nonce is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets: Option<String>,
+    /// The module's NKey public key as the mesh records it (one of the
+    /// host's spare keys, given by the controller): the host starts the
+    /// module with that key's seed, which the broker already admits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 impl ModuleDecl {
@@ -266,6 +271,7 @@ mod tests {
                     body: FileBody::Content("x = 1".into()),
                 }],
                 secrets: None,
+                key: None,
             }],
             bus: None,
             sealed_by: None,

@@ -54,6 +54,22 @@ pub struct EnrolRequest {
     pub xkey: String,
     /// Where the answer goes: under `_INBOX.enrol.<node>.`.
     pub reply: String,
+    /// Module keys the host made ahead (public halves): the first modules
+    /// declared to it start with these, admitted before they start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spare_keys: Vec<String>,
+}
+
+/// At most this many spare keys a host announces (it keeps about four).
+pub const MAX_SPARE_KEYS: usize = 16;
+
+/// Whether `keys` are spare keys a host may announce: at most
+/// [`MAX_SPARE_KEYS`], each an NKey user public key, none twice.
+pub fn spare_keys_ok(keys: &[String]) -> bool {
+    let distinct: std::collections::BTreeSet<&String> = keys.iter().collect();
+    keys.len() <= MAX_SPARE_KEYS
+        && distinct.len() == keys.len()
+        && keys.iter().all(|k| UserCredential::is_user_nkey(k))
 }
 
 /// The controller's answer.
@@ -320,6 +336,12 @@ impl EnrolRequest {
                 kind: "curve (X…)",
             });
         }
+        if !spare_keys_ok(&req.spare_keys) || req.spare_keys.contains(&req.host_key) {
+            return Err(BadMessage::Key {
+                field: "spare_keys",
+                kind: "distinct user (at most 16, none the host's own)",
+            });
+        }
         let prefix = subjects::enrol_inbox_prefix(&node);
         let under = req
             .reply
@@ -350,6 +372,8 @@ pub enum EnrolStep {
         enrolment_key: String,
         host_key: String,
         xkey: String,
+        /// Module keys the host made ahead.
+        spare_keys: Vec<String>,
     },
     /// The node's consumer: a host has no right to create it.
     AssertConsumer { consumer: ConsumerSpec },
@@ -383,6 +407,7 @@ pub fn plan(req: &EnrolRequest) -> EnrolPlan {
                 enrolment_key: req.enrolment_key.clone(),
                 host_key: req.host_key.clone(),
                 xkey: req.xkey.clone(),
+                spare_keys: req.spare_keys.clone(),
             },
             EnrolStep::AssertConsumer {
                 consumer: jetstream::node_consumer(&req.node),
@@ -448,6 +473,7 @@ mod tests {
             host_key: nkeys::KeyPair::new_user().public_key(),
             xkey: nkeys::XKey::new().public_key(),
             reply: format!("_INBOX.enrol.{node}.abc123"),
+            spare_keys: Vec::new(),
         }
     }
 
@@ -566,6 +592,7 @@ mod tests {
             enrolment_key,
             host_key,
             xkey,
+            ..
         } = &p.steps[0]
         else {
             unreachable!()

@@ -34,6 +34,7 @@ pub mod records;
 pub mod report;
 pub mod sealed;
 pub mod secret;
+pub mod spare_keys;
 pub mod store_window;
 pub mod subjects;
 #[cfg(test)]

@@ -67,6 +67,10 @@ pub struct Report {
     /// it changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<String>,
+    /// The module keys the host holds unspent (public halves): a module
+    /// newly declared to it is given one, admitted before it starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spare_keys: Vec<String>,
 }
 
 impl Report {
@@ -109,6 +113,11 @@ impl Report {
         {
             return Err(BadMessage::Json {
                 reason: "the report id is not 1 to 64 of letters, digits, '_' and '-'".into(),
+            });
+        }
+        if !crate::enrolment::spare_keys_ok(&r.spare_keys) {
+            return Err(BadMessage::Json {
+                reason: "the spare keys are not at most 16 distinct NKey user keys".into(),
             });
         }
         // Not quoted back: a hostile payload stays out of the log.
@@ -172,6 +181,7 @@ mod tests {
             }],
             refused: None,
             address: None,
+            spare_keys: Vec::new(),
         }
     }
 

@@ -283,6 +283,7 @@ impl Applier {
             .collect();
         let bus = self.bus_urls();
         for step in declaration::plan_apply(d, &running, &bus) {
+            let restart = matches!(step, ApplyStep::Restart { .. });
             match step {
                 ApplyStep::Stop { module } => {
                     if let Err(e) = self.driver.stop(&module).await {
@@ -293,6 +294,14 @@ impl Applier {
                     self.write_file(&module, &path, &body, d.sealed_by.as_deref())
                 }
                 ApplyStep::Start { module } | ApplyStep::Restart { module } => {
+                    // A restart stops first: the driver leaves a process
+                    // running whose command and environment are unchanged,
+                    // and a new version (new grants, new bytes at the same
+                    // path) must start afresh, not wait for the old one's
+                    // own restart backoff.
+                    if restart && let Err(e) = self.driver.stop(&module.name).await {
+                        tracing::warn!(module = %module.name, reason = %e, "stopping to restart");
+                    }
                     match self.run_spec(&module, d.sealed_by.as_deref()) {
                         Ok(spec) => {
                             self.not_started_lock().remove(&module.name);
@@ -369,13 +378,31 @@ impl Applier {
 
     /// The module's key: made here the first time a declaration assigns it,
     /// kept 0600, handed to the process as a file. Never sent anywhere.
-    fn module_key(&self, module: &Name) -> Result<(PathBuf, String), StateError> {
+    fn module_key(
+        &self,
+        module: &Name,
+        declared: Option<&str>,
+    ) -> Result<(PathBuf, String), StateError> {
         let dir = self.module_dir(module);
         make_dirs(&dir)?;
         let path = dir.join("nkey.seed");
-        if let Ok(text) = std::fs::read_to_string(&path)
-            && let Ok(kp) = nkeys::KeyPair::from_seed(text.trim())
+        let held = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|text| nkeys::KeyPair::from_seed(text.trim()).ok());
+        if let Some(kp) = &held
+            && declared.is_none_or(|d| d == kp.public_key())
         {
+            return Ok((path, kp.public_key()));
+        }
+        // The key the controller gave it from this host's spares: already
+        // admitted by the broker.
+        if let Some(key) = declared
+            && crate::spare::take(&self.state.dir, key, &path)?
+        {
+            return Ok((path, key.to_string()));
+        }
+        if let Some(kp) = held {
+            tracing::warn!(%module, "the declared key is not one this host holds; keeping the module's own (reported, recorded, admitted)");
             return Ok((path, kp.public_key()));
         }
         let kp = nkeys::KeyPair::new_user();
@@ -392,7 +419,7 @@ impl Applier {
     }
 
     fn run_spec(&self, m: &ModuleDecl, sealed_by: Option<&str>) -> Result<RunSpec, StartError> {
-        let (key_file, _) = self.module_key(&m.name)?;
+        let (key_file, _) = self.module_key(&m.name, m.key.as_deref())?;
         let principal = PrincipalKind::Module {
             node: self.state.node.clone(),
             module: m.name.clone(),
@@ -466,6 +493,13 @@ impl Applier {
             .advertise
             .clone()
             .filter(|a| advertised.as_deref() != Some(a.as_str()));
+        let spare_keys = match crate::spare::top_up(&self.state.dir) {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(reason = %e, "spare module keys not made");
+                crate::spare::list(&self.state.dir)
+            }
+        };
         let report = Report {
             id: report_id(),
             node: self.state.node.clone(),
@@ -473,6 +507,7 @@ impl Applier {
             modules,
             refused,
             address: address.clone(),
+            spare_keys,
         };
         drop(applied);
         let js = jetstream::new(client.clone());

@@ -198,6 +198,7 @@ pub async fn enrol(
         host_key: keys.host_key().to_string(),
         xkey: keys.xkey().to_string(),
         reply,
+        spare_keys: crate::spare::top_up(state_dir)?,
     };
     let js = async_nats::jetstream::new(client.clone());
     // A controller starting beside this host may not have made CONTROL yet:

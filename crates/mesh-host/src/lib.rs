@@ -9,6 +9,7 @@ pub mod driver;
 pub mod enrol;
 pub mod logs;
 pub mod run;
+pub mod spare;
 pub mod state;
 
 pub use enrol::{EnrolError, EnrolOptions, enrol};

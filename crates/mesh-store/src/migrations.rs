@@ -199,10 +199,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "secrets_addresses",
         sql: include_str!("../migrations/0014_secrets_addresses.sql"),
     },
+    Migration {
+        version: 15,
+        name: "spare_keys",
+        sql: include_str!("../migrations/0015_spare_keys.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 14;
+pub const SCHEMA_VERSION: i64 = 15;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -59,6 +59,8 @@ pub struct HostKeys {
     pub host_key: String,
     /// XKey public key (`X…`).
     pub xkey: String,
+    /// Module keys the host made ahead (public halves).
+    pub spare_keys: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -86,8 +86,28 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
             .module(&a.module)
             .is_some_and(|m| m.holds_seat(mesh_core::manifest::BROKER_ROLE))
     });
+    let (keys, given) = match super::keys::module_keys(ctx, &derived).await {
+        Ok(k) => k,
+        Err(e) => {
+            warn!(error = %error_chain(&e), "no declaration composed");
+            return 0;
+        }
+    };
     let users_file = if broker_held {
-        mesh_core::users_file::compose(&derived.principals, &derived.snapshot.credentials)
+        // With the keys given this pass: the file the holder is handed is
+        // the one the broker is about to serve.
+        let mut credentials = derived.snapshot.credentials.clone();
+        for (node, module, key) in &given {
+            let principal = mesh_core::authority::PrincipalKind::Module {
+                node: node.clone(),
+                module: module.clone(),
+            };
+            credentials.insert(
+                principal.principal_name(),
+                mesh_core::users_file::UserCredential::NKey(key.clone()),
+            );
+        }
+        mesh_core::users_file::compose(&derived.principals, &credentials)
             .map(|f| f.text)
             .map_err(|e| e.to_string())
     } else {
@@ -102,6 +122,7 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
         secrets: &sealing,
         users_file: users_file.as_deref().map_err(String::as_str),
         left_out: &derived.left_out,
+        keys: &keys,
     };
     let bus = match bus_addresses(ctx).await {
         Ok(b) => b,
@@ -123,6 +144,8 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
     nodes.sort();
     let mut next = Vec::new();
     let mut left_out = Vec::new();
+    // Waited for once, before the first new declaration is published.
+    let mut live = false;
     for node in &nodes {
         let composed = declaration::compose_modules(&inputs, node);
         for e in &composed.left_out {
@@ -144,8 +167,15 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
             Err(e) => warn!(%node, error = %e, "no declaration for this node"),
         }
         if next.len() >= DECLARE_BATCH {
+            if !live {
+                super::keys::composition_live(ctx).await;
+                live = true;
+            }
             published += record_and_publish(ctx, std::mem::take(&mut next)).await;
         }
+    }
+    if !next.is_empty() && !live {
+        super::keys::composition_live(ctx).await;
     }
     published += record_and_publish(ctx, next).await;
     // After the declarations: a reader of both (`mesh assign --wait`) that

@@ -70,10 +70,12 @@ async fn execute(ctx: &Ctx, plan: &EnrolPlan, msg: &jetstream::Message) -> Resul
                 enrolment_key,
                 host_key,
                 xkey,
+                spare_keys,
             } => {
                 let keys = HostKeys {
                     host_key: host_key.clone(),
                     xkey: xkey.clone(),
+                    spare_keys: spare_keys.clone(),
                 };
                 match ctx.store.spend_token(node, enrolment_key, &keys).await {
                     Ok(_) => {}

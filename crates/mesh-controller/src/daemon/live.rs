@@ -33,13 +33,15 @@ impl Covered {
         }
     }
 
-    /// Triggers a composition of the records at `revision` (or later).
-    pub(crate) fn trigger(&self, composer: &Composer, revision: i64) {
+    /// Triggers a composition of the records at `revision` (or later);
+    /// returns its generation.
+    pub(crate) fn trigger(&self, composer: &Composer, revision: i64) -> u64 {
         // Held across the trigger: the recorder, seeing the generation
         // live, finds it noted (never a composition done before its note).
         let mut noted = self.lock();
         let generation = composer.trigger();
         noted.insert(generation, revision);
+        generation
     }
 
     /// The newest revision noted at or below `generation`, taken out.

@@ -10,7 +10,6 @@ use mesh_core::authority::PrincipalKind;
 use mesh_core::names::Name;
 use mesh_core::report::{ModuleState, Report};
 use mesh_core::store_window::Decision;
-use mesh_core::users_file::UserCredential;
 use mesh_store::{Store, StoreError};
 use tracing::{debug, info, warn};
 
@@ -161,80 +160,8 @@ pub enum Ingested {
 /// check, the report and its outcomes, then each module key it names for a
 /// module assigned to the node. `mesh-bench` measures exactly this.
 pub async fn record(store: &Store, r: &Report) -> Result<Ingested, StoreError> {
-    // Whatever declaration the report answers: where the node is reached
-    // is no answer to a declaration.
-    record_address(store, r).await?;
-    // A refusal is kept whatever it answers: it is about what was sent.
-    if r.refused.is_none()
-        && let Some(newest) = store.latest_declaration(&r.node).await?
-        && i64::try_from(r.sequence).unwrap_or(i64::MAX) < newest.version
-    {
-        return Ok(Ingested::Superseded {
-            newest: newest.version,
-        });
-    }
-    let outcomes = r
-        .modules
-        .iter()
-        .map(|m| mesh_store::ModuleOutcome {
-            module: m.name.clone(),
-            state: match m.state {
-                ModuleState::Starting => mesh_store::ModuleState::Starting,
-                ModuleState::Running => mesh_store::ModuleState::Running,
-                ModuleState::Stopped => mesh_store::ModuleState::Stopped,
-                ModuleState::Failed => mesh_store::ModuleState::Failed {
-                    reason: m.reason.clone().unwrap_or_default(),
-                },
-            },
-            restarts: m.restarts,
-        })
-        .collect();
-    let recorded = store
-        .record_report(&mesh_store::Report {
-            node: r.node.clone(),
-            declaration_version: i64::try_from(r.sequence).unwrap_or(i64::MAX),
-            outcomes,
-            received_at: mesh_store::now_ms(),
-            refused: r.refused.clone(),
-            report_id: Some(r.id.clone()),
-        })
-        .await?;
-    if recorded == mesh_store::Recorded::Duplicate {
-        return Ok(Ingested::Duplicate);
-    }
-    if let Some(why) = &r.refused {
-        warn!(node = %r.node, sequence = r.sequence, reason = %why, "the host refused its declaration");
-    } else {
-        info!(node = %r.node, sequence = r.sequence, modules = r.modules.len(), "report recorded");
-    }
-    let assigned = store.assignments().await?;
-    for m in &r.modules {
-        let Some(key) = &m.nkey else { continue };
-        // Only for a module assigned to this node: a host can name any
-        // module, and a key recorded for another's would let it speak as it.
-        if !assigned
-            .iter()
-            .any(|a| a.node == r.node && a.module == m.name)
-        {
-            warn!(node = %r.node, module = %m.name, "key of a module not assigned to this node ignored");
-            continue;
-        }
-        let principal = PrincipalKind::Module {
-            node: r.node.clone(),
-            module: m.name.clone(),
-        };
-        let known = store.credential(&principal.principal_name()).await?;
-        if known.is_some_and(|c| c.credential == UserCredential::NKey(key.clone())) {
-            continue;
-        }
-        match store.record_machine_key(&principal, key).await {
-            Ok(()) => info!(node = %r.node, module = %m.name, "module key recorded"),
-            // Unassigned between the read and the write: nothing to admit.
-            Err(StoreError::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Ingested::Recorded)
+    let mut one = record_batch(store, std::slice::from_ref(r)).await?;
+    Ok(one.pop().expect("one outcome per report"))
 }
 
 fn store_report(r: &Report) -> mesh_store::Report {
@@ -334,6 +261,14 @@ pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Inges
             }
         }
     }
+    // The spares each host holds now (a report carries the whole set).
+    let spares: Vec<(Name, Vec<String>)> = taken
+        .iter()
+        .map(|&i| &reports[i])
+        .filter(|r| !r.spare_keys.is_empty())
+        .map(|r| (r.node.clone(), r.spare_keys.clone()))
+        .collect();
+    store.record_spare_keys(&spares).await?;
     let mut keys: Vec<(PrincipalKind, String)> = Vec::new();
     if !named.is_empty() {
         let assigned = store.assignments_on(&nodes).await?;

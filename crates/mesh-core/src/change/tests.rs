@@ -40,6 +40,7 @@ name = "marker"
 "#;
 
 static NO_PORTS: BTreeMap<(Name, Name), u16> = BTreeMap::new();
+static NO_KEYS: BTreeMap<(Name, Name), String> = BTreeMap::new();
 
 fn records(assign: &[(&str, &str)]) -> Records {
     Records {
@@ -63,6 +64,7 @@ fn run(c: &Catalogue, before: &Records, after: &Records) -> Result<Vec<Entry>, C
             addresses: &none,
             seat_ports: &NO_PORTS,
             secrets: &NoSecrets,
+            keys: &NO_KEYS,
             users_file: Ok("USERS"),
             left_out: &none,
         },
@@ -303,6 +305,7 @@ fn decl(
             })
             .collect(),
         secrets: None,
+        key: None,
     }
 }
 
@@ -391,6 +394,7 @@ fn a_changed_manifest_updates_the_module_where_it_runs() {
             addresses: &none,
             seat_ports: &NO_PORTS,
             secrets: &NoSecrets,
+            keys: &NO_KEYS,
             users_file: Ok("USERS"),
             left_out: &none,
         },

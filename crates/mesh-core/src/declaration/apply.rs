@@ -99,6 +99,7 @@ mod tests {
                 body: FileBody::Content("c".into()),
             }],
             secrets: None,
+            key: None,
         }
     }
 

@@ -32,6 +32,8 @@ pub struct Inputs<'a> {
     pub seat_ports: &'a BTreeMap<(Name, Name), u16>,
     /// The secrets' values, and how they are sealed to a node.
     pub secrets: &'a dyn Secrets,
+    /// (node, module) → the module's recorded NKey public key.
+    pub keys: &'a BTreeMap<(Name, Name), String>,
 }
 
 /// What composing needs of secrets: each value, sealing it to the node
@@ -261,6 +263,7 @@ fn compose_module(
         },
         files,
         secrets: (!plaintexts.is_empty()).then(|| inputs.secrets.digest(&plaintexts)),
+        key: inputs.keys.get(&(node.clone(), module.clone())).cloned(),
     })
 }
 
@@ -375,6 +378,7 @@ mod tests {
     use crate::records::Assignment;
 
     static NO_PORTS: BTreeMap<(Name, Name), u16> = BTreeMap::new();
+    static NO_KEYS: BTreeMap<(Name, Name), String> = BTreeMap::new();
 
     fn n(s: &str) -> Name {
         Name::new(s).unwrap()
@@ -460,6 +464,7 @@ seats = ["store"]
             addresses: &addresses,
             seat_ports: &NO_PORTS,
             secrets: &NoSecrets,
+            keys: &NO_KEYS,
             users_file: Err("no composition"),
             left_out: &no_left_out,
         };
@@ -501,6 +506,7 @@ seats = ["store"]
             addresses: &empty,
             seat_ports: &NO_PORTS,
             secrets: &NoSecrets,
+            keys: &NO_KEYS,
             users_file: Err("no composition"),
             left_out: &no_left_out,
         };
@@ -548,6 +554,7 @@ description = "marks"
             addresses: &empty,
             seat_ports: &NO_PORTS,
             secrets: &NoSecrets,
+            keys: &NO_KEYS,
             users_file: Err("no composition"),
             left_out: &no_left_out,
         };
@@ -612,6 +619,7 @@ path = "other.conf"
             addresses: &empty,
             seat_ports: &NO_PORTS,
             secrets: &NoSecrets,
+            keys: &NO_KEYS,
             users_file: Ok("USERS"),
             left_out: &no_left_out,
         };
@@ -657,6 +665,7 @@ path = "users.conf"
             addresses: &empty,
             seat_ports: &NO_PORTS,
             secrets: &NoSecrets,
+            keys: &NO_KEYS,
             users_file: Err("the controller has no credential"),
             left_out: &empty,
         };
@@ -690,6 +699,7 @@ path = "users.conf"
             addresses: &empty,
             seat_ports: &NO_PORTS,
             secrets: &NoSecrets,
+            keys: &NO_KEYS,
             users_file: Ok("USERS"),
             left_out: &left_out,
         };
@@ -717,6 +727,7 @@ path = "users.conf"
             addresses: &empty,
             seat_ports: &NO_PORTS,
             secrets: &NoSecrets,
+            keys: &NO_KEYS,
             users_file: Ok("USERS"),
             left_out: &empty,
         };
@@ -808,6 +819,7 @@ content = "mode = 1"
             left_out: &no_left_out,
             seat_ports: &NO_PORTS,
             secrets: &first,
+            keys: &NO_KEYS,
         };
         let ms = composed(compose_modules(&inputs, &n("n1")));
         let m = &ms[0];
@@ -866,6 +878,7 @@ content = "mode = 1"
             left_out: &no_left_out,
             seat_ports: &NO_PORTS,
             secrets: &none,
+            keys: &NO_KEYS,
         };
         let m = compose_modules(&inputs, &n("n2"));
         assert_eq!(m.modules.len(), 1, "store is still declared");
@@ -915,6 +928,7 @@ content = "mode = 1"
             left_out: &no_left_out,
             seat_ports: &given,
             secrets: &NoSecrets,
+            keys: &NO_KEYS,
         };
         let ms = composed(compose_modules(&inputs, &n("n1")));
         assert_eq!(ms[0].run.command[2], "10.0.0.2:6432");
@@ -951,6 +965,7 @@ content = "mode = 1"
             },
             files: vec![],
             secrets: None,
+            key: None,
         };
         let bus = |port: u16| {
             Some(BusDecl {

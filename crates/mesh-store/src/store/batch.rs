@@ -60,6 +60,30 @@ impl Store {
         Ok(out)
     }
 
+    /// The spare keys recorded for each of `nodes` that has some.
+    pub async fn spare_keys_on(
+        &self,
+        nodes: &[Name],
+    ) -> Result<BTreeMap<Name, Vec<String>>, StoreError> {
+        let mut out: BTreeMap<Name, Vec<String>> = BTreeMap::new();
+        for chunk in nodes.chunks(PER_STATEMENT) {
+            let rows: Vec<(String, String)> = with_pool!(self, |pool| {
+                let mut q =
+                    sqlx::QueryBuilder::new("SELECT node, nkey FROM spare_keys WHERE node IN (");
+                let mut list = q.separated(", ");
+                for n in chunk {
+                    list.push_bind(n.as_str());
+                }
+                q.push(") ORDER BY node, nkey");
+                Ok(q.build_query_as().fetch_all(pool).await?)
+            })?;
+            for (n, k) in rows {
+                out.entry(name("spare key", n)?).or_default().push(k);
+            }
+        }
+        Ok(out)
+    }
+
     /// The NKey public key recorded for each of `principals` that has one,
     /// by principal.
     pub async fn machine_keys(

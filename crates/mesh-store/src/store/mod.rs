@@ -154,6 +154,7 @@ mod reports;
 pub use reports::ReportSeen;
 mod seats;
 mod secrets;
+mod spares;
 mod tokens;
 
 pub use fleet::{

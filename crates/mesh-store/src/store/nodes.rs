@@ -51,6 +51,7 @@ macro_rules! forget_node_in {
                 "DELETE FROM node_ports WHERE node = $1",
                 "DELETE FROM node_seat_ports WHERE node = $1",
                 "DELETE FROM left_out WHERE node = $1",
+                "DELETE FROM spare_keys WHERE node = $1",
                 "DELETE FROM nodes WHERE name = $1",
             ] {
                 sqlx::query(table)

@@ -70,6 +70,9 @@ impl Store {
         // Checked before the spend: a malformed key must not use up a token.
         check_user_key("a host key", &keys.host_key)?;
         check_xkey(&keys.xkey)?;
+        for k in &keys.spare_keys {
+            check_user_key("a spare key", k)?;
+        }
         let now = now_ms();
         let host = principal::host(node);
         let spent = with_pool!(self, |pool| {
@@ -100,6 +103,23 @@ impl Store {
             .bind(node.as_str())
             .execute(&mut *tx)
             .await?;
+            // The module keys it made ahead: the first modules declared to
+            // it are given these.
+            sqlx::query("DELETE FROM spare_keys WHERE node = $1")
+                .bind(node.as_str())
+                .execute(&mut *tx)
+                .await?;
+            for k in &keys.spare_keys {
+                sqlx::query(
+                    "INSERT INTO spare_keys (node, nkey) SELECT $1, $2 \
+                     WHERE NOT EXISTS (SELECT 1 FROM credentials WHERE nkey = $2) \
+                     ON CONFLICT DO NOTHING",
+                )
+                .bind(node.as_str())
+                .bind(k)
+                .execute(&mut *tx)
+                .await?;
+            }
             // The credential the users file names the host by; a re-enrolment
             // replaces the old key rather than adding a second.
             sqlx::query(UPSERT_CREDENTIAL)

@@ -358,7 +358,67 @@ async fn secrets_stay_out_of_debug_output(fx: &Fixture) {
     assert!(!format!("{prepared:?}").contains(seed.expose()));
 }
 
+/// Spare keys: recorded as a host announces them (a key in use is none),
+/// replaced whole, given once to a module assigned to their node and then
+/// its credential; forgetting the node forgets them.
+async fn spare_keys_are_announced_replaced_and_given_once(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.add_node(&n("n2"), &[]).await.unwrap();
+    s.register_module(&n("web"), "[module]\nname = \"web\"\n")
+        .await
+        .unwrap();
+    s.assign(&n("n1"), &n("web")).await.unwrap();
+    let key = || nkeys::KeyPair::new_user().public_key();
+    let (a, b, c) = (key(), key(), key());
+    s.record_spare_keys(&[(n("n1"), vec![a.clone(), b.clone()])])
+        .await
+        .unwrap();
+    let revision = s.records_revision().await.unwrap();
+    assert_eq!(s.spare_keys().await.unwrap()[&n("n1")].len(), 2);
+    // Given: the credential recorded, the spare gone; a module not
+    // assigned to the node, or a key not its node's, gets nothing.
+    let given = s
+        .give_keys(&[
+            (n("n1"), n("web"), a.clone()),
+            (n("n2"), n("web"), b.clone()),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(given, [(n("n1"), n("web"), a.clone())]);
+    assert!(
+        s.records_revision().await.unwrap() > revision,
+        "a credential"
+    );
+    let cred = s.credential("module_n1_web").await.unwrap().unwrap();
+    assert_eq!(
+        cred.credential,
+        mesh_core::users_file::UserCredential::NKey(a.clone())
+    );
+    assert_eq!(s.spare_keys().await.unwrap()[&n("n1")], [b.clone()]);
+    // The host, not yet told, announces the given key again: not a spare.
+    s.record_spare_keys(&[(n("n1"), vec![a.clone(), b.clone(), c.clone()])])
+        .await
+        .unwrap();
+    let mut want = vec![b.clone(), c.clone()];
+    want.sort();
+    assert_eq!(s.spare_keys().await.unwrap()[&n("n1")], want);
+    // Another node cannot take n1's spare.
+    s.record_spare_keys(&[(n("n2"), vec![c.clone()])])
+        .await
+        .unwrap();
+    assert!(!s.spare_keys().await.unwrap().contains_key(&n("n2")));
+    assert!(
+        s.record_spare_keys(&[(n("n1"), vec!["SUnotakey".into()])])
+            .await
+            .is_err()
+    );
+    s.forget_node(&n("n1")).await.unwrap();
+    assert!(s.spare_keys().await.unwrap().is_empty());
+}
+
 conformance!(
+    spare_keys_are_announced_replaced_and_given_once,
     recording_a_machine_key_rotates_and_verifies,
     a_machine_password_and_a_non_user_key_are_refused,
     the_genesis_key_never_overwrites_a_rotated_one,

@@ -175,6 +175,7 @@ async fn bringing_credentials_forward_to_nkeys(fx: &Fixture) {
             &HostKeys {
                 host_key: new_user_key().1,
                 xkey: nkeys::XKey::new().public_key(),
+                spare_keys: Vec::new(),
             },
         )
         .await

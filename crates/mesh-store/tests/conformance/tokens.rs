@@ -12,6 +12,7 @@ fn host_keys() -> HostKeys {
     HostKeys {
         host_key: nkeys::KeyPair::new_user().public_key(),
         xkey: nkeys::XKey::new().public_key(),
+        spare_keys: Vec::new(),
     }
 }
 
@@ -263,6 +264,7 @@ async fn the_same_enrolment_delivered_again_is_enrolled_not_refused(fx: &Fixture
     let other_xkey = HostKeys {
         host_key: keys.host_key.clone(),
         xkey: nkeys::XKey::new().public_key(),
+        spare_keys: Vec::new(),
     };
     assert_refused(
         s.spend_token(&n("n1"), &token.enrolment_key, &other_xkey)

@@ -1,0 +1,87 @@
+//! Module keys for a pass over the nodes: each assigned module's recorded
+//! key, and for a module with none, one of its node's spare keys, given
+//! and recorded now, before the declaration naming it is published
+//! (DESIGN §6 "Keys announced ahead, compositions live before
+//! declarations").
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use mesh_core::authority::PrincipalKind;
+use mesh_core::names::Name;
+use mesh_core::users_file::UserCredential;
+use mesh_store::StoreError;
+use tracing::{info, warn};
+
+use super::{Ctx, error_chain};
+
+/// (node, module) → the module's key, as recorded.
+pub(crate) type Keys = BTreeMap<(Name, Name), String>;
+
+/// The keys of `derived`'s assigned modules, giving spares to those
+/// without one. Returns the keys and what was given now.
+pub(crate) async fn module_keys(
+    ctx: &Ctx,
+    derived: &mesh_state::Derived,
+) -> Result<(Keys, Vec<(Name, Name, String)>), StoreError> {
+    let mut keys = Keys::new();
+    let mut needing = Vec::new();
+    for a in &derived.snapshot.records.assignments {
+        if derived.left_out.contains_key(&a.module) {
+            continue;
+        }
+        let principal = PrincipalKind::Module {
+            node: a.node.clone(),
+            module: a.module.clone(),
+        }
+        .principal_name();
+        match derived.snapshot.credentials.get(&principal) {
+            Some(UserCredential::NKey(k)) => {
+                keys.insert((a.node.clone(), a.module.clone()), k.clone());
+            }
+            _ => needing.push((a.node.clone(), a.module.clone())),
+        }
+    }
+    if needing.is_empty() {
+        return Ok((keys, Vec::new()));
+    }
+    let spares = ctx.store.spare_keys().await?;
+    let gifts = mesh_core::spare_keys::give(&needing, &spares);
+    let given = ctx.store.give_keys(&gifts).await?;
+    if !given.is_empty() {
+        info!(
+            keys = given.len(),
+            "module keys given from the nodes' spares"
+        );
+    }
+    for (node, module, key) in &given {
+        keys.insert((node.clone(), module.clone()), key.clone());
+    }
+    Ok((keys, given))
+}
+
+/// How long declarations wait for the composition they rely on.
+const LIVE_BEFORE_DECLARING: Duration = Duration::from_secs(30);
+
+/// Waits until the broker serves a composition of the records as they are
+/// now: a declaration that brings a module, or widens its grants, is
+/// published only after the broker admits what it needs (else the module
+/// is refused once and comes back through its restart backoff).
+pub(crate) async fn composition_live(ctx: &Ctx) {
+    let revision = match ctx.store.records_revision().await {
+        Ok(r) => r,
+        Err(e) => {
+            warn!(error = %error_chain(&e), "cannot read the records revision; declaring without waiting for the composition");
+            return;
+        }
+    };
+    let generation = ctx.covered.trigger(&ctx.composer, revision);
+    match tokio::time::timeout(LIVE_BEFORE_DECLARING, ctx.composer.live(generation)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(stopped)) => warn!(error = %stopped, "composition not confirmed"),
+        Err(_) => warn!(
+            waited = ?LIVE_BEFORE_DECLARING,
+            "the composition these declarations rely on is not live yet; declaring anyway (a module it admits may be refused until it is)"
+        ),
+    }
+}
