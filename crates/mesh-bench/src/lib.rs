@@ -126,6 +126,9 @@ pub struct FanOut {
     pub waited_ms: f64,
     /// Node-declarations applied and reported per second per core.
     pub per_core: f64,
+    /// Broker reloads from the change to the last report (target 1: one
+    /// composition admits every module's key).
+    pub reloads: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -166,6 +169,9 @@ pub struct Results {
     pub store: Backend,
     pub setup: Setup,
     pub fan_out: FanOut,
+    /// A change adding no principal (the module's environment), to every
+    /// node: declarations alone, no reload.
+    pub update: FanOut,
     pub raw: Option<raw::RawResult>,
     /// The fan-out's rate as a fraction of raw JetStream's.
     pub ratio: Option<f64>,
@@ -313,7 +319,33 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
         "fan-out: one change assigning {} to {n} nodes",
         mesh::MODULE
     ));
-    let fan_out = fan_out(&store, &nodes, &module, &mut problems).await?;
+    let change = FleetChange {
+        assignments: nodes.iter().map(|n| (n.clone(), module.clone())).collect(),
+        ..FleetChange::default()
+    };
+    let before = mesh_store::now_ms();
+    let reloads_before = broker.reloads_logged();
+    store.apply_fleet(&change).await?;
+    let fan_out = until_reported(&store, &nodes, before, "fan-out", &mut problems).await?;
+    let fan_out = FanOut {
+        reloads: broker.reloads_logged() - reloads_before,
+        ..fan_out
+    };
+
+    note(format_args!(
+        "update: {}'s environment changed on {n} nodes",
+        mesh::MODULE
+    ));
+    let before = mesh_store::now_ms();
+    let reloads_before = broker.reloads_logged();
+    store
+        .register_module(&module, mesh::MANIFEST_UPDATED)
+        .await?;
+    let update = until_reported(&store, &nodes, before, "update", &mut problems).await?;
+    let update = FanOut {
+        reloads: broker.reloads_logged() - reloads_before,
+        ..update
+    };
 
     let run_raw = fan_out.recorded > 0;
 
@@ -447,6 +479,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
         store: args.store,
         setup,
         fan_out,
+        update,
         raw,
         ratio,
         storm,
@@ -457,21 +490,16 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
     })
 }
 
-/// One change assigning the module to every node; waits until each node's
-/// report answering its new declaration is recorded.
-async fn fan_out(
+/// Waits until each node's report answering its declaration made since
+/// `before` (a change just committed) is recorded.
+async fn until_reported(
     store: &Store,
     nodes: &[Name],
-    module: &Name,
+    before: i64,
+    phase: &str,
     problems: &mut Vec<String>,
 ) -> anyhow::Result<FanOut> {
     let n = nodes.len();
-    let change = FleetChange {
-        assignments: nodes.iter().map(|n| (n.clone(), module.clone())).collect(),
-        ..FleetChange::default()
-    };
-    let before = mesh_store::now_ms();
-    store.apply_fleet(&change).await?;
     let t0 = mesh_store::now_ms();
     let started = Instant::now();
     // Bounded, and cut short when nothing moves for a minute.
@@ -511,13 +539,13 @@ async fn fan_out(
     let recorded = heard.first_ms.len();
     if recorded < n {
         problems.push(format!(
-            "fan-out: {} of {n} nodes' reports never recorded",
+            "{phase}: {} of {n} nodes' reports never recorded",
             n - recorded
         ));
     }
     if !heard.twice.is_empty() {
         problems.push(format!(
-            "fan-out: {} nodes' reports recorded twice (first: {})",
+            "{phase}: {} nodes' reports recorded twice (first: {})",
             heard.twice.len(),
             heard.twice[0]
         ));
@@ -538,6 +566,7 @@ async fn fan_out(
         per_core: reported.per_second / cores,
         reported,
         declared: Spread::of(declared_ms),
+        reloads: 0,
     })
 }
 

@@ -34,6 +34,17 @@ description = "mesh-bench's module: declared to every simulated host, run by its
 command = ["true"]
 "#;
 
+/// The same module with one environment variable more: a change adding no
+/// principal and no grant (declarations alone, no reload).
+pub const MANIFEST_UPDATED: &str = r#"[module]
+name = "bench-noop"
+description = "mesh-bench's module: declared to every simulated host, run by its no-op driver"
+
+[run]
+command = ["true"]
+env = { BENCH_PHASE = "update" }
+"#;
+
 /// How many server requests a sweep keeps in flight.
 const SWEEP_AT_ONCE: usize = 64;
 

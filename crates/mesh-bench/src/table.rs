@@ -114,6 +114,39 @@ pub(super) fn table(r: &Results) -> String {
         ">= 1,000/s per core",
         Some(f.per_core >= 1000.0),
     );
+    row(
+        "fan-out: broker reloads",
+        f.reloads.to_string(),
+        "1",
+        Some(f.reloads == 1),
+    );
+    let u = &r.update;
+    row(
+        "update adding no principal: recorded",
+        format!(
+            "{} of {}, {} twice",
+            thousands(u.recorded),
+            thousands(u.nodes),
+            u.twice
+        ),
+        "all, none twice",
+        Some(u.missing == 0 && u.twice == 0),
+    );
+    row(
+        "update: all reports recorded; reloads",
+        if u.missing == 0 {
+            format!("{}; {}", s(u.reported.max_ms), u.reloads)
+        } else {
+            format!(
+                "not within {} ({} missing); {}",
+                s(u.waited_ms),
+                thousands(u.missing),
+                u.reloads
+            )
+        },
+        "< 3 s; 0",
+        Some(u.missing == 0 && u.reported.max_ms < 3_000.0 && u.reloads == 0),
+    );
     match &r.raw {
         Some(raw) => {
             row(

@@ -54,6 +54,9 @@ fn a_ci_sized_bench_records_every_report_once() {
     assert_eq!(f["recorded"], 200, "every node's report recorded: {f}");
     assert_eq!(f["missing"], 0, "{f}");
     assert_eq!(f["twice"], 0, "no report recorded twice: {f}");
+    let u = &r["update"];
+    assert_eq!(u["recorded"], 200, "every node's report of the update: {u}");
+    assert_eq!(u["twice"], 0, "{u}");
     assert_eq!(
         r["setup"]["not_bound"], 0,
         "every host bound: {}",

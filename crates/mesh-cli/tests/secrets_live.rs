@@ -345,7 +345,11 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
             .is_some_and(|s| s.contains(&sha256_hex(&pw2)))),
         "the module restarts with the new value"
     );
-    assert_ne!(pid_of("vault-user").unwrap(), user_pid);
+    // The module writes its pid after the digest: waited for, not read.
+    assert!(
+        wait_until(LONG, || pid_of("vault-user").is_some_and(|p| p != user_pid)),
+        "a new process, not the old one"
+    );
     assert_eq!(pid_of("bystander").unwrap(), bystander_pid, "untouched");
     let (after, _) = newest(&mesh, "n1").await;
     assert_eq!(after, before + 1, "one new declaration for the new value");

@@ -32,6 +32,7 @@ pub mod names;
 pub mod placeholders;
 pub mod records;
 pub mod report;
+pub mod revisions;
 pub mod sealed;
 pub mod secret;
 pub mod spare_keys;

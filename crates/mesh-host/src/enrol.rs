@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use async_nats::{Event, ServerError};
+use async_nats::{ClientError, Event, ServerError};
 use ed25519_dalek::VerifyingKey;
 use futures::StreamExt as _;
 use mesh_bus::{BusConfig, CertPin, ClientCredential, ConnectError};
@@ -107,6 +107,10 @@ pub enum EnrolError {
         "the broker did not store the enrolment request ({reason}); the controller may not have created its streams yet: start it, then try again"
     )]
     NotStored { reason: String },
+    #[error(
+        "the connection to the broker was lost before the enrolment request was sent ({reason}); nothing was sent: try again"
+    )]
+    NotSent { reason: String },
     #[error(transparent)]
     Connect(ConnectError),
     #[error(transparent)]
@@ -183,15 +187,28 @@ pub async fn enrol(
     tracing::info!(node = %node, "connected with the enrolment token; sending the request");
 
     let reply = client.new_inbox();
-    let mut answers = client
-        .subscribe(reply.clone())
-        .await
-        .map_err(|e| EnrolError::NotStored {
-            reason: dial::chain(&e),
-        })?;
-    client.flush().await.map_err(|e| EnrolError::NotStored {
-        reason: dial::chain(&e),
-    })?;
+    let subscribed = match client.subscribe(reply.clone()).await {
+        Ok(answers) => client
+            .flush()
+            .await
+            .map(|()| answers)
+            .map_err(|e| dial::chain(&e)),
+        Err(e) => Err(dial::chain(&e)),
+    };
+    let mut answers = match subscribed {
+        Ok(a) => a,
+        // Nothing was sent yet. Another enrolment with this token may have
+        // won meanwhile: its reload drops the token's key, the server
+        // closes this connection and refuses the reconnect.
+        Err(reason) => {
+            return Err(
+                match loss_within(&mut events, Loss::None, LOSS_SHOWS_WITHIN).await {
+                    Loss::Refused => EnrolError::Spent { node: node.clone() },
+                    Loss::Lost | Loss::None => EnrolError::NotSent { reason },
+                },
+            );
+        }
+    };
     let request = EnrolRequest {
         node: node.clone(),
         enrolment_key,
@@ -206,6 +223,8 @@ pub async fn enrol(
     let deadline = tokio::time::Instant::now() + opts.connect_within;
     let mut wait = Duration::from_millis(100);
     let to = AnswerTo::of(&request);
+    // What the connection reported while the request was on its way.
+    let mut seen = Loss::None;
     let stored = loop {
         let publish = async {
             match js
@@ -220,7 +239,7 @@ pub async fn enrol(
         // server says so at once, on the connection, and that is the answer.
         let stored = tokio::select! {
             r = publish => r,
-            reason = permission_violation(&mut events) => {
+            reason = permission_violation(&mut events, &mut seen) => {
                 return Err(EnrolError::NotPermitted { node: node.clone(), reason });
             }
         };
@@ -252,7 +271,9 @@ pub async fn enrol(
         }
         // The request may have been stored and acted on before the reload
         // closed the connection and took the confirmation with it.
-        Err(reason) if connection_lost(&mut events) => {
+        // The failed publish may be the first sign of the loss (a broken
+        // pipe): its event comes through the callback a moment later.
+        Err(reason) if loss_within(&mut events, seen, LOSS_SHOWS_WITHIN).await != Loss::None => {
             tracing::info!(node = %node, %reason, "the enrolment connection closed before the request was confirmed");
             Waited::Lost
         }
@@ -306,21 +327,64 @@ enum Waited {
 }
 
 fn is_loss(event: &Event) -> bool {
-    matches!(
-        event,
-        Event::Disconnected
-            | Event::Closed
-            | Event::ServerError(ServerError::AuthorizationViolation)
-    )
+    loss_of(event) != Loss::None
 }
 
-/// Whether the enrolment connection has reported its loss so far.
-fn connection_lost(events: &mut mpsc::UnboundedReceiver<Event>) -> bool {
-    let mut lost = false;
-    while let Ok(e) = events.try_recv() {
-        lost |= is_loss(&e);
+/// What an event says of the connection: the server's refusal of the key
+/// comes as a server error on the connection, or as a client error when a
+/// reconnect is refused.
+fn loss_of(event: &Event) -> Loss {
+    match event {
+        Event::ServerError(ServerError::AuthorizationViolation) => Loss::Refused,
+        Event::ClientError(ClientError::Other(m))
+            if m.to_lowercase().contains("authorization violation") =>
+        {
+            Loss::Refused
+        }
+        Event::Disconnected | Event::Closed | Event::ClientError(ClientError::MaxReconnects) => {
+            Loss::Lost
+        }
+        _ => Loss::None,
     }
-    lost
+}
+
+/// How long a failed operation waits for the connection to report its
+/// loss (a broken pipe comes before the event; a refused reconnect after).
+const LOSS_SHOWS_WITHIN: Duration = Duration::from_secs(3);
+
+/// What the enrolment connection reported, worst last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Loss {
+    None,
+    /// Closed or disconnected.
+    Lost,
+    /// The server refused the token's key (it is no longer admitted).
+    Refused,
+}
+
+/// After an operation on the connection failed: `seen` so far, then what
+/// comes within `within`, until the key is refused or the client gives up.
+async fn loss_within(
+    events: &mut mpsc::UnboundedReceiver<Event>,
+    mut seen: Loss,
+    within: Duration,
+) -> Loss {
+    let until = tokio::time::Instant::now() + within;
+    while seen != Loss::Refused {
+        match tokio::time::timeout_at(until, events.recv()).await {
+            Ok(Some(e)) => {
+                seen = seen.max(loss_of(&e));
+                if matches!(
+                    e,
+                    Event::Closed | Event::ClientError(ClientError::MaxReconnects)
+                ) {
+                    break;
+                }
+            }
+            Ok(None) | Err(_) => break,
+        }
+    }
+    seen
 }
 
 /// The server's text when it refuses the principal a subject.
@@ -337,11 +401,16 @@ fn permission_text(event: &Event) -> Option<String> {
 
 /// Resolves with the server's text at the first permissions violation the
 /// connection reports; never otherwise.
-async fn permission_violation(events: &mut mpsc::UnboundedReceiver<Event>) -> String {
+/// Notes in `seen` what else the connection reports meanwhile.
+async fn permission_violation(
+    events: &mut mpsc::UnboundedReceiver<Event>,
+    seen: &mut Loss,
+) -> String {
     while let Some(e) = events.recv().await {
         if let Some(m) = permission_text(&e) {
             return m;
         }
+        *seen = (*seen).max(loss_of(&e));
     }
     std::future::pending().await
 }

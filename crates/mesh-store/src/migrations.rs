@@ -48,6 +48,7 @@ impl Migration {
                 "{{revision_trigger_columns:nodes:address}}",
                 &column_trigger(backend, "nodes", "address"),
             )
+            .replace("{{kind_triggers}}", &kind_triggers(backend))
     }
 }
 
@@ -81,6 +82,70 @@ fn column_trigger(backend: BackendKind, table: &str, column: &str) -> String {
              FOR EACH STATEMENT EXECUTE FUNCTION mesh_bump_revision();\n"
         ),
     }
+}
+
+/// Which kind of input each table's writes are (`records_revisions`), and
+/// the columns of an update that count (`None`: any).
+const KIND_SOURCES: &[(&str, Option<&str>, &str)] = &[
+    (
+        "nodes",
+        Some("public_key, xkey, enrolled_at, address"),
+        "nodes",
+    ),
+    ("node_ports", None, "nodes"),
+    ("node_seat_ports", None, "nodes"),
+    ("enrolment_tokens", None, "tokens"),
+    ("credentials", None, "credentials"),
+    ("person_keys", None, "credentials"),
+    ("persons", None, "persons"),
+    ("person_tools", None, "persons"),
+    ("modules", None, "catalogue"),
+    ("seats", None, "catalogue"),
+    ("seat_aliases", None, "catalogue"),
+    ("assignments", None, "assignments"),
+    ("secrets", None, "secrets"),
+    ("bus_addresses", None, "bus"),
+];
+
+/// The triggers moving each kind's revision, in each backend's dialect.
+fn kind_triggers(backend: BackendKind) -> String {
+    let bump = |kind: &str| {
+        format!("UPDATE records_revisions SET revision = revision + 1 WHERE kind = '{kind}'")
+    };
+    let mut out = String::new();
+    if backend == BackendKind::Postgres {
+        out.push_str(
+            "CREATE OR REPLACE FUNCTION mesh_bump_kind() RETURNS trigger AS $$ \
+             BEGIN UPDATE records_revisions SET revision = revision + 1 WHERE kind = TG_ARGV[0]; \
+             RETURN NULL; END; $$ LANGUAGE plpgsql;\n",
+        );
+    }
+    for (table, columns, kind) in KIND_SOURCES {
+        let update = match columns {
+            Some(c) => format!("UPDATE OF {c}"),
+            None => "UPDATE".to_string(),
+        };
+        match backend {
+            BackendKind::Sqlite => {
+                for (tag, event) in [
+                    ("ins", "INSERT".to_string()),
+                    ("del", "DELETE".into()),
+                    ("upd", update),
+                ] {
+                    out.push_str(&format!(
+                        "CREATE TRIGGER {table}_kind_{tag} AFTER {event} ON {table} \
+                         BEGIN {}; END;\n",
+                        bump(kind)
+                    ));
+                }
+            }
+            BackendKind::Postgres => out.push_str(&format!(
+                "CREATE TRIGGER {table}_kind AFTER INSERT OR DELETE OR {update} ON {table} \
+                 FOR EACH STATEMENT EXECUTE FUNCTION mesh_bump_kind('{kind}');\n"
+            )),
+        }
+    }
+    out
 }
 
 const BUMP: &str = "UPDATE records_revision SET revision = revision + 1 WHERE id = 1";
@@ -204,10 +269,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "spare_keys",
         sql: include_str!("../migrations/0015_spare_keys.sql"),
     },
+    Migration {
+        version: 16,
+        name: "revision_kinds",
+        sql: include_str!("../migrations/0016_revision_kinds.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 15;
+pub const SCHEMA_VERSION: i64 = 16;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

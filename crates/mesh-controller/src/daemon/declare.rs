@@ -48,13 +48,33 @@ fn recorded(body: &str) -> Option<Declaration> {
 /// missing from NODES (a wiped JetStream directory, a restored backup) gets
 /// it published again. Returns how many were published.
 pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
-    let derived = match mesh_state::derive(&ctx.store, &ctx.opts.controller).await {
-        Ok(d) => d,
+    match mesh_state::derive(&ctx.store, &ctx.opts.controller).await {
+        Ok(derived) => declare_from(ctx, &derived, converge).await,
         Err(e) => {
             warn!(error = %error_chain(&e), "the records do not derive; no declaration composed");
-            return 0;
+            0
         }
-    };
+    }
+}
+
+/// Whether a module holding `mesh-broker` is assigned: its declaration
+/// carries the users file, so whatever recomposes the file declares again.
+pub(crate) fn broker_held(derived: &mesh_state::Derived) -> bool {
+    derived.snapshot.records.assignments.iter().any(|a| {
+        derived
+            .catalogue
+            .module(&a.module)
+            .is_some_and(|m| m.holds_seat(mesh_core::manifest::BROKER_ROLE))
+    })
+}
+
+/// `declare_all` from records already derived (the watcher derived them for
+/// the bus objects: at 10,000 nodes a derivation is a third of a second).
+pub(crate) async fn declare_from(
+    ctx: &Ctx,
+    derived: &mesh_state::Derived,
+    converge: bool,
+) -> usize {
     for (module, why) in &derived.left_out {
         warn!(%module, reason = %why, "module left out of every declaration");
     }
@@ -80,13 +100,8 @@ pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
     // an empty one) would refuse the newest principals, or everyone.
     // Only when a broker holder is assigned: at 10,000 nodes the file is
     // megabytes, and composing it is no pass's business otherwise.
-    let broker_held = derived.snapshot.records.assignments.iter().any(|a| {
-        derived
-            .catalogue
-            .module(&a.module)
-            .is_some_and(|m| m.holds_seat(mesh_core::manifest::BROKER_ROLE))
-    });
-    let (keys, given) = match super::keys::module_keys(ctx, &derived).await {
+    let broker_held = broker_held(derived);
+    let (keys, given) = match super::keys::module_keys(ctx, derived).await {
         Ok(k) => k,
         Err(e) => {
             warn!(error = %error_chain(&e), "no declaration composed");

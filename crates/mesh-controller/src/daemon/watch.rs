@@ -1,11 +1,15 @@
 //! Following the records: the store's revision moves with every record
 //! principals and objects are derived from, whoever wrote it (`mesh node
-//! add`, `mesh fleet load`, an enrolment, a restore). Each move recomposes
-//! the users file and re-asserts the bus objects.
+//! add`, `mesh fleet load`, an enrolment, a restore). Each burst of moves
+//! is one pass doing what the kinds of records that moved ask for
+//! (`mesh_core::revisions`): the users file, the bus objects, the
+//! declarations.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mesh_core::revisions;
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -77,6 +81,14 @@ pub(crate) async fn follow(
     asserted_at_start: mesh_core::jetstream::Objects,
 ) {
     let mut seen: Option<i64> = Some(started_at);
+    // Each kind's revision as of the last pass: a pass does only what the
+    // kinds that moved ask for (`revisions::work`). None until the first
+    // pass, which does everything (a change may have landed between the
+    // start's reads and this one).
+    let mut kinds: Option<BTreeMap<String, i64>> = None;
+    // From the last derivation; until one, as if held (doing too much is
+    // safe: a credential then declares again, finding nothing changed).
+    let mut broker_held = true;
     // What the last assert here carried out, or found in place: a change
     // that leaves the objects as they were (a module's key, a person)
     // asks the server nothing. At 10,000 nodes an assert is 10,000
@@ -121,31 +133,63 @@ pub(crate) async fn follow(
             }
         }
         seen = Some(revision);
-        info!(revision, "records changed");
-        ctx.covered.trigger(&ctx.composer, revision);
+        let now_kinds = match ctx.store.records_revisions().await {
+            Ok(k) => Some(k),
+            Err(e) => {
+                warn!(error = %error_chain(&e), "cannot read what kind of records changed; doing everything");
+                None
+            }
+        };
+        let changed = match (&kinds, &now_kinds) {
+            (Some(b), Some(n)) => revisions::changed(b, n),
+            _ => revisions::every(),
+        };
+        let work = revisions::work(&changed, broker_held);
+        info!(revision, changed = ?changed, work = ?work, "records changed");
         expires = next_expiry(&ctx).await;
-        match mesh_state::derive(&ctx.store, &ctx.opts.controller).await {
-            Ok(d) if asserted.as_ref() == Some(&d.objects) => {}
-            Ok(d) => match mesh_bus::assert_objects(&ctx.js, &d.objects).await {
-                Ok(steps) => {
-                    if !steps.is_empty() {
-                        info!(steps = steps.len(), "bus objects asserted");
+        let mut done = true;
+        if work.assert_objects || work.declare {
+            match mesh_state::derive(&ctx.store, &ctx.opts.controller).await {
+                Ok(d) => {
+                    broker_held = super::declare::broker_held(&d);
+                    if work.assert_objects && asserted.as_ref() != Some(&d.objects) {
+                        match mesh_bus::assert_objects(&ctx.js, &d.objects).await {
+                            Ok(steps) => {
+                                if !steps.is_empty() {
+                                    info!(steps = steps.len(), "bus objects asserted");
+                                }
+                                asserted = Some(d.objects.clone());
+                            }
+                            Err(e) => {
+                                warn!(error = %error_chain(&e), "bus objects not asserted; tried again at the next change");
+                                done = false;
+                            }
+                        }
                     }
-                    asserted = Some(d.objects);
+                    // After the objects: a new node's consumer exists before
+                    // its first declaration is published. The declarations
+                    // wait for the composition they need (keys given first),
+                    // so a fan-out is one composition and one reload.
+                    if work.declare {
+                        super::declare::declare_from(&ctx, &d, false).await;
+                    }
                 }
                 Err(e) => {
-                    warn!(error = %error_chain(&e), "bus objects not asserted; tried again at the next change");
-                    // Not marked seen: the next tick tries again.
-                    seen = Some(before);
+                    warn!(error = %error_chain(&e), "the records do not derive; nothing asserted or declared");
                 }
-            },
-            Err(e) => {
-                warn!(error = %error_chain(&e), "the records do not derive; nothing asserted");
             }
         }
-        // After the objects: a new node's consumer exists before its first
-        // declaration is published.
-        super::declare::declare_all(&ctx, false).await;
+        // After the declarations: a pass that published none still puts
+        // the records in force (and one that did finds it done).
+        if work.compose {
+            ctx.covered.trigger(&ctx.composer, revision);
+        }
+        if done {
+            kinds = now_kinds;
+        } else {
+            // Not marked seen: the next tick does this pass again.
+            seen = Some(before);
+        }
     }
 }
 

@@ -352,6 +352,22 @@ impl Store {
         })
     }
 
+    /// The revision of each kind of input (`nodes`, `tokens`,
+    /// `credentials`, `persons`, `catalogue`, `assignments`, `secrets`,
+    /// `bus`), in one read.
+    pub async fn records_revisions(
+        &self,
+    ) -> Result<std::collections::BTreeMap<String, i64>, StoreError> {
+        let rows: Vec<(String, i64)> = with_pool!(self, |pool| {
+            Ok(
+                sqlx::query_as("SELECT kind, revision FROM records_revisions")
+                    .fetch_all(pool)
+                    .await?,
+            )
+        })?;
+        Ok(rows.into_iter().collect())
+    }
+
     /// Forgets `node`: deletes the credentials of its host and of every module
     /// on it, its assignments, tokens, ports, declarations and reports.
     pub async fn forget_node(&self, node: &Name) -> Result<Forgotten, StoreError> {

@@ -395,7 +395,10 @@ async fn spare_keys_are_announced_replaced_and_given_once(fx: &Fixture) {
         cred.credential,
         mesh_core::users_file::UserCredential::NKey(a.clone())
     );
-    assert_eq!(s.spare_keys().await.unwrap()[&n("n1")], std::slice::from_ref(&b));
+    assert_eq!(
+        s.spare_keys().await.unwrap()[&n("n1")],
+        std::slice::from_ref(&b)
+    );
     // The host, not yet told, announces the given key again: not a spare.
     s.record_spare_keys(&[(n("n1"), vec![a.clone(), b.clone(), c.clone()])])
         .await

@@ -223,7 +223,82 @@ async fn what_is_left_out_is_replaced_whole(fx: &Fixture) {
     assert!(s.left_out().await.unwrap().is_empty());
 }
 
+/// Each kind of input moves its own revision and no other's: the
+/// controller recomputes only what depends on what moved (a key given
+/// never declares every node again; a secret never reloads the broker).
+async fn each_kind_of_record_moves_its_own_revision(fx: &Fixture) {
+    let s = &fx.store;
+    let mut last = s.records_revisions().await.unwrap();
+    assert_eq!(
+        last.keys().map(String::as_str).collect::<Vec<_>>(),
+        [
+            "assignments",
+            "bus",
+            "catalogue",
+            "credentials",
+            "nodes",
+            "persons",
+            "secrets",
+            "tokens"
+        ]
+    );
+    let mut moved = async |what: &str, kind: Option<&str>| {
+        let now = s.records_revisions().await.unwrap();
+        let changed: Vec<&str> = now
+            .iter()
+            .filter(|(k, v)| last.get(*k) != Some(*v))
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(changed, kind.into_iter().collect::<Vec<_>>(), "{what}");
+        last = now;
+    };
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    moved("a node", Some("nodes")).await;
+    s.set_node_ports(&n("n1"), &[8080]).await.unwrap();
+    moved("ports", Some("nodes")).await;
+    s.set_node_address(&n("n1"), Some("10.0.0.1"))
+        .await
+        .unwrap();
+    moved("an address", Some("nodes")).await;
+    s.node_seen(&n("n1"), 5).await.unwrap();
+    moved("last seen", None).await;
+    s.issue_token(&n("n1"), Duration::from_secs(60))
+        .await
+        .unwrap();
+    moved("a token", Some("tokens")).await;
+    s.put_person(&n("ann"), &mesh_core::records::ToolAccess::All)
+        .await
+        .unwrap();
+    moved("a person", Some("persons")).await;
+    s.register_module(&n("web"), "[module]\nname = \"web\"\n")
+        .await
+        .unwrap();
+    moved("a module", Some("catalogue")).await;
+    s.assign(&n("n1"), &n("web")).await.unwrap();
+    moved("an assignment", Some("assignments")).await;
+    let key = nkeys::KeyPair::new_user().public_key();
+    s.record_spare_keys(&[(n("n1"), vec![key.clone()])])
+        .await
+        .unwrap();
+    moved("spare keys announced", None).await;
+    s.give_keys(&[(n("n1"), n("web"), key)]).await.unwrap();
+    moved("a key given", Some("credentials")).await;
+    let sender = nkeys::XKey::new().public_key();
+    s.set_secret(&n("db-password"), "c2VhbGVk", &sender)
+        .await
+        .unwrap();
+    moved("a secret", Some("secrets")).await;
+    s.set_bus_urls(&["tls://10.0.0.9:4333".to_string()])
+        .await
+        .unwrap();
+    moved("the broker's address", Some("bus")).await;
+    s.record_composition_live(1, 1).await.unwrap();
+    s.record_left_out(&[]).await.unwrap();
+    moved("what the controller records", None).await;
+}
+
 conformance!(
+    each_kind_of_record_moves_its_own_revision,
     what_is_left_out_is_replaced_whole,
     nodes_round_trip,
     forgetting_a_node_leaves_none_of_its_credentials,
