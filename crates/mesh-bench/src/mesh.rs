@@ -268,7 +268,11 @@ pub async fn connect_retrying(
 
 /// The simulated hosts' state directories and records: keys made on disk
 /// as an enrolment makes them, each host's key recorded as its credential
-/// (one transaction, as `mesh fleet load` records a fleet).
+/// (one transaction, as `mesh fleet load` records a fleet) and its spare
+/// module keys recorded as its enrolment announces them — without them every
+/// module declared is started before the broker admits its key, and each
+/// batch of keys its reports bring recomposes the users file (one reload
+/// per batch, not one per fan-out).
 pub async fn record_hosts(
     store: &Store,
     genesis: &Genesis,
@@ -291,13 +295,14 @@ pub async fn record_hosts(
                     cert.clone(),
                     controller_key.clone(),
                 )?;
-                Ok::<_, mesh_host::StateError>((state, keys.host_key().to_string()))
+                let spares = mesh_host::spare::top_up(&d)?;
+                Ok::<_, mesh_host::StateError>((state, keys.host_key().to_string(), spares))
             })
             .collect::<Result<Vec<_>, _>>()
     })
     .await??;
     let mut change = FleetChange::default();
-    for (state, key) in &made {
+    for (state, key, _) in &made {
         change.nodes.push(state.node.clone());
         change.credentials.push(mesh_store::prepare_machine_key(
             &PrincipalKind::Host {
@@ -307,7 +312,12 @@ pub async fn record_hosts(
         )?);
     }
     store.apply_fleet(&change).await?;
-    Ok(made.into_iter().map(|(s, _)| s).collect())
+    let spares: Vec<_> = made
+        .iter()
+        .map(|(state, _, spares)| (state.node.clone(), spares.clone()))
+        .collect();
+    store.record_spare_keys(&spares).await?;
+    Ok(made.into_iter().map(|(s, _, _)| s).collect())
 }
 
 /// The simulated hosts, running until `stop` turns true.

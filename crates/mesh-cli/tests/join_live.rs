@@ -259,9 +259,19 @@ async fn an_enrolment_delivered_twice_is_enrolled_twice_and_a_host_that_never_ca
     );
     let (req, _) = request(&token);
     let inbox = mesh_core::subjects::enrol_inbox_prefix(&token.node);
-    let client = mesh_bus::connect(&mesh.bus("enrol", token.enrolment_seed.expose(), Some(inbox)))
-        .await
-        .expect("a live token's key connects");
+    // Written is not yet live: the broker admits the key once it has
+    // reloaded the file.
+    let bus = mesh.bus("enrol", token.enrolment_seed.expose(), Some(inbox));
+    let until = std::time::Instant::now() + LONG;
+    let client = loop {
+        match mesh_bus::connect(&bus).await {
+            Ok(c) => break c,
+            Err(_) if std::time::Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("a live token's key connects: {e:#}"),
+        }
+    };
     let mut answers = client.subscribe(req.reply.clone()).await.unwrap();
     client.flush().await.unwrap();
     let js = jetstream::new(client.clone());

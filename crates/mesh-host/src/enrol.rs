@@ -43,7 +43,9 @@ pub struct EnrolOptions {
     pub connect_within: Duration,
     /// How long the broker may keep refusing the enrolment key before the
     /// token is taken as spent or expired: a fresh token's key is live within
-    /// a composition (well under a second) of `mesh node add`.
+    /// a composition of `mesh node add` — well under a second on a small
+    /// mesh, but 7–9 s at 10,000 nodes on a 2-core machine (BENCHMARKS.md),
+    /// where a host started at once is told its token is spent.
     pub refused_within: Duration,
 }
 

@@ -504,4 +504,31 @@ mod tests {
         assert!(shown.contains("u:***@127.0.0.1"), "{shown}");
         assert!(!store.url().contains("hunter2"), "{}", store.url());
     }
+
+    /// Each spare key a report announces, and each enrolment's, is checked
+    /// against every credential by its value: without an index that is a
+    /// scan of the whole table per key (at 10,000 nodes, the controller's
+    /// fan-out spent its time there).
+    #[tokio::test]
+    async fn a_credential_is_found_by_its_key_through_an_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("mesh.db").display());
+        let store = Store::open(&url).await.unwrap();
+        let Backend::Sqlite(pool) = &store.backend else {
+            panic!("{url} is a sqlite store")
+        };
+        // An index whose first column is the key: the plan of a lookup
+        // depends on the table's size, this does not.
+        let indexes: Vec<(String,)> = sqlx::query_as(
+            "SELECT il.name FROM pragma_index_list('credentials') il \
+             JOIN pragma_index_info(il.name) ii ON ii.seqno = 0 WHERE ii.name = 'nkey'",
+        )
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        assert!(
+            !indexes.is_empty(),
+            "no index of credentials leads with nkey"
+        );
+    }
 }

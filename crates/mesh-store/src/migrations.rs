@@ -274,10 +274,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "revision_kinds",
         sql: include_str!("../migrations/0016_revision_kinds.sql"),
     },
+    Migration {
+        version: 17,
+        name: "credentials_nkey",
+        sql: include_str!("../migrations/0017_credentials_nkey.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 16;
+pub const SCHEMA_VERSION: i64 = 17;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
