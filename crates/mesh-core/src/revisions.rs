@@ -169,4 +169,27 @@ mod tests {
         );
         assert_eq!(changed(&before, &r(&[("future", 1)])).len(), 8);
     }
+
+    /// The names are the store's (`records_revisions.kind`): one misread
+    /// would leave a kind of change doing the work of every kind.
+    #[test]
+    fn each_kind_is_read_from_the_stores_name_for_it() {
+        use Kind::*;
+        let names = [
+            ("nodes", Nodes),
+            ("tokens", Tokens),
+            ("credentials", Credentials),
+            ("persons", Persons),
+            ("catalogue", Catalogue),
+            ("assignments", Assignments),
+            ("secrets", Secrets),
+            ("bus", Bus),
+        ];
+        for (name, kind) in names {
+            assert_eq!(Kind::from_name(name), Some(kind), "{name}");
+        }
+        let read: BTreeSet<Kind> = names.iter().map(|(_, k)| *k).collect();
+        assert_eq!(read, every(), "every kind has its name");
+        assert_eq!(Kind::from_name("Nodes"), None);
+    }
 }
