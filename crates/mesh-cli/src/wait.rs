@@ -73,8 +73,25 @@ pub async fn answered(
             ))?;
             return Ok(ExitCode::FAILURE);
         }
+        // A node is declared once its host has enrolled: until then the
+        // controller is not the one to wait for.
+        let enrolled = store
+            .node(node)
+            .await?
+            .is_some_and(|n| n.enrolled_at.is_some());
+        if !enrolled {
+            progress.set(format!(
+                "waiting for {node}'s host to enrol (its declaration is made then)"
+            ));
+        }
         if Instant::now() > deadline {
             progress.finish(None);
+            if !enrolled {
+                bail!(
+                    "{node} has not enrolled within {}s: start its host with the token `mesh node add {node}` printed (`mesh host --token …`); its declaration is made then",
+                    timeout.as_secs()
+                );
+            }
             bail!(
                 "the controller declared no change to {node} within {}s; is `mesh controller` running?",
                 timeout.as_secs()

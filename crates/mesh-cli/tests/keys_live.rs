@@ -213,3 +213,35 @@ async fn a_widened_grant_is_live_before_the_declaration_that_needs_it() {
         host.log()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_assigned_before_its_node_enrols_starts_with_a_spare() {
+    let mut mesh = Mesh::new(Backend::Sqlite);
+    mesh.start_controller();
+    mesh.register(&Mesh::examples());
+    let token = mesh.node_add("n1", "1h");
+    // Assigned while no host has enrolled: nothing to declare yet, and the
+    // wait says whom it waits for (a declaration made now would name no
+    // key, and the host, enrolling later, would start echo under a key of
+    // its own, refused once).
+    let out = mesh.mesh(&["assign", "echo", "n1", "--wait", "--timeout", "5s"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("n1 has not enrolled") && err.contains("mesh host --token"),
+        "{err}"
+    );
+    let _host = mesh.host("n1", Some(&token));
+    assert!(
+        wait_until(LONG, || all_running(&mesh, &["echo"])),
+        "{:?}",
+        modules(&mesh)
+    );
+    let row = modules(&mesh)
+        .into_iter()
+        .find(|(m, _, _)| m == "echo")
+        .unwrap();
+    assert_eq!(row.2, 0, "{row:?}");
+    let log = std::fs::read_to_string(mesh.module_dir("n1", "echo").join("log")).unwrap();
+    assert!(!log.to_lowercase().contains("authorization"), "{log}");
+}

@@ -166,6 +166,17 @@ pub(crate) async fn declare_from(
         for e in &composed.left_out {
             left_out.push((node.clone(), e.module().clone(), e.to_string()));
         }
+        // Declared once its host has enrolled: the spare keys come with the
+        // enrolment (which declares again), and a module declared before
+        // them would start under a key its host made itself, refused once.
+        let host = mesh_core::authority::PrincipalKind::Host { node: node.clone() };
+        if !derived
+            .snapshot
+            .credentials
+            .contains_key(&host.principal_name())
+        {
+            continue;
+        }
         match declare(
             ctx,
             composed.modules,
