@@ -97,6 +97,7 @@ fn fleet(nodes: usize) -> anyhow::Result<(Catalogue, Records)> {
             name: name("admin"),
             tools: ToolAccess::All,
         }],
+        ..Records::default()
     };
     Ok((cat, records))
 }

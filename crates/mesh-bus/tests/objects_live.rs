@@ -48,6 +48,7 @@ fn start_mesh() -> Mesh {
         ],
         live_tokens: vec![],
         persons: vec![],
+        ..Records::default()
     };
     let principals =
         authority::derive(&check.catalogue, &records, &ControllerSpec::default()).unwrap();

@@ -68,6 +68,11 @@ pub struct AssignArgs {
     /// How long --wait waits.
     #[arg(long, default_value = "5m", value_parser = crate::node::parse_ttl, requires = "wait")]
     pub timeout: Duration,
+    /// The version of the module's artifacts to run (`mesh artifact list`);
+    /// by default the newest recorded when it is first assigned there.
+    /// Assigning again with another version moves it.
+    #[arg(long)]
+    pub version: Option<String>,
     #[command(flatten)]
     pub mesh: MeshArgs,
 }
@@ -168,9 +173,16 @@ pub(crate) async fn register(
 pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
     let module = name("module", &args.module)?;
     let node = name("node", &args.node)?;
+    if !assign && args.version.is_some() {
+        bail!("--version is for assigning: an unassigned module runs no version");
+    }
     if args.dry_run {
         let pending = if assign {
-            Pending::Assign { module, node }
+            Pending::Assign {
+                module,
+                node,
+                version: args.version.clone(),
+            }
         } else {
             Pending::Unassign { module, node }
         };
@@ -180,16 +192,26 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
         let store = open_store_to_write(&args.mesh.store_url()?).await?;
         let result = async {
             if assign {
-                match store.assign(&node, &module).await {
+                let pinned = match store
+                    .assign_version(&node, &module, args.version.as_deref())
+                    .await
+                {
                     Err(mesh_store::StoreError::NotFound { what: "module", .. }) => {
                         bail!(unregistered(&store, &module).await?)
                     }
                     Err(mesh_store::StoreError::NotFound { what: "node", .. }) => {
                         bail!(unrecorded(&store, &node).await?)
                     }
+                    Err(mesh_store::StoreError::NotFound { what: "version", .. }) => bail!(
+                        "module {module} has no version {}; `mesh artifact list --module {module}` lists its versions",
+                        args.version.as_deref().unwrap_or_default()
+                    ),
                     other => other?,
-                }
-                Ok(format!("assigned {module} to {node}\n"))
+                };
+                Ok(match pinned {
+                    Some(v) => format!("assigned {module} to {node} (version {v})\n"),
+                    None => format!("assigned {module} to {node}\n"),
+                })
             } else if store.unassign(&node, &module).await? {
                 Ok(format!("unassigned {module} from {node}\n"))
             } else {

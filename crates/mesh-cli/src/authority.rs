@@ -30,6 +30,7 @@ pub struct AuthorityArgs {
 pub enum AuthorityCommand {
     /// Every permission a principal gets, each with what caused it.
     #[command(after_help = "Examples:
+  mesh authority explain host_n1
   mesh authority explain person_bob --catalogue examples/catalogue
   mesh authority explain module_n1_audit-log --catalogue examples/catalogue --format json")]
     Explain(ExplainArgs),
@@ -43,8 +44,10 @@ pub enum AuthorityCommand {
 /// Where the records come from.
 #[derive(Debug, Clone, Args)]
 pub struct Sources {
-    /// The catalogue: manifests (directories or files), as for `mesh check`.
-    #[arg(long = "catalogue", required = true)]
+    /// The catalogue: manifests (directories or files), as for `mesh
+    /// check`; by default the registered one (what the controller derives
+    /// from).
+    #[arg(long = "catalogue")]
     pub catalogue: Vec<PathBuf>,
     /// The mesh whose store holds the records.
     #[command(flatten)]
@@ -171,16 +174,31 @@ pub async fn read_records(
 /// Reads the catalogue (refusing one that does not check clean) and the
 /// store's records and credentials.
 pub async fn load(sources: &Sources) -> anyhow::Result<Loaded> {
-    let report = checked_catalogue(
-        &sources.catalogue,
-        "authority is derived only from a catalogue that checks clean",
-    )?;
+    let given = if sources.catalogue.is_empty() {
+        None
+    } else {
+        Some(
+            checked_catalogue(
+                &sources.catalogue,
+                "authority is derived only from a catalogue that checks clean",
+            )?
+            .catalogue,
+        )
+    };
     let store = open_existing_store(&sources.mesh.store_url()?).await?;
-    let read = read_records(&store).await;
+    let read = async {
+        let catalogue = match given {
+            Some(c) => c,
+            None => mesh_state::registered::catalogue(&store).await?,
+        };
+        let (records, credentials) = read_records(&store).await?;
+        anyhow::Ok((catalogue, records, credentials))
+    }
+    .await;
     store.close().await;
-    let (records, credentials) = read?;
+    let (catalogue, records, credentials) = read?;
     Ok(Loaded {
-        catalogue: report.catalogue,
+        catalogue,
         records,
         credentials,
         controller: ControllerSpec::default(),

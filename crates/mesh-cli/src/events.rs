@@ -11,9 +11,7 @@ use anyhow::{Context as _, bail};
 use async_nats::jetstream::consumer::{DeliverPolicy, pull};
 use clap::Args;
 use futures::StreamExt as _;
-use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
 use mesh_controller::Genesis;
-use mesh_core::authority::CONTROLLER;
 use mesh_core::manifest::refs::parse_event_ref;
 use mesh_core::manifest::{EventRef, Target};
 use mesh_core::subjects::{self, STREAM_EVENTS};
@@ -111,18 +109,8 @@ pub fn run(args: &EventsArgs) -> anyhow::Result<ExitCode> {
         .map(|f| filter_subject(f, &args.mesh))
         .transpose()?;
     let genesis = Genesis::open(&args.mesh.dir()?)?;
-    let seed_file = genesis.path("controller/nkey.seed");
-    let seed = std::fs::read_to_string(&seed_file)
-        .with_context(|| format!("reading the controller's key {}", seed_file.display()))?;
+    let cfg = crate::bus::controller_bus(&genesis)?;
     crate::block_on(async {
-        let cfg = BusConfig {
-            url: genesis.local_url(),
-            principal: CONTROLLER.into(),
-            credential: ClientCredential::NKey(Secret::new(seed.trim())),
-            ca_file: None,
-            inbox_prefix: Some(subjects::inbox_prefix(CONTROLLER)),
-            pin: Some(CertPin::from_hex(&genesis.cert_sha256)?),
-        };
         let client = mesh_bus::connect(&cfg)
             .await
             .context("connecting as the controller")?;

@@ -6,9 +6,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod artifact;
 pub mod assign;
 pub mod authority;
 pub mod broker;
+pub mod bus;
 pub mod call;
 pub mod check;
 pub mod completions;
@@ -101,6 +103,13 @@ pub enum Command {
   mesh secret list
   mesh secret remove db-password")]
     Secret(secret::SecretArgs),
+    /// The code modules run: files kept in the bus under their digest,
+    /// recorded under a version of their module.
+    #[command(after_help = "Examples:
+  mesh artifact put target/release/audit-log --module audit --name audit-log
+  mesh artifact list
+  mesh artifact get artifact-store://audit/audit-log@sha256:HEX -o audit-log")]
+    Artifact(artifact::ArtifactArgs),
     /// The broker's addresses: move it without enrolling any node again.
     #[command(after_help = "Example:\n  mesh broker set-address --port 4333")]
     Broker(broker::BrokerArgs),
@@ -238,6 +247,7 @@ where
         Command::Node(args) => node::run(&args),
         Command::Broker(args) => broker::run(&args),
         Command::Secret(args) => secret::run(&args),
+        Command::Artifact(args) => artifact::run(&args),
         Command::Nodes(args) => node::run_list(&args),
         Command::Status(args) => status::run(&args),
         Command::Seats(args) => seats::run(&args),

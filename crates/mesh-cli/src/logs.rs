@@ -10,8 +10,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 use async_nats::Client;
 use clap::Args;
-use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
-use mesh_controller::{Genesis, genesis};
+use mesh_controller::Genesis;
 use mesh_core::authority::CONTROLLER;
 use mesh_core::diagnostic::{escape_controls, suggest};
 use mesh_core::logs::{DEFAULT_LINES, LogsAnswer, LogsRequest, MAX_LINES};
@@ -66,7 +65,7 @@ pub fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
             Some(n) => n,
             None => node_of(&args.mesh, &module).await?,
         };
-        let (client, errors) = ServerErrors::connect(&controller_bus(&genesis)?)
+        let (client, errors) = ServerErrors::connect(&crate::bus::controller_bus(&genesis)?)
             .await
             .context("connecting as the controller")?;
         let host = Host {
@@ -98,22 +97,6 @@ pub fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
         }
         anyhow::Ok(ExitCode::SUCCESS)
     })?
-}
-
-/// The controller's connection: its key from the state directory, its own
-/// inbox, the broker's pinned certificate.
-fn controller_bus(genesis: &Genesis) -> anyhow::Result<BusConfig> {
-    let seed_file = genesis.path(genesis::NKEY_SEED);
-    let seed = std::fs::read_to_string(&seed_file)
-        .with_context(|| format!("reading the controller's key {}", seed_file.display()))?;
-    Ok(BusConfig {
-        url: genesis.local_url(),
-        principal: CONTROLLER.into(),
-        credential: ClientCredential::NKey(Secret::new(seed.trim())),
-        ca_file: None,
-        inbox_prefix: Some(subjects::inbox_prefix(CONTROLLER)),
-        pin: Some(CertPin::from_hex(&genesis.cert_sha256)?),
-    })
 }
 
 /// The one node `module` is assigned to, from the store's assignments.

@@ -34,7 +34,8 @@ pub enum PlanCommand {
     /// What assigning a module to a node would change.
     #[command(after_help = "Examples:
   mesh plan assign notifier n1
-  mesh plan assign notifier n1 --output json")]
+  mesh plan assign notifier n1 --output json
+  mesh plan assign audit n1 --version 1.4.0")]
     Assign(PlanAssignArgs),
     /// What unassigning a module from a node would change.
     #[command(after_help = "Example:\n  mesh plan unassign notifier n1")]
@@ -48,6 +49,9 @@ pub enum PlanCommand {
 pub struct PlanAssignArgs {
     pub module: String,
     pub node: String,
+    /// With assign: the version to pin (`mesh assign --version`).
+    #[arg(long)]
+    pub version: Option<String>,
     #[command(flatten)]
     pub opts: PlanOpts,
 }
@@ -75,6 +79,9 @@ pub enum Pending {
     Assign {
         module: Name,
         node: Name,
+        /// The version to pin (`--version`); none: the newest recorded,
+        /// for a module not yet assigned there.
+        version: Option<String>,
     },
     Unassign {
         module: Name,
@@ -89,7 +96,16 @@ pub enum Pending {
 impl std::fmt::Display for Pending {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Pending::Assign { module, node } => write!(f, "assign {module} to {node}"),
+            Pending::Assign {
+                module,
+                node,
+                version: None,
+            } => write!(f, "assign {module} to {node}"),
+            Pending::Assign {
+                module,
+                node,
+                version: Some(v),
+            } => write!(f, "assign {module} to {node} at version {v}"),
             Pending::Unassign { module, node } => write!(f, "unassign {module} from {node}"),
             Pending::Register { sources } => write!(
                 f,
@@ -124,6 +140,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             Pending::Assign {
                 module: name("module", &a.module)?,
                 node: name("node", &a.node)?,
+                version: a.version.clone(),
             },
             &a.opts,
         ),
@@ -177,11 +194,18 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         let nodes = store.nodes().await?;
         let seat_ports = store.node_seat_ports().await?;
         let secrets = store.secrets().await?;
-        anyhow::Ok((registered, snapshot, modules, nodes, seat_ports, secrets))
+        // What a new assignment would pin: each module's newest version.
+        let mut newest = BTreeMap::new();
+        for r in store.artifacts(None).await? {
+            newest.entry(r.module).or_insert(r.version);
+        }
+        anyhow::Ok((
+            registered, snapshot, modules, nodes, seat_ports, secrets, newest,
+        ))
     }
     .await;
     store.close().await;
-    let (registered_catalogue, snapshot, modules, nodes, seat_ports, secrets) = read?;
+    let (registered_catalogue, snapshot, modules, nodes, seat_ports, secrets, newest) = read?;
     let sealable: Vec<Name> = nodes
         .iter()
         .filter(|n| n.xkey.is_some())
@@ -237,6 +261,7 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         &registered,
         &mut after,
         &mut after_versions,
+        &newest,
     )?;
     let after_catalogue = after_catalogue.as_ref().unwrap_or(&catalogue);
     // What the controller leaves out on each side: modules that do not
@@ -342,9 +367,14 @@ fn apply(
     registered: &BTreeMap<Name, String>,
     records: &mut Records,
     versions: &mut BTreeMap<Name, String>,
+    newest: &BTreeMap<Name, String>,
 ) -> anyhow::Result<Option<Catalogue>> {
     match pending {
-        Pending::Assign { module, node } => {
+        Pending::Assign {
+            module,
+            node,
+            version,
+        } => {
             if catalogue.module(module).is_none() {
                 bail!(
                     "module {module} is not registered; register its catalogue first with `mesh catalogue register DIR`"
@@ -354,10 +384,27 @@ fn apply(
                 bail!("node {node} is not recorded; add it with `mesh node add {node}`");
             }
             let a = Assignment::new(node.clone(), module.clone());
+            let key = (node.clone(), module.clone());
+            if let Some(v) = version
+                && !records.artifacts.contains_key(&(module.clone(), v.clone()))
+            {
+                bail!(
+                    "module {module} has no version {v}; `mesh artifact list --module {module}` lists its versions"
+                );
+            }
             if records.assignments.contains(&a) {
-                bail!("{module} is already assigned to {node}: nothing would change");
+                match version {
+                    Some(v) if records.pins.get(&key) != Some(v) => {
+                        records.pins.insert(key, v.clone());
+                    }
+                    _ => bail!("{module} is already assigned to {node}: nothing would change"),
+                }
+                return Ok(None);
             }
             records.assignments.push(a);
+            if let Some(v) = version.clone().or_else(|| newest.get(module).cloned()) {
+                records.pins.insert(key, v);
+            }
             Ok(None)
         }
         Pending::Unassign { module, node } => {
@@ -415,6 +462,15 @@ fn field(f: &Field) -> String {
         Field::FileAdded { name, path } => format!("file {name} ({path}) added"),
         Field::FileRemoved { name, path } => format!("file {name} ({path}) removed"),
         Field::FileChanged { name, path } => format!("file {name} ({path}) changed"),
+        Field::Artifact {
+            name,
+            before,
+            after,
+        } => format!(
+            "artifact {name} {} -> {}",
+            before.as_deref().unwrap_or("(none)"),
+            after.as_deref().unwrap_or("(none)")
+        ),
     }
 }
 

@@ -73,6 +73,7 @@ fn fleet() -> Records {
                 }]),
             },
         ],
+        ..Records::default()
     }
 }
 

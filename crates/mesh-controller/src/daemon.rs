@@ -106,6 +106,8 @@ pub enum DaemonError {
     Derive(#[from] mesh_state::DeriveError),
     #[error("could not assert the bus objects")]
     Assert(#[from] mesh_bus::AssertError),
+    #[error("could not assert the artifact store")]
+    Artifacts(#[from] mesh_bus::artifacts::BucketError),
     #[error("could not bind the controller's consumer on CONTROL")]
     Bind(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("the broker certificate's fingerprint in the genesis is not one")]
@@ -467,7 +469,7 @@ async fn assert_on_start(
         match mesh_bus::assert_objects(js, objects).await {
             Ok(steps) => {
                 info!(steps = steps.len(), "bus objects asserted");
-                return Ok(());
+                break;
             }
             Err(e @ mesh_bus::AssertError::Server { .. }) => {
                 let Some(wait) = waits.next() else {
@@ -477,6 +479,26 @@ async fn assert_on_start(
                 tokio::time::sleep(wait).await;
             }
             Err(e) => return Err(e.into()),
+        }
+    }
+    // With the streams: a wiped JetStream directory comes back with its
+    // artifact store (the artifacts themselves are put again).
+    loop {
+        use mesh_bus::artifacts::{BucketError, Ensured, ensure_bucket};
+        match ensure_bucket(js).await {
+            Ok(Ensured::Created) => {
+                info!("artifact store created");
+                return Ok(());
+            }
+            Ok(Ensured::Present) => return Ok(()),
+            Err(e @ BucketError::Unusable(_)) => return Err(e.into()),
+            Err(e) => {
+                let Some(wait) = waits.next() else {
+                    return Err(e.into());
+                };
+                warn!(error = %error_chain(&e), retry_in = ?wait, "artifact store not asserted yet");
+                tokio::time::sleep(wait).await;
+            }
         }
     }
 }

@@ -112,6 +112,7 @@ fn fleet() -> (Catalogue, Records) {
             name: name("admin"),
             tools: ToolAccess::All,
         }],
+        ..Records::default()
     };
     (cat, records)
 }

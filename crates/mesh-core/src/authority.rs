@@ -14,6 +14,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+mod artifact_grants;
 mod mint;
 pub use mint::credentials_to_mint;
 
@@ -23,7 +24,9 @@ use crate::jetstream::{self, ConsumerSpec, Objects};
 use crate::manifest::{Manifest, Scope};
 use crate::names::Name;
 use crate::records::{Assignment, ControllerSpec, PersonRecord, Records, ToolAccess};
-use crate::subjects::{self, EventSelector, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, consumer};
+use crate::subjects::{
+    self, EventSelector, STREAM_CONTROL, STREAM_EVENTS, STREAM_NODES, artifact, consumer,
+};
 
 /// The separator of principal names. No [`Name`] can contain it, so
 /// `module_<node>_<module>` can never equal another principal's name.
@@ -232,7 +235,10 @@ pub fn derive(
     let mut nodes: Vec<&Name> = records.nodes.iter().collect();
     nodes.sort();
     for node in nodes {
-        add(host_principal(node), &mut out)?;
+        let mut host = host_principal(node);
+        artifact_grants::add_host_reads(&mut host.permissions, catalogue, records, node);
+        host.permissions.normalise();
+        add(host, &mut out)?;
     }
 
     let known_nodes: BTreeSet<&Name> = records.nodes.iter().collect();
@@ -292,6 +298,19 @@ pub fn controller_principal(spec: &ControllerSpec) -> Principal {
     p.publish(
         subjects::ALL_ENROL_INBOXES,
         rule("the controller answers enrolments at the address each request carries"),
+    );
+    // An object's meta and chunks are plain publishes to the bucket's
+    // subjects; the flow-control answers let it read one back (`mesh
+    // artifact get`) above ~1 MB.
+    for s in [artifact::ALL_META, artifact::ALL_CHUNKS] {
+        p.publish(
+            s,
+            rule("the controller stores artifacts (mesh artifact put)"),
+        );
+    }
+    p.publish(
+        artifact::FLOW_CONTROL,
+        rule("the controller reads artifacts back (mesh artifact get)"),
     );
     p.publish(
         subjects::js_ack(STREAM_CONTROL, consumer::CONTROLLER_CONTROL),

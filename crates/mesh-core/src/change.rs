@@ -72,6 +72,13 @@ pub enum Field {
         name: Name,
         path: String,
     },
+    /// The artifact it runs moved (a version pinned again): the reference
+    /// before and after, `None` where it names none.
+    Artifact {
+        name: Name,
+        before: Option<String>,
+        after: Option<String>,
+    },
 }
 
 /// An object on the bus, as its derivation has it.
@@ -373,6 +380,24 @@ pub fn fields(was: &ModuleDecl, now: &ModuleDecl) -> Vec<Field> {
                 path: n.0.clone(),
             }),
             _ => {}
+        }
+    }
+    let artifacts = |m: &ModuleDecl| -> BTreeMap<Name, String> {
+        m.artifacts
+            .iter()
+            .map(|a| (a.name.clone(), a.reference.clone()))
+            .collect()
+    };
+    let (wa, na) = (artifacts(was), artifacts(now));
+    let names: BTreeSet<&Name> = wa.keys().chain(na.keys()).collect();
+    for name in names {
+        let (before, after) = (wa.get(name), na.get(name));
+        if before != after {
+            out.push(Field::Artifact {
+                name: name.clone(),
+                before: before.cloned(),
+                after: after.cloned(),
+            });
         }
     }
     out

@@ -5,9 +5,10 @@
 //! Wire (public interface): the envelope `{"declaration": "<base64 of the
 //! exact bytes>", "signature": "<base64 Ed25519>"}`; the bytes are
 //! `{"node", "sequence", "composed_at", "modules": [{"name", "version",
-//! "run": {"command", "env", "stop_grace_s", "sealed_env"}, "files":
-//! [{"name", "path", "content" | "sealed"}], "secrets"}], "bus": {"urls"},
-//! "sealed_by"}`. A sealed value is base64 of an XKey box from the
+//! "run": {"command", "driver", "image", "env", "stop_grace_s",
+//! "sealed_env"}, "files": [{"name", "path", "content" | "sealed"}],
+//! "secrets", "key", "artifacts": [{"name", "reference", "size", "sha256",
+//! "nuid"}]}], "bus": {"urls"}, "sealed_by"}`. A sealed value is base64 of an XKey box from the
 //! controller's XKey (`sealed_by`) to the node's.
 
 mod apply;
@@ -22,6 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::Name;
 
+pub use crate::artifact::ArtifactDecl;
+pub use crate::manifest::Driver;
 pub use apply::{ApplyStep, Running, plan_apply};
 #[cfg(test)]
 pub(crate) use compose::NoSecrets;
@@ -82,6 +85,11 @@ pub struct ModuleDecl {
     /// module with that key's seed, which the broker already admits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// The artifacts its run names (`${artifact:..}`), of the version its
+    /// assignment pinned: the host fetches each, checks size and SHA-256,
+    /// and fills the placeholders with its cached file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<ArtifactDecl>,
 }
 
 impl ModuleDecl {
@@ -112,7 +120,17 @@ pub fn same_modules(a: &[ModuleDecl], b: &[ModuleDecl]) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunDecl {
+    /// What runs (process driver), or the arguments to the image's
+    /// entrypoint (container driver). With `artifacts` named, each string
+    /// is a template the host fills: `${artifact:NAME}` is the cached file,
+    /// `$${` a literal `${`.
     pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "is_process")]
+    pub driver: Driver,
+    /// The container's image (container driver): `${artifact:NAME}` (an
+    /// OCI archive) or `name@sha256:HEX`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     pub env: BTreeMap<String, String>,
     pub stop_grace_s: u64,
     /// Environment values holding a secret, each sealed whole to the node
@@ -120,6 +138,10 @@ pub struct RunDecl {
     /// module's environment alone.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sealed_env: BTreeMap<String, String>,
+}
+
+fn is_process(d: &Driver) -> bool {
+    *d == Driver::Process
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,6 +286,8 @@ mod tests {
                     env: BTreeMap::from([("A".into(), "1".into())]),
                     stop_grace_s: 5,
                     sealed_env: BTreeMap::new(),
+                    driver: Driver::Process,
+                    image: None,
                 },
                 files: vec![FileDecl {
                     name: n("conf"),
@@ -272,6 +296,7 @@ mod tests {
                 }],
                 secrets: None,
                 key: None,
+                artifacts: Vec::new(),
             }],
             bus: None,
             sealed_by: None,

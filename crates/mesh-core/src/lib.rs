@@ -16,6 +16,7 @@
 //! [`jetstream::Objects`] and an [`jetstream::Observed`], executed by
 //! `mesh_bus::objects`.
 
+pub mod artifact;
 pub mod authority;
 pub mod catalogue;
 pub mod change;

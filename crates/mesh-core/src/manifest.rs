@@ -58,6 +58,7 @@
 mod decode;
 mod parser;
 pub mod refs;
+mod run_section;
 pub(crate) mod toml_access;
 
 use std::fmt;
@@ -173,15 +174,22 @@ impl SeatDecl {
 }
 
 /// The driver a host runs the module with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Driver {
+    #[default]
     Process,
+    /// One container per module, from `image` (DESIGN §6 "Container driver").
+    Container,
 }
 
 impl fmt::Display for Driver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Driver::Process => "process",
+            Driver::Container => "container",
         })
     }
 }
@@ -205,7 +213,11 @@ pub struct EnvVar {
 /// `[run]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Run {
+    /// What runs (process driver), or the arguments to the image's
+    /// entrypoint (container driver; may be empty).
     pub command: Vec<RunValue>,
+    /// The container's image (container driver only).
+    pub image: Option<RunValue>,
     pub env: Vec<EnvVar>,
     pub driver: Located<Driver>,
     pub secrets_in_environment: Option<Located<String>>,

@@ -1,8 +1,10 @@
 //! Placeholders in a module's run spec: `${seat:NAME:PORT}` (the reachable
-//! address of the seat's holder), `${secret:NAME}` (a secret's value) and
-//! `${file:NAME}` (the path of a file the mesh writes for the module).
+//! address of the seat's holder), `${secret:NAME}` (a secret's value),
+//! `${file:NAME}` (the path of a file the mesh writes for the module) and
+//! `${artifact:NAME}` (the path of an artifact the host fetched and checked).
 //!
-//! The controller fills them when it composes a declaration; here they are
+//! The controller fills all but `${artifact:..}` when it composes a
+//! declaration; the host fills that one with its cached file. Here they are
 //! parsed once, with byte ranges, so a manifest error can point at the
 //! placeholder itself. `$${` writes a literal `${`; any other `$` is literal.
 
@@ -20,6 +22,9 @@ pub enum Placeholder {
     Secret { name: Name },
     /// `${file:NAME}`: the path of the module's `[[file]]` named NAME.
     File { name: Name },
+    /// `${artifact:NAME}`: the path of artifact NAME of the pinned version,
+    /// in the host's cache.
+    Artifact { name: Name },
 }
 
 impl fmt::Display for Placeholder {
@@ -28,6 +33,7 @@ impl fmt::Display for Placeholder {
             Placeholder::Seat { seat, port } => write!(f, "${{seat:{seat}:{port}}}"),
             Placeholder::Secret { name } => write!(f, "${{secret:{name}}}"),
             Placeholder::File { name } => write!(f, "${{file:{name}}}"),
+            Placeholder::Artifact { name } => write!(f, "${{artifact:{name}}}"),
         }
     }
 }
@@ -78,6 +84,36 @@ impl Template {
     }
 }
 
+impl Template {
+    /// The text with every placeholder but `${artifact:..}` filled by
+    /// `value`, and each literal `${` written `$${` again: what a host
+    /// parses once more to fill the artifacts (so a literal `${artifact:x}`
+    /// in a manifest stays literal).
+    pub fn fill_keeping_artifacts(
+        &self,
+        mut value: impl FnMut(&Placeholder) -> Option<String>,
+    ) -> Result<String, Placeholder> {
+        let mut out = String::new();
+        for s in &self.segments {
+            match s {
+                Segment::Text(t) => out.push_str(&t.replace("${", "$${")),
+                Segment::Placeholder { placeholder, .. } => match placeholder {
+                    // `$` then `${` would read back as the escape `$${`.
+                    Placeholder::Artifact { .. } if out.ends_with('$') => {
+                        return Err(placeholder.clone());
+                    }
+                    Placeholder::Artifact { .. } => out.push_str(&placeholder.to_string()),
+                    other => match value(other) {
+                        Some(v) => out.push_str(&v.replace("${", "$${")),
+                        None => return Err(other.clone()),
+                    },
+                },
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// A placeholder that does not parse, with the byte range to point at.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
@@ -87,7 +123,7 @@ pub struct PlaceholderError {
     pub help: Option<String>,
 }
 
-const KINDS: [&str; 3] = ["seat", "secret", "file"];
+const KINDS: [&str; 4] = ["seat", "secret", "file", "artifact"];
 
 /// Parses `s`, collecting every malformed placeholder rather than stopping
 /// at the first.
@@ -115,7 +151,7 @@ pub fn parse(s: &str) -> Result<Template, Vec<PlaceholderError>> {
             errors.push(PlaceholderError {
                 range: at..s.len(),
                 message: "placeholder `${` is never closed with `}`".into(),
-                help: Some("write `${seat:NAME:PORT}`, `${secret:NAME}` or `${file:NAME}`; `$${` writes a literal `${`".into()),
+                help: Some("write `${seat:NAME:PORT}`, `${secret:NAME}`, `${file:NAME}` or `${artifact:NAME}`; `$${` writes a literal `${`".into()),
             });
             rest = s.len();
             break;
@@ -195,10 +231,14 @@ fn parse_body(body: &str) -> Result<Placeholder, BodyError> {
             arity(2, "${file:NAME}")?;
             Ok(Placeholder::File { name: name(1)? })
         }
+        "artifact" => {
+            arity(2, "${artifact:NAME}")?;
+            Ok(Placeholder::Artifact { name: name(1)? })
+        }
         other => {
             let help = match crate::diagnostic::suggest(other, KINDS) {
                 Some(k) => format!("did you mean `{k}`?"),
-                None => "a placeholder is `${seat:NAME:PORT}`, `${secret:NAME}` or `${file:NAME}`; `$${` writes a literal `${`".into(),
+                None => "a placeholder is `${seat:NAME:PORT}`, `${secret:NAME}`, `${file:NAME}` or `${artifact:NAME}`; `$${` writes a literal `${`".into(),
             };
             Err((
                 format!("unknown placeholder kind `{other}` in `${{{body}}}`"),

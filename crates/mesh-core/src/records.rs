@@ -104,6 +104,11 @@ pub struct Records {
     /// Nodes holding a live (issued, unspent, unexpired) enrolment token.
     pub live_tokens: Vec<Name>,
     pub persons: Vec<PersonRecord>,
+    /// (node, module) → the version its assignment pinned (`mesh assign
+    /// --version`, else the newest recorded when it was assigned).
+    pub pins: std::collections::BTreeMap<(Name, Name), String>,
+    /// The artifacts recorded under each version of each module.
+    pub artifacts: crate::artifact::Versions,
 }
 
 impl Records {

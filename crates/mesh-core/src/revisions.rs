@@ -18,6 +18,8 @@ pub enum Kind {
     Assignments,
     Secrets,
     Bus,
+    /// Builds and their artifacts (`mesh artifact put`, a build machine).
+    Builds,
 }
 
 impl Kind {
@@ -31,6 +33,7 @@ impl Kind {
             "assignments" => Kind::Assignments,
             "secrets" => Kind::Secrets,
             "bus" => Kind::Bus,
+            "builds" => Kind::Builds,
             _ => return None,
         })
     }
@@ -77,6 +80,7 @@ pub fn every() -> BTreeSet<Kind> {
         Kind::Assignments,
         Kind::Secrets,
         Kind::Bus,
+        Kind::Builds,
     ]
     .into()
 }
@@ -87,11 +91,21 @@ pub fn every() -> BTreeSet<Kind> {
 pub fn work(changed: &BTreeSet<Kind>, broker_held: bool) -> Work {
     use Kind::*;
     let any = |kinds: &[Kind]| kinds.iter().any(|k| changed.contains(k));
-    let compose = any(&[Nodes, Tokens, Credentials, Persons, Catalogue, Assignments]);
+    // Builds: a pinned version's artifacts are what its hosts may read.
+    let compose = any(&[
+        Nodes,
+        Tokens,
+        Credentials,
+        Persons,
+        Catalogue,
+        Assignments,
+        Builds,
+    ]);
     Work {
         compose,
         assert_objects: any(&[Nodes, Catalogue, Assignments]),
-        declare: any(&[Nodes, Catalogue, Assignments, Secrets, Bus]) || (broker_held && compose),
+        declare: any(&[Nodes, Catalogue, Assignments, Secrets, Bus, Builds])
+            || (broker_held && compose),
     }
 }
 
@@ -147,6 +161,16 @@ mod tests {
                 ..Work::default()
             }
         );
+        // An artifact put: what a pinned module's declaration names and
+        // what its host may read, never the bus objects.
+        assert_eq!(
+            w(&[Builds]),
+            Work {
+                compose: true,
+                assert_objects: false,
+                declare: true
+            }
+        );
         assert_eq!(w(&[]), Work::default());
         assert!(w(&[Nodes]).assert_objects && w(&[Catalogue]).declare);
     }
@@ -167,7 +191,7 @@ mod tests {
             set(&[Kind::Bus]),
             "a kind first seen"
         );
-        assert_eq!(changed(&before, &r(&[("future", 1)])).len(), 8);
+        assert_eq!(changed(&before, &r(&[("future", 1)])).len(), 9);
     }
 
     /// The names are the store's (`records_revisions.kind`): one misread
@@ -184,6 +208,7 @@ mod tests {
             ("assignments", Assignments),
             ("secrets", Secrets),
             ("bus", Bus),
+            ("builds", Builds),
         ];
         for (name, kind) in names {
             assert_eq!(Kind::from_name(name), Some(kind), "{name}");

@@ -23,6 +23,9 @@ use mesh_core::secret::Secret;
 use mesh_core::subjects;
 use tokio::sync::Mutex;
 
+use mesh_bus::Refusals;
+
+use crate::artifacts::Cache;
 use crate::driver::{Driver, RunSpec};
 use crate::state::{HostKeys, HostState, StateError, write_private};
 
@@ -41,6 +44,8 @@ enum StartError {
     State(#[from] StateError),
     #[error("the sealed value of {variable} does not open: {why}")]
     Sealed { variable: String, why: String },
+    #[error("{0}")]
+    Artifact(String),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,6 +60,8 @@ struct Applied {
     /// The last sequence applied (none before the first).
     sequence: Option<u64>,
     modules: Vec<ModuleDecl>,
+    /// The key its sealed values were sealed by.
+    sealed_by: Option<String>,
     /// The broker addresses the running modules were given.
     bus: Vec<String>,
 }
@@ -75,7 +82,20 @@ pub struct Applier {
     /// Modules that could not be started, and why (a sealed value that does
     /// not open): reported failed, not left to read as merely stopped.
     not_started: std::sync::Mutex<BTreeMap<Name, String>>,
+    /// Fetched artifacts, checked before every start.
+    cache: Cache,
+    /// What the server refuses this host: a fetch it is not granted fails
+    /// at once, naming the subject, instead of waiting out its timeout.
+    refusals: Refusals,
+    /// Modules whose artifacts could not be fetched: tried again at the
+    /// time given, the wait doubling (DESIGN: retried with backoff).
+    fetch_again: std::sync::Mutex<BTreeMap<Name, (tokio::time::Instant, Duration)>>,
 }
+
+/// The first wait before an artifact that failed to fetch is tried again,
+/// and the longest.
+const FETCH_RETRY_START: Duration = Duration::from_secs(1);
+const FETCH_RETRY_MAX: Duration = Duration::from_secs(60);
 
 /// The address the controller last stored for this host, as the host
 /// reported it: a report carries the address until it is stored.
@@ -87,6 +107,7 @@ impl Applier {
         state: &HostState,
         driver: Driver,
         advertise: Option<String>,
+        refusals: Refusals,
     ) -> Result<Applier, ApplyError> {
         let controller =
             declaration::verifying_key(&state.controller_key).ok_or(ApplyError::ControllerKey)?;
@@ -97,12 +118,16 @@ impl Applier {
             applied: Mutex::new(Applied {
                 sequence: None,
                 modules: Vec::new(),
+                sealed_by: None,
                 bus: state.bus_urls.clone(),
             }),
             declared: std::sync::Mutex::new(Vec::new()),
             bus: std::sync::Mutex::new(state.bus_urls.clone()),
             advertise,
             not_started: std::sync::Mutex::new(BTreeMap::new()),
+            cache: Cache::new(&state.dir),
+            refusals,
+            fetch_again: std::sync::Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -134,7 +159,7 @@ impl Applier {
                     sequence = d.sequence,
                     "applying the declaration kept from the last run"
                 );
-                self.apply(&d).await;
+                self.apply(client, &d).await;
                 self.report(client, None).await;
             }
             Err(e) => {
@@ -190,7 +215,7 @@ impl Applier {
         ) {
             Ok(d) => {
                 self.follow_bus(client, &d).await;
-                self.apply(&d).await;
+                self.apply(client, &d).await;
                 if let Err(e) = write_private(&self.state.dir.join(APPLIED_FILE), &message.payload)
                 {
                     tracing::warn!(reason = %e, "the applied declaration was not kept");
@@ -269,7 +294,7 @@ impl Applier {
             .clone()
     }
 
-    async fn apply(&self, d: &Declaration) {
+    async fn apply(&self, client: &Client, d: &Declaration) {
         let mut applied = self.applied.lock().await;
         let running: Vec<Running> = applied
             .modules
@@ -302,32 +327,103 @@ impl Applier {
                     if restart && let Err(e) = self.driver.stop(&module.name).await {
                         tracing::warn!(module = %module.name, reason = %e, "stopping to restart");
                     }
-                    match self.run_spec(&module, d.sealed_by.as_deref()) {
-                        Ok(spec) => {
-                            self.not_started_lock().remove(&module.name);
-                            if let Err(e) = self.driver.start(spec).await {
-                                tracing::warn!(module = %module.name, reason = %e, "starting");
-                            }
-                        }
-                        Err(e) => {
-                            tracing::warn!(module = %module.name, reason = %e, "not started");
-                            // Not left running as it was declared before.
-                            let _ = self.driver.stop(&module.name).await;
-                            self.not_started_lock()
-                                .insert(module.name.clone(), e.to_string());
-                        }
-                    }
+                    self.start(client, &module, d.sealed_by.as_deref()).await;
                 }
             }
         }
         applied.sequence = Some(d.sequence);
         applied.modules = d.modules.clone();
+        applied.sealed_by = d.sealed_by.clone();
+        // A module no longer declared has nothing left to fetch.
+        self.fetch_again_lock()
+            .retain(|m, _| d.modules.iter().any(|x| x.name == *m));
         applied.bus = bus;
         *self
             .declared
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) =
             d.modules.iter().map(|m| m.name.clone()).collect();
+    }
+
+    /// Fetches the module's artifacts and starts it; what fails is
+    /// reported `failed` with the reason (a fetch is tried again later).
+    async fn start(&self, client: &Client, module: &ModuleDecl, sealed_by: Option<&str>) {
+        let spec = match self
+            .cache
+            .ensure_all(client, &self.refusals, &module.artifacts)
+            .await
+        {
+            Ok(paths) => {
+                self.fetch_again_lock().remove(&module.name);
+                self.run_spec(module, sealed_by, &paths)
+            }
+            Err(why) => {
+                let mut again = self.fetch_again_lock();
+                let wait = again
+                    .get(&module.name)
+                    .map_or(FETCH_RETRY_START, |(_, w)| (*w * 2).min(FETCH_RETRY_MAX));
+                again.insert(
+                    module.name.clone(),
+                    (tokio::time::Instant::now() + wait, wait),
+                );
+                tracing::warn!(module = %module.name, reason = %why, retry_in = ?wait, "artifact not fetched");
+                Err(StartError::Artifact(why))
+            }
+        };
+        match spec {
+            Ok(spec) => {
+                self.not_started_lock().remove(&module.name);
+                if let Err(e) = self.driver.start(spec).await {
+                    tracing::warn!(module = %module.name, reason = %e, "starting");
+                }
+            }
+            Err(e) => {
+                tracing::warn!(module = %module.name, reason = %e, "not started");
+                // Not left running as it was declared before.
+                let _ = self.driver.stop(&module.name).await;
+                self.not_started_lock()
+                    .insert(module.name.clone(), e.to_string());
+            }
+        }
+    }
+
+    fn fetch_again_lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, BTreeMap<Name, (tokio::time::Instant, Duration)>> {
+        self.fetch_again
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Tries again the fetches that are due (and starts what they were
+    /// for); reports when anything was tried. Returns whether any was.
+    pub async fn fetch_due(&self, client: &Client) -> bool {
+        let now = tokio::time::Instant::now();
+        let due: Vec<Name> = self
+            .fetch_again_lock()
+            .iter()
+            .filter(|(_, (at, _))| *at <= now)
+            .map(|(m, _)| m.clone())
+            .collect();
+        if due.is_empty() {
+            return false;
+        }
+        {
+            let applied = self.applied.lock().await;
+            let (modules, sealed_by) = (applied.modules.clone(), applied.sealed_by.clone());
+            drop(applied);
+            for name in due {
+                match modules.iter().find(|m| m.name == name) {
+                    Some(m) => self.start(client, m, sealed_by.as_deref()).await,
+                    // No longer declared: nothing to fetch.
+                    None => {
+                        self.fetch_again_lock().remove(&name);
+                    }
+                }
+            }
+        }
+        self.report(client, None).await;
+        true
     }
 
     fn is_managed(&self, module: &Name) -> bool {
@@ -418,7 +514,12 @@ impl Applier {
             .map(|k| k.public_key())
     }
 
-    fn run_spec(&self, m: &ModuleDecl, sealed_by: Option<&str>) -> Result<RunSpec, StartError> {
+    fn run_spec(
+        &self,
+        m: &ModuleDecl,
+        sealed_by: Option<&str>,
+        artifacts: &BTreeMap<Name, PathBuf>,
+    ) -> Result<RunSpec, StartError> {
         let (key_file, _) = self.module_key(&m.name, m.key.as_deref())?;
         let principal = PrincipalKind::Module {
             node: self.state.node.clone(),
@@ -452,9 +553,20 @@ impl Applier {
         }
         let work = self.work_dir(&m.name);
         make_dirs(&work)?;
+        // With artifacts named, the command is a template of them.
+        let command = if m.artifacts.is_empty() {
+            m.run.command.clone()
+        } else {
+            m.run
+                .command
+                .iter()
+                .map(|a| crate::artifacts::fill(a, artifacts))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(StartError::Artifact)?
+        };
         Ok(RunSpec {
             module: m.name.clone(),
-            command: m.run.command.clone(),
+            command,
             env,
             stop_grace: Duration::from_secs(m.run.stop_grace_s),
             workdir: work,

@@ -3,6 +3,7 @@
 //! and heartbeat. Applying declarations comes later.
 
 pub mod apply;
+pub mod artifacts;
 pub mod backoff;
 mod dial;
 pub mod driver;

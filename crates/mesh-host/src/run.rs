@@ -91,7 +91,13 @@ pub async fn run(
     // Before anything else: what a previous run left behind is killed now,
     // not after the broker answers.
     let driver = Driver::new(&state.dir, opts.driver.clone()).await?;
-    let applier = Arc::new(Applier::new(state, driver, opts.advertise.clone())?);
+    let refusals = mesh_bus::Refusals::new();
+    let applier = Arc::new(Applier::new(
+        state,
+        driver,
+        opts.advertise.clone(),
+        refusals.clone(),
+    )?);
 
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
     let node = state.node.clone();
@@ -103,12 +109,14 @@ pub async fn run(
         let node = node.clone();
         let reconnected_tx = reconnected_tx.clone();
         let heard = reconnects.clone();
+        let refused = refusals.clone();
         reconnects
             .apply(o.max_reconnects(None))
             .event_callback(move |event| {
                 let node = node.clone();
                 let reconnected = reconnected_tx.clone();
                 heard.note(&event);
+                refused.note(&event);
                 async move {
                     log_event(&node, &event);
                     if matches!(event, Event::Connected) {
@@ -138,6 +146,7 @@ pub async fn run(
             consume(&client, state, opts, &applier),
             report_changes(&client, &applier),
             report_reconnects(&client, &applier, reconnected),
+            fetch_again(&client, &applier),
             crate::logs::serve(&client, &state.node, &state.dir, &applier),
         )
     };
@@ -207,6 +216,15 @@ async fn report_changes(client: &Client, applier: &Applier) {
         tokio::time::sleep(Duration::from_millis(300)).await;
         changes.borrow_and_update();
         applier.report(client, None).await;
+    }
+}
+
+/// Tries again, when due, the artifacts that could not be fetched.
+async fn fetch_again(client: &Client, applier: &Applier) {
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tick.tick().await;
+        applier.fetch_due(client).await;
     }
 }
 

@@ -24,10 +24,14 @@ pub async fn read(store: &Store) -> Result<Snapshot, StoreError> {
         s.records.nodes.push(node.name);
     }
     for a in store.assignments().await? {
+        if let Some(v) = a.version {
+            s.records.pins.insert((a.node.clone(), a.module.clone()), v);
+        }
         s.records
             .assignments
             .push(Assignment::new(a.node, a.module));
     }
+    s.records.artifacts = store.versions().await?;
     for t in store.live_tokens().await? {
         s.credentials.insert(
             principal::enrolment(&t.node),

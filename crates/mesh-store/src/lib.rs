@@ -31,8 +31,8 @@ pub use migrations::SCHEMA_VERSION;
 pub use records::*;
 pub use secret::{PERSON_BCRYPT_COST, Secret, new_user_key, sha256_digest};
 pub use store::{
-    FleetApplied, FleetChange, PreparedCredential, PreparedToken, Registration, ReportSeen,
-    prepare_machine_key, prepare_password, prepare_token,
+    ArtifactRow, FleetApplied, FleetChange, PreparedCredential, PreparedToken, Registration,
+    ReportSeen, Upload, prepare_machine_key, prepare_password, prepare_token, version_ok,
 };
 pub use url::{DEFAULT_URL, redact_url};
 

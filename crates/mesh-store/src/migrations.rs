@@ -48,7 +48,15 @@ impl Migration {
                 "{{revision_trigger_columns:nodes:address}}",
                 &column_trigger(backend, "nodes", "address"),
             )
-            .replace("{{kind_triggers}}", &kind_triggers(backend))
+            .replace(
+                "{{revision_triggers:artifacts}}",
+                &revision_triggers(backend, &[("artifacts", None)]),
+            )
+            .replace("{{kind_triggers}}", &kind_triggers(backend, KIND_SOURCES))
+            .replace(
+                "{{kind_triggers:builds}}",
+                &kind_triggers(backend, &[("artifacts", None, "builds")]),
+            )
     }
 }
 
@@ -85,7 +93,8 @@ fn column_trigger(backend: BackendKind, table: &str, column: &str) -> String {
 }
 
 /// Which kind of input each table's writes are (`records_revisions`), and
-/// the columns of an update that count (`None`: any).
+/// the columns of an update that count (`None`: any), as migration 16 made
+/// them (a table added later gets its triggers in its own migration).
 const KIND_SOURCES: &[(&str, Option<&str>, &str)] = &[
     (
         "nodes",
@@ -108,7 +117,7 @@ const KIND_SOURCES: &[(&str, Option<&str>, &str)] = &[
 ];
 
 /// The triggers moving each kind's revision, in each backend's dialect.
-fn kind_triggers(backend: BackendKind) -> String {
+fn kind_triggers(backend: BackendKind, sources: &[(&str, Option<&str>, &str)]) -> String {
     let bump = |kind: &str| {
         format!("UPDATE records_revisions SET revision = revision + 1 WHERE kind = '{kind}'")
     };
@@ -120,7 +129,7 @@ fn kind_triggers(backend: BackendKind) -> String {
              RETURN NULL; END; $$ LANGUAGE plpgsql;\n",
         );
     }
-    for (table, columns, kind) in KIND_SOURCES {
+    for (table, columns, kind) in sources {
         let update = match columns {
             Some(c) => format!("UPDATE OF {c}"),
             None => "UPDATE".to_string(),
@@ -279,10 +288,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "credentials_nkey",
         sql: include_str!("../migrations/0017_credentials_nkey.sql"),
     },
+    Migration {
+        version: 18,
+        name: "artifact_pins",
+        sql: include_str!("../migrations/0018_artifact_pins.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 17;
+pub const SCHEMA_VERSION: i64 = 18;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

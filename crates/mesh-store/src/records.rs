@@ -158,6 +158,9 @@ pub struct Assignment {
     pub node: Name,
     pub module: Name,
     pub created_at: Millis,
+    /// The version of the module it runs (`mesh assign --version`), if any
+    /// version with an artifact was recorded when it was assigned.
+    pub version: Option<String>,
 }
 
 /// The whole desired state of one node at one version.

@@ -103,6 +103,7 @@ fn records() -> Records {
                 tools: ToolAccess::All,
             },
         ],
+        ..Records::default()
     }
 }
 

@@ -288,6 +288,8 @@ fn decl(
         name: n("m"),
         version: version.into(),
         run: RunDecl {
+            driver: crate::manifest::Driver::Process,
+            image: None,
             command: command.iter().map(|s| s.to_string()).collect(),
             env: env
                 .iter()
@@ -306,6 +308,7 @@ fn decl(
             .collect(),
         secrets: None,
         key: None,
+        artifacts: Vec::new(),
     }
 }
 

@@ -88,6 +88,8 @@ mod tests {
             name: n(name),
             version: version.into(),
             run: RunDecl {
+                driver: crate::manifest::Driver::Process,
+                image: None,
                 command: vec![name.into()],
                 env: BTreeMap::new(),
                 stop_grace_s: 10,
@@ -100,6 +102,7 @@ mod tests {
             }],
             secrets: None,
             key: None,
+            artifacts: Vec::new(),
         }
     }
 

@@ -102,6 +102,12 @@ pub enum ComposeError {
         "module {module}: its registered manifest no longer derives ({why}); register a corrected manifest with `mesh catalogue register`"
     )]
     DoesNotDerive { module: Name, why: String },
+    #[error("module {module} on node {node}: {why}")]
+    Artifacts {
+        module: Name,
+        node: Name,
+        why: String,
+    },
     #[error("module {module}: its secrets cannot be sealed to node {node}: {why}")]
     Unsealable {
         module: Name,
@@ -120,6 +126,7 @@ impl ComposeError {
             | ComposeError::BadPath { module, .. }
             | ComposeError::NoUserList { module, .. }
             | ComposeError::DoesNotDerive { module, .. }
+            | ComposeError::Artifacts { module, .. }
             | ComposeError::Unsealable { module, .. } => module,
         }
     }
@@ -177,12 +184,35 @@ fn compose_module(
         module: module.clone(),
         node: node.clone(),
     })?;
+    let artifacts = crate::artifact::used(
+        m,
+        inputs
+            .records
+            .pins
+            .get(&(node.clone(), module.clone()))
+            .map(String::as_str),
+        &inputs.records.artifacts,
+    )
+    .map_err(|why| ComposeError::Artifacts {
+        module: module.clone(),
+        node: node.clone(),
+        why,
+    })?;
     let fill = |v: &RunValue| fill(inputs, m, v);
+    // The strings the host fills the artifacts into keep them as written.
+    let fill_run = |v: &RunValue| {
+        if artifacts.is_empty() {
+            fill(v)
+        } else {
+            fill_keeping_artifacts(inputs, m, v)
+        }
+    };
     let command = run
         .command
         .iter()
-        .map(fill)
+        .map(fill_run)
         .collect::<Result<Vec<_>, _>>()?;
+    let image = run.image.as_ref().map(fill_run).transpose()?;
     // A value holding a secret is sealed whole to the node: it never
     // travels, nor rests in NODES, in plaintext. Its plaintext goes into the
     // digest that says whether the module changed.
@@ -257,6 +287,8 @@ fn compose_module(
             .unwrap_or_else(|| "unversioned".into()),
         run: RunDecl {
             command,
+            driver: run.driver.value,
+            image,
             env,
             stop_grace_s: DEFAULT_STOP_GRACE_S,
             sealed_env,
@@ -264,6 +296,7 @@ fn compose_module(
         files,
         secrets: (!plaintexts.is_empty()).then(|| inputs.secrets.digest(&plaintexts)),
         key: inputs.keys.get(&(node.clone(), module.clone())).cloned(),
+        artifacts,
     })
 }
 
@@ -297,6 +330,31 @@ fn fill(inputs: &Inputs<'_>, m: &Manifest, v: &RunValue) -> Result<String, Compo
             module: m.name.value.clone(),
             placeholder: p.to_string(),
             why,
+        })
+}
+
+fn fill_keeping_artifacts(
+    inputs: &Inputs<'_>,
+    m: &Manifest,
+    v: &RunValue,
+) -> Result<String, ComposeError> {
+    let mut why = String::new();
+    v.template
+        .fill_keeping_artifacts(|p| match value(inputs, m, p) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                why = e;
+                None
+            }
+        })
+        .map_err(|p| ComposeError::Unfilled {
+            module: m.name.value.clone(),
+            placeholder: p.to_string(),
+            why: if why.is_empty() {
+                "a `$` right before it would read as the escape `$${`".into()
+            } else {
+                why
+            },
         })
 }
 
@@ -342,6 +400,9 @@ fn value(inputs: &Inputs<'_>, m: &Manifest, p: &Placeholder) -> Result<String, S
         Placeholder::Secret { name } => inputs.secrets.value(name).ok_or_else(|| {
             format!("no value is recorded for secret {name}; set one with `mesh secret set {name}`")
         }),
+        Placeholder::Artifact { name } => Err(format!(
+            "artifact {name} is filled by the host, in [run] command and image only"
+        )),
     }
 }
 
@@ -958,6 +1019,8 @@ content = "mode = 1"
             name: n("echo"),
             version: "v1".into(),
             run: RunDecl {
+                driver: crate::manifest::Driver::Process,
+                image: None,
                 command: vec!["e".into()],
                 env: BTreeMap::new(),
                 stop_grace_s: 10,
@@ -966,6 +1029,7 @@ content = "mode = 1"
             files: vec![],
             secrets: None,
             key: None,
+            artifacts: Vec::new(),
         };
         let bus = |port: u16| {
             Some(BusDecl {

@@ -9,20 +9,25 @@ use std::ops::Range;
 use toml::de::{DeTable, DeValue};
 
 use super::refs;
+use super::run_section::Context;
 use super::toml_access::{Reader, Val, get};
 use super::{
-    Artifact, BROKER_ROLE, BUS_USERS_FILE, Build, Driver, EnvVar, FileDecl, Located, Manifest, Run,
-    RunValue, Scope, SeatDecl,
+    Artifact, BROKER_ROLE, BUS_USERS_FILE, Build, FileDecl, Located, Manifest, Scope, SeatDecl,
 };
 use crate::diagnostic::{Diagnostic, Kind, LineIndex, Location, suggest};
 use crate::names::Name;
-use crate::placeholders::{self, Placeholder};
 
 const ROOT: &[&str] = &[
     "module", "run", "build", "seat", "holds", "events", "tools", "uses", "file",
 ];
 const MODULE: &[&str] = &["name", "description"];
-const RUN: &[&str] = &["command", "env", "driver", "secrets-in-environment"];
+pub(super) const RUN: &[&str] = &[
+    "command",
+    "env",
+    "driver",
+    "image",
+    "secrets-in-environment",
+];
 const BUILD: &[&str] = &["command", "artifacts"];
 const SEAT: &[&str] = &["name", "scope", "protocol", "accepts", "emits", "tools"];
 const HOLDS: &[&str] = &["seats"];
@@ -44,7 +49,6 @@ const SECTIONS: &[(&str, &[&str])] = &[
     ("[[file]]", FILE),
 ];
 
-const DRIVERS: &[&str] = &["process"];
 const SCOPES: &[&str] = &["node", "mesh"];
 
 /// Parses a manifest from raw bytes: a file that is not UTF-8 is refused at
@@ -88,8 +92,8 @@ pub fn parse(path: &str, text: &str) -> Result<Manifest, Vec<Diagnostic>> {
 }
 
 /// One manifest being read; every problem found goes to `toml`.
-struct Parser<'a> {
-    toml: Reader<'a>,
+pub(super) struct Parser<'a> {
+    pub(super) toml: Reader<'a>,
 }
 
 impl Parser<'_> {
@@ -174,7 +178,7 @@ impl Parser<'_> {
 
     /// Refuses every key of `t` not in `known`, suggesting the close one or
     /// the section it belongs in.
-    fn check_fields(&mut self, t: &DeTable<'_>, section: Option<&str>, known: &[&str]) {
+    pub(super) fn check_fields(&mut self, t: &DeTable<'_>, section: Option<&str>, known: &[&str]) {
         let message = |key: &str| match section {
             None => format!("unknown section `{key}`"),
             Some(s) => format!("unknown field `{key}` in {s}"),
@@ -425,7 +429,12 @@ impl Parser<'_> {
 
     /// A path the mesh writes into (or a build reads from) must stay inside
     /// the module's directory.
-    fn relative_path(&mut self, s: &str, span: &Range<usize>, field: &str) -> Option<()> {
+    pub(super) fn relative_path(
+        &mut self,
+        s: &str,
+        span: &Range<usize>,
+        field: &str,
+    ) -> Option<()> {
         let why = if s.is_empty() {
             Some("is empty")
         } else if s.starts_with('/') || s.starts_with('\\') || s.get(1..2) == Some(":") {
@@ -447,181 +456,6 @@ impl Parser<'_> {
                 None
             }
         }
-    }
-
-    fn run(&mut self, t: &DeTable<'_>, header: &Range<usize>, files: &[FileDecl]) -> Option<Run> {
-        self.check_fields(t, Some("[run]"), RUN);
-        let secrets_in_environment = get(t, "secrets-in-environment").and_then(|(_, v)| {
-            let s = self.toml.string(v, "secrets-in-environment")?;
-            if s.trim().is_empty() {
-                self.toml.push(
-                    Kind::BadValue,
-                    v.span(),
-                    "`secrets-in-environment` is empty; it is the reason secrets may be in the environment".into(),
-                    Some("say why this module cannot read the secret from a file".into()),
-                );
-                return None;
-            }
-            Some(Located::new(s.to_string(), self.toml.pos(&v.span())))
-        });
-        let command = self
-            .toml
-            .required(
-                t,
-                header,
-                "[run]",
-                "command",
-                Some("write `command = [\"program\", \"arg\"]`".into()),
-            )
-            .map(|v| {
-                let items = self.toml.strings(v, "command");
-                if items.is_empty() && matches!(v.get_ref(), DeValue::Array(_)) {
-                    self.toml.push(
-                        Kind::BadValue,
-                        v.span(),
-                        "`command` is empty; a host would have nothing to start".into(),
-                        None,
-                    );
-                }
-                items
-                    .iter()
-                    .filter_map(|(s, span)| self.run_value(s, span, files, Context::Command))
-                    .collect::<Vec<_>>()
-            });
-        let mut env = Vec::new();
-        let vars = get(t, "env").and_then(|(_, v)| {
-            let help = Some("write `env = { NAME = \"value\" }`".into());
-            self.toml.table(v, "env", help)
-        });
-        for (k, val) in vars.into_iter().flat_map(DeTable::iter) {
-            let key: &str = k.get_ref();
-            let valid = key
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                self.toml.push(
-                    Kind::BadValue,
-                    k.span(),
-                    format!("`{key}` is not an environment variable name"),
-                    Some("use letters, digits and `_`, not starting with a digit".into()),
-                );
-                continue;
-            }
-            let Some(s) = self.toml.string(val, key) else {
-                continue;
-            };
-            let s = s.to_string();
-            let ctx = Context::Env {
-                reason: secrets_in_environment.is_some(),
-            };
-            if let Some(value) = self.run_value(&s, &val.span(), files, ctx) {
-                env.push(EnvVar {
-                    name: Located::new(key.to_string(), self.toml.pos(&k.span())),
-                    value,
-                });
-            }
-        }
-        let driver = match get(t, "driver") {
-            None => Some(Located::new(Driver::Process, self.toml.pos(header))),
-            Some((_, v)) => self.toml.string(v, "driver").and_then(|s| match s {
-                "process" => Some(Located::new(Driver::Process, self.toml.pos(&v.span()))),
-                other => {
-                    let help = suggest(other, DRIVERS.iter().copied())
-                        .map(|c| format!("did you mean `{c}`?"))
-                        .unwrap_or_else(|| "the only driver today is `process`".into());
-                    self.toml.push(
-                        Kind::BadValue,
-                        v.span(),
-                        format!("unknown driver `{other}`"),
-                        Some(help),
-                    );
-                    None
-                }
-            }),
-        };
-        Some(Run {
-            command: command?,
-            env,
-            driver: driver?,
-            secrets_in_environment,
-            pos: self.toml.pos(header),
-        })
-    }
-
-    /// Parses a `[run]` string's placeholders and checks each where it sits.
-    fn run_value(
-        &mut self,
-        s: &str,
-        span: &Range<usize>,
-        files: &[FileDecl],
-        ctx: Context,
-    ) -> Option<RunValue> {
-        let template = match placeholders::parse(s) {
-            Ok(t) => t,
-            Err(errors) => {
-                for e in errors {
-                    let at = self.toml.inner(span, s, e.range);
-                    self.toml.push(Kind::BadPlaceholder, at, e.message, e.help);
-                }
-                return None;
-            }
-        };
-        let mut located = Vec::new();
-        let mut ok = true;
-        for (p, range) in template.placeholders() {
-            let at = self.toml.inner(span, s, range.clone());
-            match p {
-                Placeholder::File { .. } if ctx == Context::File => {
-                    ok = false;
-                    self.toml.push(
-                        Kind::UndeclaredFile,
-                        at.clone(),
-                        format!("`{p}` in a file's content: a file names no other file"),
-                        Some("write the path itself, or pass it in [run] (`${file:NAME}`)".into()),
-                    );
-                }
-                Placeholder::File { name } if !files.iter().any(|f| f.name.value == *name) => {
-                    ok = false;
-                    self.toml.push(
-                        Kind::UndeclaredFile,
-                        at.clone(),
-                        format!("`{p}` names no [[file]] of this manifest"),
-                        Some(format!(
-                            "declare `[[file]]` with `name = \"{name}\"` and its path"
-                        )),
-                    );
-                }
-                Placeholder::Secret { .. } if ctx == Context::Command => {
-                    ok = false;
-                    // A command line is readable by every local user (ps, /proc).
-                    self.toml.push(
-                        Kind::SecretInCommand,
-                        at.clone(),
-                        format!("`{p}` on the command line is readable by every user of the node"),
-                        Some("pass it in a [[file]] (`${file:NAME}`), or in `env` with `secrets-in-environment`".into()),
-                    );
-                }
-                Placeholder::Secret { .. } if ctx == (Context::Env { reason: false }) => {
-                    ok = false;
-                    self.toml.push(
-                        Kind::SecretInEnvironment,
-                        at.clone(),
-                        format!("`{p}` in `env` needs `secrets-in-environment = \"<reason>\"` in [run]"),
-                        Some("an environment is inherited by children and shows in crash reports: prefer a [[file]], or state why not".into()),
-                    );
-                }
-                _ => {}
-            }
-            located.push(Located::new(p.clone(), self.toml.pos(&at)));
-        }
-        ok.then(|| RunValue {
-            text: s.to_string(),
-            template,
-            pos: self.toml.pos(span),
-            placeholders: located,
-        })
     }
 
     fn build(&mut self, t: &DeTable<'_>, header: &Range<usize>) -> Option<Build> {
@@ -664,15 +498,4 @@ impl Parser<'_> {
             pos: self.toml.pos(header),
         })
     }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Context {
-    Command,
-    Env {
-        reason: bool,
-    },
-    /// A `[[file]]`'s content: written 0600 for the module alone, so a
-    /// secret belongs here.
-    File,
 }

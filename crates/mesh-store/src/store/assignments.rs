@@ -13,6 +13,20 @@ impl Store {
     /// ([`StoreError::SeatHeld`]): decided in the same transaction as the
     /// insert, so two assigns at once cannot both pass.
     pub async fn assign(&self, node: &Name, module: &Name) -> Result<(), StoreError> {
+        self.assign_version(node, module, None).await.map(|_| ())
+    }
+
+    /// Assigns `module` to `node`, pinned to `version` (which must be a
+    /// recorded version of the module), or, when none is given, to the
+    /// newest version recorded now if the assignment has no pin yet: a
+    /// later upload never moves what a node runs by itself. Assigning again
+    /// with another version moves the pin. Returns the pin.
+    pub async fn assign_version(
+        &self,
+        node: &Name,
+        module: &Name,
+        version: Option<&str>,
+    ) -> Result<Option<String>, StoreError> {
         let now = now_ms();
         let refused = with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
@@ -20,24 +34,67 @@ impl Store {
             must_exist!(tx, "module" in "modules", module);
             // Refused: the transaction is dropped, nothing written.
             if let Some(conflict) = holder_conflict!(tx, [(node, module)]) {
-                return Ok(Some(conflict));
+                return Ok(Err(conflict));
             }
+            let pin: Option<String> = match version {
+                Some(v) => {
+                    must_exist!(
+                        tx,
+                        "version",
+                        format!("{v} of module {module}"),
+                        "SELECT rev FROM module_versions WHERE module = $1 AND rev = $2",
+                        module.as_str(),
+                        v
+                    );
+                    Some(v.to_string())
+                }
+                // The newest version with an artifact, read in this
+                // transaction.
+                None => sqlx::query_as::<_, (Option<String>,)>(
+                    "SELECT b.rev FROM builds b WHERE b.module = $1 AND b.state = 'succeeded' \
+                     AND EXISTS (SELECT 1 FROM artifacts a WHERE a.build_id = b.id) \
+                     ORDER BY b.finished_at DESC, b.rev LIMIT 1",
+                )
+                .bind(module.as_str())
+                .fetch_optional(&mut *tx)
+                .await?
+                .and_then(|(r,)| r),
+            };
             sqlx::query(
-                "INSERT INTO assignments (node, module, created_at) VALUES ($1, $2, $3) \
+                "INSERT INTO assignments (node, module, created_at, version) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (node, module) DO NOTHING",
             )
             .bind(node.as_str())
             .bind(module.as_str())
             .bind(now)
+            .bind(pin.as_deref())
             .execute(&mut *tx)
             .await?;
+            // Already assigned: an explicit version moves the pin; none
+            // given pins only an assignment that has none.
+            let moved = if version.is_some() {
+                "UPDATE assignments SET version = $3 WHERE node = $1 AND module = $2 \
+                 AND (version IS NULL OR version <> $3)"
+            } else {
+                "UPDATE assignments SET version = $3 WHERE node = $1 AND module = $2 \
+                 AND version IS NULL AND $3 IS NOT NULL"
+            };
+            sqlx::query(moved)
+                .bind(node.as_str())
+                .bind(module.as_str())
+                .bind(pin.as_deref())
+                .execute(&mut *tx)
+                .await?;
+            let (now_pinned,): (Option<String>,) =
+                sqlx::query_as("SELECT version FROM assignments WHERE node = $1 AND module = $2")
+                    .bind(node.as_str())
+                    .bind(module.as_str())
+                    .fetch_one(&mut *tx)
+                    .await?;
             tx.commit().await?;
-            Ok(None)
+            Ok(Ok(now_pinned))
         })?;
-        match refused {
-            Some(conflict) => Err(StoreError::SeatHeld(conflict)),
-            None => Ok(()),
-        }
+        refused.map_err(StoreError::SeatHeld)
     }
 
     /// Unassigns `module` from `node`, deleting that module's credential on
@@ -63,19 +120,20 @@ impl Store {
     /// Every assignment, by node then module.
     pub async fn assignments(&self) -> Result<Vec<Assignment>, StoreError> {
         let rows = with_pool!(self, |pool| {
-            let rows: Vec<(String, String, i64)> = sqlx::query_as(
-                "SELECT node, module, created_at FROM assignments ORDER BY node, module",
+            let rows: Vec<(String, String, i64, Option<String>)> = sqlx::query_as(
+                "SELECT node, module, created_at, version FROM assignments ORDER BY node, module",
             )
             .fetch_all(pool)
             .await?;
             Ok(rows)
         })?;
         rows.into_iter()
-            .map(|(n, m, at)| {
+            .map(|(n, m, at, version)| {
                 Ok(Assignment {
                     node: name("assignment", n)?,
                     module: name("assignment", m)?,
                     created_at: at,
+                    version,
                 })
             })
             .collect()

@@ -136,6 +136,8 @@ macro_rules! put_person_in {
 }
 
 // After the macro: a `macro_rules!` is in scope only below its definition.
+mod artifacts;
+pub use artifacts::{ArtifactRow, Upload, version_ok};
 mod assignments;
 mod batch;
 mod builds;

@@ -1,0 +1,393 @@
+//! Code reaches the nodes, live: a binary put with `mesh artifact put` runs
+//! from each host's cache on exactly the nodes it is assigned to; a version
+//! moves a module to other bytes and back; a host reads only what its
+//! declaration names, enforced by the server; a tampered cache file is
+//! fetched again; an artifact missing from the bus is reported `failed`
+//! naming it, and runs once it is put again; 64 MiB arrive intact.
+//! One mesh (controller, broker with the composed users file, three real
+//! hosts) for every case.
+
+#[path = "join_live/harness.rs"]
+mod harness;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use harness::{Backend, Mesh, wait_until};
+
+const LONG: Duration = Duration::from_secs(90);
+
+fn out_text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `mesh ARGS`, which must succeed: its output.
+fn ok(mesh: &Mesh, args: &[&str]) -> String {
+    let o = mesh.mesh(args);
+    assert!(o.status.success(), "mesh {args:?}: {}", out_text(&o));
+    out_text(&o)
+}
+
+/// A catalogue of three modules: `runner` runs an artifact, `steady` a
+/// command the node has, `blob` carries a large artifact as an argument.
+fn catalogue(dir: &Path) -> PathBuf {
+    let root = dir.join("art-catalogue");
+    for (name, run) in [
+        ("runner", r#"command = ["${artifact:bin}", "3600"]"#),
+        ("steady", r#"command = ["sleep", "3600"]"#),
+        (
+            "blob",
+            r#"command = ["sh", "-c", "exec sleep 3600", "blob", "${artifact:data}"]"#,
+        ),
+    ] {
+        std::fs::create_dir_all(root.join(name)).unwrap();
+        std::fs::write(
+            root.join(name).join("mesh.toml"),
+            format!(
+                "[module]\nname = \"{name}\"\ndescription = \"runs from the artifact store\"\n\n[run]\n{run}\n"
+            ),
+        )
+        .unwrap();
+    }
+    root
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// `module`'s pid on `host`, from the driver's record.
+fn pid(mesh: &Mesh, host: &str, module: &str) -> Option<u32> {
+    let text = std::fs::read_to_string(mesh.module_dir(host, module).join("pid")).ok()?;
+    let pid: u32 = text.split_whitespace().next()?.parse().ok()?;
+    mesh_testkit::pid_alive(pid).then_some(pid)
+}
+
+/// What `module`'s process on `host` executes.
+fn exe(mesh: &Mesh, host: &str, module: &str) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{}/exe", pid(mesh, host, module)?)).ok()
+}
+
+/// `module` on `host` as the newest report has it: (state, reason).
+fn reported(mesh: &Mesh, host: &str, module: &str) -> Option<(String, String)> {
+    let o = mesh.mesh(&["modules", "--output", "json"]);
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).ok()?;
+    rows.iter()
+        .find(|r| r["node"] == host && r["module"] == module)
+        .map(|r| {
+            (
+                r["state"].as_str().unwrap_or_default().to_string(),
+                r["reason"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+}
+
+fn cache_file(mesh: &Mesh, host: &str, sha: &str) -> PathBuf {
+    mesh.host_dir(host)
+        .join("artifacts")
+        .join(format!("sha256-{sha}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn code_reaches_the_nodes_through_the_artifact_store() {
+    let (mut mesh, mut hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1", "n2", "n3"]).await;
+    mesh.register(&catalogue(mesh.tmp.path()));
+    let mut cases = 0;
+
+    // Two builds of one program: the system's sleep, and the same with
+    // bytes after its end (which it never reads).
+    let v1 = std::fs::read("/bin/sleep").unwrap();
+    let mut v2 = v1.clone();
+    v2.extend_from_slice(b"\0mesh artifact v2");
+    let (v1_file, v2_file) = (mesh.tmp.path().join("v1"), mesh.tmp.path().join("v2"));
+    std::fs::write(&v1_file, &v1).unwrap();
+    std::fs::write(&v2_file, &v2).unwrap();
+    let (sha1, sha2) = (sha256_hex(&v1), sha256_hex(&v2));
+
+    // Put: the reference, size and digest; the same bytes again are the
+    // same reference, not an error.
+    let put = ok(
+        &mesh,
+        &[
+            "artifact",
+            "put",
+            v1_file.to_str().unwrap(),
+            "--module",
+            "runner",
+            "--name",
+            "bin",
+            "--version",
+            "v1",
+        ],
+    );
+    let reference = format!("artifact-store://runner/bin@sha256:{sha1}");
+    assert!(
+        put.contains(&reference) && put.contains(&v1.len().to_string()),
+        "{put}"
+    );
+    let again = ok(
+        &mesh,
+        &[
+            "artifact",
+            "put",
+            v1_file.to_str().unwrap(),
+            "--module",
+            "runner",
+            "--name",
+            "bin",
+            "--version",
+            "v1",
+        ],
+    );
+    assert!(
+        again.contains(&reference) && again.contains("already stored"),
+        "{again}"
+    );
+    ok(
+        &mesh,
+        &[
+            "artifact",
+            "put",
+            v2_file.to_str().unwrap(),
+            "--module",
+            "runner",
+            "--name",
+            "bin",
+            "--version",
+            "v2",
+        ],
+    );
+    let listed: Vec<serde_json::Value> = serde_json::from_str(&ok(
+        &mesh,
+        &["artifact", "list", "--module", "runner", "--output", "json"],
+    ))
+    .unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    // An operator's copy: checked as a host checks it.
+    let copy = mesh.tmp.path().join("copy");
+    ok(
+        &mesh,
+        &["artifact", "get", &reference, "-o", copy.to_str().unwrap()],
+    );
+    assert_eq!(std::fs::read(&copy).unwrap(), v1);
+    cases += 1;
+
+    // Assigned to 2 of 3 hosts at v1: each runs the file in its own cache.
+    for node in ["n1", "n2"] {
+        ok(
+            &mesh,
+            &[
+                "assign",
+                "runner",
+                node,
+                "--version",
+                "v1",
+                "--wait",
+                "--timeout",
+                "90s",
+            ],
+        );
+        ok(&mesh, &["assign", "steady", node]);
+    }
+    for node in ["n1", "n2"] {
+        assert!(
+            wait_until(LONG, || exe(&mesh, node, "runner")
+                == Some(cache_file(&mesh, node, &sha1))),
+            "{node}: runner runs {:?}",
+            exe(&mesh, node, "runner")
+        );
+    }
+    assert!(
+        !mesh.host_dir("n3").join("artifacts").exists(),
+        "n3 fetched what it does not run"
+    );
+    let authority = ok(&mesh, &["authority", "explain", "host_n1"]);
+    assert!(
+        authority.contains("module runner on node n1 runs artifact bin"),
+        "{authority}"
+    );
+    cases += 1;
+
+    // A version move: runner restarts on the new bytes; steady does not.
+    assert!(wait_until(LONG, || pid(&mesh, "n1", "steady").is_some()));
+    let steady = pid(&mesh, "n1", "steady");
+    let plan = ok(
+        &mesh,
+        &["plan", "assign", "runner", "n1", "--version", "v2"],
+    );
+    assert!(plan.contains(&format!("@sha256:{sha2}")), "{plan}");
+    ok(&mesh, &["assign", "runner", "n1", "--version", "v2"]);
+    assert!(
+        wait_until(LONG, || exe(&mesh, "n1", "runner")
+            == Some(cache_file(&mesh, "n1", &sha2))),
+        "{:?}",
+        exe(&mesh, "n1", "runner")
+    );
+    ok(&mesh, &["assign", "runner", "n1", "--version", "v1"]);
+    assert!(wait_until(LONG, || exe(&mesh, "n1", "runner")
+        == Some(cache_file(&mesh, "n1", &sha1))));
+    assert_eq!(pid(&mesh, "n1", "steady"), steady, "steady was restarted");
+    cases += 1;
+
+    // Tampered: one byte of n2's cached file changed is found at the next
+    // start (the host started again) and fetched again.
+    let cached = cache_file(&mesh, "n2", &sha1);
+    let mut bytes = std::fs::read(&cached).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    let mut hosts_n2 = hosts.remove(1);
+    hosts_n2.stop();
+    std::fs::write(&cached, &bytes).unwrap();
+    let host_n2 = mesh.host("n2", None);
+    assert!(
+        wait_until(LONG, || std::fs::read(&cached).is_ok_and(|b| b == v1)
+            && exe(&mesh, "n2", "runner") == Some(cached.clone())),
+        "{}",
+        host_n2.log()
+    );
+    assert!(
+        host_n2.log().contains("not what the declaration says"),
+        "{}",
+        host_n2.log()
+    );
+    cases += 1;
+
+    // Missing from the bus: a node that must fetch it reports `failed`
+    // naming it, and runs it once it is put again.
+    let js = async_nats::jetstream::new(mesh.observer().await);
+    let bucket = js.get_object_store("ARTIFACTS").await.unwrap();
+    bucket
+        .delete(format!("runner/bin/sha256-{sha1}"))
+        .await
+        .unwrap();
+    ok(&mesh, &["assign", "runner", "n3", "--version", "v1"]);
+    assert!(
+        wait_until(LONG, || reported(&mesh, "n3", "runner").is_some_and(
+            |(s, r)| s == "failed"
+                && r.contains("artifact bin")
+                && r.contains("not in the artifact store")
+        )),
+        "{:?}",
+        reported(&mesh, "n3", "runner")
+    );
+    ok(
+        &mesh,
+        &[
+            "artifact",
+            "put",
+            v1_file.to_str().unwrap(),
+            "--module",
+            "runner",
+            "--name",
+            "bin",
+            "--version",
+            "v1",
+        ],
+    );
+    assert!(
+        wait_until(LONG, || exe(&mesh, "n3", "runner")
+            == Some(cache_file(&mesh, "n3", &sha1))),
+        "{:?}",
+        reported(&mesh, "n3", "runner")
+    );
+    cases += 1;
+
+    // 64 MiB, random: fetched intact (flow control answered).
+    let big: Vec<u8> = {
+        use rand::RngCore as _;
+        let mut b = vec![0u8; 64 << 20];
+        rand::rng().fill_bytes(&mut b);
+        b
+    };
+    let big_file = mesh.tmp.path().join("big");
+    std::fs::write(&big_file, &big).unwrap();
+    ok(
+        &mesh,
+        &[
+            "artifact",
+            "put",
+            big_file.to_str().unwrap(),
+            "--module",
+            "blob",
+            "--name",
+            "data",
+        ],
+    );
+    ok(
+        &mesh,
+        &["assign", "blob", "n1", "--wait", "--timeout", "90s"],
+    );
+    let sha_big = sha256_hex(&big);
+    assert_eq!(
+        std::fs::read(cache_file(&mesh, "n1", &sha_big)).unwrap(),
+        big
+    );
+    cases += 1;
+
+    // The server's own refusals, asked on the exact subjects: n3's host
+    // (which runs v1 of runner and nothing of blob) and a module's key.
+    let refused = |who: &str, seed: String| {
+        let cfg = mesh.bus(who, seed.trim(), Some(format!("_INBOX.{who}")));
+        let big_name = format!("blob/data/sha256-{sha_big}");
+        async move {
+            let refusals = mesh_bus::Refusals::new();
+            let heard = refusals.clone();
+            let client = mesh_bus::connect_with(&cfg, move |o| {
+                o.event_callback(move |e| {
+                    let heard = heard.clone();
+                    async move { heard.note(&e) }
+                })
+            })
+            .await
+            .unwrap();
+            let want = mesh_bus::artifacts::Wanted {
+                name: &big_name,
+                nuid: "ANYNUID",
+                size: 1,
+                sha256: &"0".repeat(64),
+            };
+            let dest = std::env::temp_dir().join(format!("mesh-refused-{}", std::process::id()));
+            let started = std::time::Instant::now();
+            let got = mesh_bus::artifacts::fetch(
+                &client,
+                &refusals,
+                &want,
+                &dest,
+                Duration::from_secs(20),
+            )
+            .await;
+            (got, started.elapsed(), dest.exists())
+        }
+    };
+    let host_seed = std::fs::read_to_string(mesh.host_dir("n3").join("nkey.seed")).unwrap();
+    let (got, took, written) = refused("host_n3", host_seed).await;
+    match got {
+        Err(mesh_bus::artifacts::FetchError::Refused { refusal, .. }) => {
+            assert!(
+                refusal.subject.contains("$JS.API.DIRECT.GET.OBJ_ARTIFACTS"),
+                "{refusal:?}"
+            )
+        }
+        other => panic!("host_n3 reading blob's artifact: {other:?}"),
+    }
+    assert!(took < Duration::from_secs(10), "the refusal took {took:?}");
+    assert!(!written);
+    let module_seed =
+        std::fs::read_to_string(mesh.module_dir("n3", "runner").join("nkey.seed")).unwrap();
+    let (got, _, _) = refused("module_n3_runner", module_seed).await;
+    assert!(
+        matches!(got, Err(mesh_bus::artifacts::FetchError::Refused { .. })),
+        "a module's key reading an artifact: {got:?}"
+    );
+    cases += 1;
+
+    drop(host_n2);
+    drop(hosts);
+    mesh.controller.take();
+    println!("artifacts: {cases} cases, 0 failures");
+}
