@@ -142,6 +142,10 @@ pub(crate) struct Ctx {
     pub connected_url: String,
     /// The recorded addresses the controller's connection follows.
     pub followed_bus: tokio::sync::Mutex<Vec<String>>,
+    /// Nodes with a module held back for want of a spare key: the next
+    /// report announcing spares declares again (`declare_again`).
+    pub awaiting_spares: std::sync::Mutex<std::collections::BTreeSet<mesh_core::names::Name>>,
+    pub declare_again: tokio::sync::Notify,
 }
 
 impl crate::http::Running for Ctx {
@@ -375,6 +379,8 @@ pub async fn run(
         genesis_bus_urls: genesis.bus_urls(),
         connected_url: bus.url.clone(),
         followed_bus: tokio::sync::Mutex::new(genesis.bus_urls()),
+        awaiting_spares: std::sync::Mutex::new(Default::default()),
+        declare_again: tokio::sync::Notify::new(),
     });
     let _ = shared.ctx.set(ctx.clone());
     let published = declare::declare_all(&ctx, true).await;

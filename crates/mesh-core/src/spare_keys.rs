@@ -34,6 +34,25 @@ pub fn give(
     out
 }
 
+/// The modules of `needing` left without a key whose node did announce
+/// spares (too few): held back from the declaration until the node's next
+/// report announces more. A node that announced none (a host that makes
+/// no spares) is not waited for: its host makes the key, as before spares.
+pub fn held_back(
+    needing: &[(Name, Name)],
+    spares: &BTreeMap<Name, Vec<String>>,
+    given: &[(Name, Name, String)],
+) -> BTreeSet<(Name, Name)> {
+    needing
+        .iter()
+        .filter(|(node, module)| {
+            spares.get(node).is_some_and(|s| !s.is_empty())
+                && !given.iter().any(|(n, m, _)| n == node && m == module)
+        })
+        .cloned()
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +84,14 @@ mod tests {
             ]
         );
         assert!(give(&[], &spares).is_empty());
+        // n1 ran out (ticker waits for its next spares); n3 never announced
+        // any, so its host makes echo's key and nothing waits.
+        assert_eq!(
+            held_back(&needing, &spares, &got),
+            BTreeSet::from([(n("n1"), n("ticker"))])
+        );
+        assert!(held_back(&needing, &BTreeMap::new(), &[]).is_empty());
+        let none_left = BTreeMap::from([(n("n1"), Vec::new())]);
+        assert!(held_back(&needing, &none_left, &[]).is_empty());
     }
 }

@@ -101,13 +101,28 @@ pub(crate) async fn declare_from(
     // Only when a broker holder is assigned: at 10,000 nodes the file is
     // megabytes, and composing it is no pass's business otherwise.
     let broker_held = broker_held(derived);
-    let (keys, given) = match super::keys::module_keys(ctx, derived).await {
+    let super::keys::ModuleKeys {
+        keys,
+        given,
+        held_back,
+    } = match super::keys::module_keys(ctx, derived).await {
         Ok(k) => k,
         Err(e) => {
             warn!(error = %error_chain(&e), "no declaration composed");
             return 0;
         }
     };
+    if !held_back.is_empty() {
+        info!(
+            modules = held_back.len(),
+            "modules held back until their nodes announce more spare keys"
+        );
+        let mut awaiting = ctx
+            .awaiting_spares
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        awaiting.extend(held_back.iter().map(|(node, _)| node.clone()));
+    }
     let users_file = if broker_held {
         // With the keys given this pass: the file the holder is handed is
         // the one the broker is about to serve.
@@ -177,16 +192,9 @@ pub(crate) async fn declare_from(
         {
             continue;
         }
-        match declare(
-            ctx,
-            composed.modules,
-            &bus,
-            node,
-            newest.get(node),
-            converge,
-        )
-        .await
-        {
+        let mut modules = composed.modules;
+        modules.retain(|m| !held_back.contains(&(node.clone(), m.name.clone())));
+        match declare(ctx, modules, &bus, node, newest.get(node), converge).await {
             Ok(Declared::Next(n)) => next.push(n),
             Ok(Declared::Republished) => published += 1,
             Ok(Declared::Nothing) => {}

@@ -18,12 +18,23 @@ use super::{Ctx, error_chain};
 /// (node, module) → the module's key, as recorded.
 pub(crate) type Keys = BTreeMap<(Name, Name), String>;
 
+/// What a pass gives out: each module's key, the keys given now, and the
+/// modules held back (node, module): their node announced spares, too few
+/// for all of them, and a module declared without a key would start under
+/// one its host makes, refused once. Declared when the node's next report
+/// announces more.
+pub(crate) struct ModuleKeys {
+    pub keys: Keys,
+    pub given: Vec<(Name, Name, String)>,
+    pub held_back: std::collections::BTreeSet<(Name, Name)>,
+}
+
 /// The keys of `derived`'s assigned modules, giving spares to those
-/// without one. Returns the keys and what was given now.
+/// without one.
 pub(crate) async fn module_keys(
     ctx: &Ctx,
     derived: &mesh_state::Derived,
-) -> Result<(Keys, Vec<(Name, Name, String)>), StoreError> {
+) -> Result<ModuleKeys, StoreError> {
     let mut keys = Keys::new();
     let mut needing = Vec::new();
     for a in &derived.snapshot.records.assignments {
@@ -43,10 +54,15 @@ pub(crate) async fn module_keys(
         }
     }
     if needing.is_empty() {
-        return Ok((keys, Vec::new()));
+        return Ok(ModuleKeys {
+            keys,
+            given: Vec::new(),
+            held_back: Default::default(),
+        });
     }
     let spares = ctx.store.spare_keys().await?;
     let gifts = mesh_core::spare_keys::give(&needing, &spares);
+    let held_back = mesh_core::spare_keys::held_back(&needing, &spares, &gifts);
     let given = ctx.store.give_keys(&gifts).await?;
     if !given.is_empty() {
         info!(
@@ -57,7 +73,19 @@ pub(crate) async fn module_keys(
     for (node, module, key) in &given {
         keys.insert((node.clone(), module.clone()), key.clone());
     }
-    Ok((keys, given))
+    // Given fewer than were decided (another writer took one meanwhile):
+    // those wait too.
+    let mut held_back = held_back;
+    for (node, module, _) in &gifts {
+        if !given.iter().any(|(n, m, _)| n == node && m == module) {
+            held_back.insert((node.clone(), module.clone()));
+        }
+    }
+    Ok(ModuleKeys {
+        keys,
+        given,
+        held_back,
+    })
 }
 
 /// How long declarations wait for the composition they rely on.

@@ -34,6 +34,7 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
     match record(&ctx.store, &report).await {
         Ok(outcome) => {
             ctx.close_window();
+            spares_heard(ctx, [&report]);
             count(ctx, &report, outcome);
             let _ = msg.ack().await;
         }
@@ -87,6 +88,7 @@ pub(crate) async fn take_batch(ctx: &Ctx, msgs: Vec<jetstream::Message>) {
     match record_batch(&ctx.store, &reports).await {
         Ok(outcomes) => {
             ctx.close_window();
+            spares_heard(ctx, parsed.iter().map(|(_, r)| r));
             for ((msg, report), outcome) in parsed.iter().zip(outcomes) {
                 count(ctx, report, outcome);
                 let _ = msg.ack().await;
@@ -107,6 +109,27 @@ pub(crate) async fn take_batch(ctx: &Ctx, msgs: Vec<jetstream::Message>) {
                 take(ctx, msg).await;
             }
         }
+    }
+}
+
+/// A node with a module held back for want of spare keys announced some
+/// (recorded now): its modules are declared again.
+fn spares_heard<'a>(ctx: &Ctx, reports: impl IntoIterator<Item = &'a Report>) {
+    let mut awaiting = ctx
+        .awaiting_spares
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if awaiting.is_empty() {
+        return;
+    }
+    let mut heard = false;
+    for r in reports {
+        if !r.spare_keys.is_empty() && awaiting.remove(&r.node) {
+            heard = true;
+        }
+    }
+    if heard {
+        ctx.declare_again.notify_one();
     }
 }
 

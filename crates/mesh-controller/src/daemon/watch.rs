@@ -100,7 +100,15 @@ pub(crate) async fn follow(
     let mut tick = tokio::time::interval(ctx.opts.poll_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = ctx.declare_again.notified() => {
+                // Spare keys announced for modules held back: nothing in
+                // the records moved, the declarations can now be made.
+                super::declare::declare_all(&ctx, false).await;
+                continue;
+            }
+        }
         let Some(mut revision) = read_revision(&ctx).await else {
             continue;
         };

@@ -233,6 +233,7 @@ async fn each_kind_of_record_moves_its_own_revision(fx: &Fixture) {
         last.keys().map(String::as_str).collect::<Vec<_>>(),
         [
             "assignments",
+            "builds",
             "bus",
             "catalogue",
             "credentials",
@@ -292,6 +293,21 @@ async fn each_kind_of_record_moves_its_own_revision(fx: &Fixture) {
         .await
         .unwrap();
     moved("the broker's address", Some("bus")).await;
+    s.record_upload(&Upload {
+        module: n("web"),
+        version: "v1".into(),
+        name: n("bin"),
+        sha256: "a".repeat(64),
+        size: 1,
+        nuid: "N1".into(),
+    })
+    .await
+    .unwrap();
+    moved("an artifact put", Some("builds")).await;
+    s.assign_version(&n("n1"), &n("web"), Some("v1"))
+        .await
+        .unwrap();
+    moved("a version pinned", Some("assignments")).await;
     s.record_composition_live(1, 1).await.unwrap();
     s.record_left_out(&[]).await.unwrap();
     moved("what the controller records", None).await;

@@ -63,9 +63,14 @@ async fn bringing_credentials_forward_drops_the_orphans(fx: &Fixture) {
     assert_eq!(old.schema_version().await.unwrap(), 3);
     old.add_node(&n("n1"), &[]).await.unwrap();
     old.register_module(&n("git"), "x").await.unwrap();
-    old.assign(&n("n1"), &n("git")).await.unwrap();
     old.put_person(&n("ada"), &ToolAccess::All).await.unwrap();
     old.close().await;
+    // Written as version 3 wrote it (today's assign writes a later column).
+    fx.raw_execute_at(
+        &old_url,
+        "INSERT INTO assignments (node, module, created_at) VALUES ('n1', 'git', 1)",
+    )
+    .await;
     // What a version 3 mint wrote, and what the race could leave behind:
     // person_gone and module_n1_gone name a person and an assignment that are
     // not recorded.
