@@ -3,12 +3,15 @@
 //! [`tls`]), asserting the JetStream objects — and is the seam a second bus
 //! would sit behind.
 
+pub mod artifacts;
 pub mod connect;
 pub mod objects;
 pub mod reconnect;
+pub mod refusals;
 pub mod tls;
 
 pub use connect::{BusConfig, ClientCredential, ConnectError, Secret, connect, connect_with};
 pub use objects::{AssertError, ServerError, assert_objects};
 pub use reconnect::Reconnects;
+pub use refusals::{Denied, Refusal, Refusals};
 pub use tls::{CertPin, PinError, PinMismatch, fingerprint_of_pem_file};

@@ -283,6 +283,129 @@ pub mod consumer {
     pub const CONTROLLER_EVENTS: &str = "controller_events";
 }
 
+/// The artifact store: a JetStream object store bucket (DESIGN §6
+/// Artifacts). Its subjects are the object store's, fixed by the NATS
+/// clients that read and write it (`$O.<bucket>.M.<base64url(name)>` for an
+/// object's meta, `$O.<bucket>.C.<nuid>` for its chunks), so another client
+/// reads what mesh writes.
+pub mod artifact {
+    use crate::names::Name;
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE;
+
+    /// The object store bucket.
+    pub const BUCKET: &str = "ARTIFACTS";
+    /// The stream the server keeps the bucket in.
+    pub const STREAM: &str = "OBJ_ARTIFACTS";
+    /// Flow-control replies of every consumer on the bucket's stream: the
+    /// server pauses a push consumer after about 1 MB until its flow-control
+    /// message is answered, so a reader that may not answer stalls.
+    pub const FLOW_CONTROL: &str = "$JS.FC.OBJ_ARTIFACTS.>";
+    /// Every meta subject (where an object's name, size and digest live).
+    pub const ALL_META: &str = "$O.ARTIFACTS.M.>";
+    /// Every chunk subject.
+    pub const ALL_CHUNKS: &str = "$O.ARTIFACTS.C.>";
+
+    /// The token naming one stored version of an object's chunks, chosen by
+    /// its writer. Letters and digits only: it becomes a subject token and
+    /// part of a consumer filter, where `.`, `*` or `>` would widen what a
+    /// grant built from it lets a reader see.
+    #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub struct Nuid(String);
+
+    #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+    #[error("{0:?} is not an object nuid (letters and digits only, at most 64)")]
+    pub struct InvalidNuid(pub String);
+
+    impl Nuid {
+        pub fn new(s: &str) -> Result<Nuid, InvalidNuid> {
+            if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                Ok(Nuid(s.to_string()))
+            } else {
+                Err(InvalidNuid(s.to_string()))
+            }
+        }
+
+        pub fn as_str(&self) -> &str {
+            &self.0
+        }
+    }
+
+    impl std::fmt::Display for Nuid {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    /// `<module>/<artifact>/sha256-<hex>`: an object's name says what its
+    /// content is, so a name is written once and means one content.
+    pub fn object_name(module: &Name, artifact: &Name, sha256_hex: &str) -> String {
+        format!("{module}/{artifact}/sha256-{sha256_hex}")
+    }
+
+    /// The SHA-256 (lowercase hex) an object's name says its content has:
+    /// `Some` only for `<name>/<name>/sha256-<64 lowercase hex digits>`.
+    pub fn named_digest(name: &str) -> Option<&str> {
+        let mut parts = name.split('/');
+        let (module, artifact, last) = (parts.next()?, parts.next()?, parts.next()?);
+        let hex = last.strip_prefix("sha256-")?;
+        let hex_ok = hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        (parts.next().is_none()
+            && Name::new(module).is_ok()
+            && Name::new(artifact).is_ok()
+            && hex_ok)
+            .then_some(hex)
+    }
+
+    /// `$O.ARTIFACTS.M.<base64url(name)>`: the meta subject of an object.
+    /// URL-safe base64 *with* padding, as async-nats and nats.go encode it
+    /// (`=` is a legal subject character); any other encoding names a
+    /// subject nothing was written to.
+    pub fn meta(name: &str) -> String {
+        format!("$O.{BUCKET}.M.{}", URL_SAFE.encode(name))
+    }
+
+    /// `$O.ARTIFACTS.C.<nuid>`: the chunks of one stored object.
+    pub fn chunks(nuid: &Nuid) -> String {
+        format!("$O.{BUCKET}.C.{nuid}")
+    }
+
+    /// `$JS.API.DIRECT.GET.OBJ_ARTIFACTS.<meta subject>`: the newest meta
+    /// of one object, by a direct get of the last message on its subject.
+    /// Per name, so a grant of it reveals one object's meta only.
+    pub fn meta_get(name: &str) -> String {
+        format!("$JS.API.DIRECT.GET.{STREAM}.{}", meta(name))
+    }
+
+    /// `$JS.API.CONSUMER.CREATE.OBJ_ARTIFACTS.<consumer>.$O.ARTIFACTS.C.<nuid>`:
+    /// creating a consumer of one object's chunks. The server refuses a
+    /// request whose body filter differs from this subject's (error 10131),
+    /// so the grant, unlike the unfiltered `…CREATE.OBJ_ARTIFACTS`, cannot
+    /// be used to read another object.
+    pub fn consumer_create(consumer: &str, nuid: &Nuid) -> String {
+        format!(
+            "$JS.API.CONSUMER.CREATE.{STREAM}.{consumer}.{}",
+            chunks(nuid)
+        )
+    }
+
+    /// What a principal publishes to read exactly one object (its replies
+    /// and the consumer's deliveries come to its own inbox): the meta by
+    /// direct get, a chunk consumer of any name filtered on that object's
+    /// nuid, and the flow-control answers. Neither stream info nor consumer
+    /// delete: the reader's consumer is ephemeral and goes by itself.
+    pub fn reader_publish(name: &str, nuid: &Nuid) -> Vec<String> {
+        vec![
+            meta_get(name),
+            consumer_create("*", nuid),
+            FLOW_CONTROL.to_string(),
+        ]
+    }
+}
+
 /// Whether a consumer or stream name is one the server accepts.
 pub fn is_valid_consumer_name(name: &str) -> bool {
     !name.is_empty()
@@ -445,6 +568,79 @@ mod tests {
         }
         assert!(covers(ALL_ENROL_INBOXES, &enrol_inbox(&n("n4"))));
         assert!(!covers(ALL_ENROL_INBOXES, &inbox("host_n1")));
+    }
+
+    #[test]
+    fn artifact_subjects_are_the_object_stores() {
+        use artifact::{Nuid, chunks, consumer_create, meta, meta_get, reader_publish};
+        // URL-safe and padded, as async-nats and nats.go write it: '-' where
+        // standard base64 has '+', and the '=' kept.
+        assert_eq!(
+            meta("audit-log/bin/sha256-00ff"),
+            "$O.ARTIFACTS.M.YXVkaXQtbG9nL2Jpbi9zaGEyNTYtMDBmZg=="
+        );
+        assert_eq!(meta("??>"), "$O.ARTIFACTS.M.Pz8-");
+        assert_eq!(meta("a?"), "$O.ARTIFACTS.M.YT8=");
+        let nuid = Nuid::new("Zx3kq9PWbRmTfA0c1dE2gH").unwrap();
+        assert_eq!(chunks(&nuid), "$O.ARTIFACTS.C.Zx3kq9PWbRmTfA0c1dE2gH");
+        assert_eq!(
+            meta_get("a?"),
+            "$JS.API.DIRECT.GET.OBJ_ARTIFACTS.$O.ARTIFACTS.M.YT8="
+        );
+        assert_eq!(
+            consumer_create("fetch1", &nuid),
+            "$JS.API.CONSUMER.CREATE.OBJ_ARTIFACTS.fetch1.$O.ARTIFACTS.C.Zx3kq9PWbRmTfA0c1dE2gH"
+        );
+        // The stream's subjects hold what is read.
+        assert!(covers(artifact::ALL_META, &meta("a?")));
+        assert!(covers(artifact::ALL_CHUNKS, &chunks(&nuid)));
+        // A reader's grants cover its object's consumer under any name, and
+        // neither another object's chunks nor the unfiltered create.
+        let grants = reader_publish("a?", &nuid);
+        assert!(
+            grants
+                .iter()
+                .any(|g| covers(g, &consumer_create("x", &nuid)))
+        );
+        let other = Nuid::new("Other0000000000000000").unwrap();
+        for refused in [
+            consumer_create("x", &other),
+            "$JS.API.CONSUMER.CREATE.OBJ_ARTIFACTS".to_string(),
+            "$JS.API.CONSUMER.CREATE.OBJ_ARTIFACTS.x".to_string(),
+            meta_get("b"),
+            "$JS.API.STREAM.INFO.OBJ_ARTIFACTS".to_string(),
+            "$JS.API.CONSUMER.DELETE.OBJ_ARTIFACTS.x".to_string(),
+        ] {
+            assert!(!grants.iter().any(|g| covers(g, &refused)), "{refused}");
+        }
+        assert!(grants.iter().any(|g| covers(g, "$JS.FC.OBJ_ARTIFACTS.x.y")));
+    }
+
+    #[test]
+    fn an_object_name_says_its_content() {
+        let hex = "ab".repeat(32);
+        let name = artifact::object_name(&n("audit-log"), &n("bin"), &hex);
+        assert_eq!(name, format!("audit-log/bin/sha256-{hex}"));
+        assert_eq!(artifact::named_digest(&name), Some(hex.as_str()));
+        for bad in [
+            format!("audit-log/sha256-{hex}"),
+            format!("audit-log/bin/x/sha256-{hex}"),
+            format!("audit-log/bin/sha256-{}", "AB".repeat(32)),
+            format!("audit-log/bin/sha256-{}", &hex[1..]),
+            format!("audit-log/bin/sha512-{hex}"),
+            format!("Audit/bin/sha256-{hex}"),
+            format!("audit-log/b.n/sha256-{hex}"),
+        ] {
+            assert_eq!(artifact::named_digest(&bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_nuid_is_one_plain_token() {
+        for bad in ["", "a.b", "*", ">", "a b", "a-b", "é", &"a".repeat(65)] {
+            assert!(artifact::Nuid::new(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(artifact::Nuid::new("abc123").unwrap().as_str(), "abc123");
     }
 
     #[test]
