@@ -310,6 +310,46 @@ async fn a_deleted_or_never_stored_object_is_missing_naming_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_deleted_while_it_is_read_ends_the_fetch() {
+    let f = fixture();
+    let o = &f.vanishing;
+    let dir = tempfile::tempdir().unwrap();
+    let (client, refusals) = reader(o).await;
+    let (want, dest) = (o.wanted(), dir.path().join("a"));
+    let fetch = artifacts::fetch(&client, &refusals, &want, &dest, FETCH_TIMEOUT);
+    let delete = async {
+        // Bytes in the partial file: the fetch is under way.
+        let under_way = || {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .any(|e| e.unwrap().metadata().unwrap().len() > 0)
+        };
+        while !under_way() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let store = admin()
+            .await
+            .get_object_store(artifact::BUCKET)
+            .await
+            .unwrap();
+        store.delete(&o.name).await.unwrap();
+    };
+    let started = Instant::now();
+    let (fetched, ()) = tokio::join!(fetch, delete);
+    match fetched.unwrap_err() {
+        FetchError::Truncated { got, size, .. } => assert!(got < size, "{got} of {size}"),
+        other => panic!("expected the fetch cut short, got {other}"),
+    }
+    // Said by the server's heartbeats, long before the caller's timeout.
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_empty(dir.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_meta_is_an_error() {
     let f = fixture();
     let dir = tempfile::tempdir().unwrap();

@@ -52,6 +52,7 @@ pub struct Fixture {
     pub forged: Object,
     pub bloated: Object,
     pub garbled: Object,
+    pub vanishing: Object,
 }
 
 static FIXTURE: OnceLock<Fixture> = OnceLock::new();
@@ -206,6 +207,7 @@ async fn set_up() -> Fixture {
     let (big, big_file) = put_random(&js, dir, "big", BIG).await;
     eprintln!("put 64 MiB: {:?}", started.elapsed());
     let (gone, gone_file) = put_random(&js, dir, "gone", 10 * 1024).await;
+    let (vanishing, vanishing_file) = put_random(&js, dir, "vanishing", BIG / 2).await;
 
     // Metas that lie about their chunks (those of `real`): one names other
     // content of the same size, one a size a byte short.
@@ -266,11 +268,19 @@ async fn set_up() -> Fixture {
         forged: object(&lies[0], real_file.clone(), "reader_forged"),
         bloated: object(&lies[1], real_file, "reader_bloated"),
         garbled: object(&garbled, dir.join("none"), "reader_garbled"),
+        vanishing: object(&vanishing, vanishing_file, "reader_vanishing"),
         server,
         files,
     };
     let readers = [
-        &f.small, &f.big, &f.gone, &f.absent, &f.forged, &f.bloated, &f.garbled,
+        &f.small,
+        &f.big,
+        &f.gone,
+        &f.absent,
+        &f.forged,
+        &f.bloated,
+        &f.garbled,
+        &f.vanishing,
     ];
     f.server.write_file("users.conf", &users(&readers)).unwrap();
     f.server.reload().unwrap();
