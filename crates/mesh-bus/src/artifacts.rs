@@ -250,7 +250,9 @@ pub enum PutError {
 /// Stores `file` under `name` once. The name must say the file's content
 /// (`…/sha256-<its digest>`). Already stored with this size and digest: the
 /// stored object, `existed: true`. Stored with anything else: refused,
-/// naming it. The file is streamed, never held whole in memory.
+/// naming it. The file is streamed, never held whole in memory. A put that
+/// fails after its chunks went out leaves them unreferenced in the stream:
+/// a writer holds no purge right (it would let it erase any object).
 pub async fn put(js: &jetstream::Context, name: &str, file: &Path) -> Result<Stored, PutError> {
     let Some(named) = artifact::named_digest(name) else {
         return Err(PutError::BadName { name: name.into() });

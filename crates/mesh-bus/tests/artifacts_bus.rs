@@ -549,3 +549,38 @@ async fn the_bucket_is_created_once_and_an_unusable_stream_is_named() {
     let names: Vec<String> = js.stream_names().map(Result::unwrap).collect().await;
     assert_eq!(names, [artifact::STREAM]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_leaves_no_consumer_behind() {
+    // A server of its own: no other test's consumers to tell apart.
+    let server = NatsServer::start().unwrap();
+    let client = async_nats::connect(server.url()).await.unwrap();
+    let js = jetstream::new(client.clone());
+    artifacts::ensure_bucket(&js).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (path, sha) = random_file(dir.path(), "f", 4 * 128 * 1024);
+    let stored = artifacts::put(&js, &name("leaves", &sha), &path)
+        .await
+        .unwrap();
+    let want = Wanted {
+        name: &stored.name,
+        nuid: &stored.nuid,
+        size: stored.size,
+        sha256: &stored.sha256,
+    };
+    let dest = dir.path().join("got");
+    artifacts::fetch(&client, &Refusals::new(), &want, &dest, FETCH_TIMEOUT)
+        .await
+        .unwrap();
+    // No delete right is needed: the server removes it once unwatched.
+    let stream = js.get_stream(artifact::STREAM).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let names: Vec<String> = stream.consumer_names().map(Result::unwrap).collect().await;
+        if names.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still there: {names:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
