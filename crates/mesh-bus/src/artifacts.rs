@@ -250,7 +250,9 @@ pub enum PutError {
 /// Stores `file` under `name` once. The name must say the file's content
 /// (`…/sha256-<its digest>`). Already stored with this size and digest: the
 /// stored object, `existed: true`. Stored with anything else: refused,
-/// naming it. The file is streamed, never held whole in memory.
+/// naming it. The file is streamed, never held whole in memory. A put that
+/// fails after its chunks went out leaves them unreferenced in the stream:
+/// a writer holds no purge right (it would let it erase any object).
 pub async fn put(js: &jetstream::Context, name: &str, file: &Path) -> Result<Stored, PutError> {
     let Some(named) = artifact::named_digest(name) else {
         return Err(PutError::BadName { name: name.into() });
@@ -437,37 +439,93 @@ pub(crate) fn random_token(len: usize) -> String {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ListError {
-    #[error("could not open the artifact store")]
-    Open(#[source] jetstream::context::ObjectStoreError),
+    #[error("could not reach stream {STREAM}")]
+    Open(#[source] GetStreamError),
     #[error("could not list the artifact store")]
-    List(#[source] object_store::ListError),
-    #[error("could not read the artifact store's list")]
-    Read(#[source] object_store::ListerError),
-    #[error("the artifact store's record of {name} is unusable")]
-    Meta {
-        name: String,
-        #[source]
-        source: MetaError,
-    },
+    List(#[source] async_nats::jetstream::stream::ConsumerError),
+    #[error("could not list the artifact store")]
+    Subscribe(#[source] async_nats::jetstream::consumer::StreamError),
+    #[error("the artifact store's list was cut off")]
+    Read(#[source] async_nats::jetstream::consumer::push::OrderedError),
+    #[error("the artifact store's list ended early")]
+    Ended,
 }
 
-/// What the bucket holds (deleted objects left out), by name.
-pub async fn list(js: &jetstream::Context) -> Result<Vec<Listed>, ListError> {
-    let store = js.get_object_store(BUCKET).await.map_err(ListError::Open)?;
-    let mut entries = store.list().await.map_err(ListError::List)?;
-    let mut out = Vec::new();
-    while let Some(info) = entries.next().await {
-        let info = info.map_err(ListError::Read)?;
-        let sha256 = match info.digest.as_deref().map(digest_hex).transpose() {
-            Ok(s) => s,
-            Err(source) => {
-                return Err(ListError::Meta {
-                    name: info.name,
-                    source,
+/// What the bucket holds: its objects by name (deleted ones left out), and
+/// the metas no client could read, each named, rather than one bad meta
+/// hiding the rest.
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub objects: Vec<Listed>,
+    pub unreadable: Vec<Unreadable>,
+}
+
+/// A meta that does not read as an object.
+#[derive(Debug)]
+pub struct Unreadable {
+    /// The object's name when its subject decodes to one, else the subject.
+    pub name: String,
+    pub error: MetaError,
+}
+
+/// The newest meta of every object, through an ordered consumer on the
+/// meta subjects (the controller's view: it holds the whole API).
+pub async fn list(js: &jetstream::Context) -> Result<Listing, ListError> {
+    let stream = js
+        .get_stream_no_info(STREAM)
+        .await
+        .map_err(ListError::Open)?;
+    let consumer = stream
+        .create_consumer(jetstream::consumer::push::OrderedConfig {
+            deliver_subject: js.client().new_inbox(),
+            filter_subject: artifact::ALL_META.into(),
+            deliver_policy: jetstream::consumer::DeliverPolicy::LastPerSubject,
+            ..Default::default()
+        })
+        .await
+        .map_err(ListError::List)?;
+    let mut pending = consumer.cached_info().num_pending;
+    let mut metas = consumer.messages().await.map_err(ListError::Subscribe)?;
+    let mut listing = Listing::default();
+    while pending > 0 {
+        let m = metas
+            .next()
+            .await
+            .ok_or(ListError::Ended)?
+            .map_err(ListError::Read)?;
+        pending = m.info().map(|i| i.pending).unwrap_or(0);
+        let subject_name = || {
+            let token = m.subject.rsplit('.').next().unwrap_or_default();
+            URL_SAFE
+                .decode(token)
+                .ok()
+                .and_then(|raw| String::from_utf8(raw).ok())
+                .unwrap_or_else(|| m.subject.to_string())
+        };
+        let info: ObjectInfo = match serde_json::from_slice(&m.payload) {
+            Ok(info) => info,
+            Err(e) => {
+                listing.unreadable.push(Unreadable {
+                    name: subject_name(),
+                    error: MetaError::Malformed(e),
                 });
+                continue;
             }
         };
-        out.push(Listed {
+        if info.deleted {
+            continue;
+        }
+        let sha256 = match info.digest.as_deref().map(digest_hex).transpose() {
+            Ok(s) => s,
+            Err(error) => {
+                listing.unreadable.push(Unreadable {
+                    name: info.name,
+                    error,
+                });
+                continue;
+            }
+        };
+        listing.objects.push(Listed {
             size: info.size as u64,
             nuid: info.nuid,
             sha256,
@@ -475,8 +533,8 @@ pub async fn list(js: &jetstream::Context) -> Result<Vec<Listed>, ListError> {
             name: info.name,
         });
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    listing.objects.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(listing)
 }
 
 /// What a principal needs to [`fetch`] one object: `publish` the subjects

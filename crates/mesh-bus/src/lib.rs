@@ -1,7 +1,7 @@
 //! mesh-bus: the NATS side of mesh. It carries out what `mesh-core` decided —
 //! connecting as a principal (trusting a CA, or pinning one certificate:
-//! [`tls`]), asserting the JetStream objects — and is the seam a second bus
-//! would sit behind.
+//! [`tls`]), asserting the JetStream objects, storing and reading artifacts
+//! ([`artifacts`]) — and is the seam a second bus would sit behind.
 
 pub mod artifacts;
 pub mod connect;

@@ -172,6 +172,14 @@ impl NatsServer {
         Ok(())
     }
 
+    /// Kills the server and removes its directory, for a server kept in a
+    /// static (never dropped) and shared by a test binary: call it from an
+    /// `atexit` handler, or the process and its store outlive the tests.
+    pub fn kill_and_remove(&self) {
+        crate::process::signal(self.pid(), libc::SIGKILL);
+        let _ = std::fs::remove_dir_all(self.dir.path());
+    }
+
     /// Stops the server and starts it again on the same port with the same
     /// store, so durable state survives.
     pub fn restart(&mut self) -> Result<(), TestkitError> {

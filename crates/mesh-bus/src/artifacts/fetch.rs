@@ -24,8 +24,8 @@ use crate::refusals::{Refusal, Refusals};
 /// How often the server signals an idle consumer: silence for
 /// [`STALL_AFTER`] means the consumer is gone (a restarted server, a
 /// deleted consumer), which would otherwise wait out the caller's timeout.
-const HEARTBEAT: Duration = Duration::from_secs(2);
-const STALL_AFTER: Duration = Duration::from_secs(7);
+const HEARTBEAT: Duration = Duration::from_secs(1);
+const STALL_AFTER: Duration = Duration::from_secs(5);
 /// The consumer is deleted by the server this long after its subscription
 /// goes: the reader needs no delete right, which would reach others'
 /// consumers on the stream.
@@ -96,6 +96,10 @@ pub enum FetchError {
     Timeout { name: String, after: Duration },
     #[error("reading artifact {name} stalled: nothing arrived for {after:?}")]
     Stalled { name: String, after: Duration },
+    #[error(
+        "artifact {name} ended after {got} of its {size} bytes in the artifact store (deleted while it was read?)"
+    )]
+    Truncated { name: String, got: u64, size: u64 },
     #[error("the chunks of artifact {name} arrived with a gap (delivery {got} after {last})")]
     Gap { name: String, last: u64, got: u64 },
     #[error("could not read artifact {name} from the artifact store")]
@@ -315,7 +319,7 @@ impl Plan<'_> {
             .map_err(|e| bus(BusError::Subscribe(e)))?;
         self.create_consumer().await.map_err(&bus)?;
         let js = async_nats::jetstream::new(self.client.clone());
-        let (mut last, mut got) = (0u64, 0u64);
+        let (mut last, mut got, mut idle) = (0u64, 0u64, 0u32);
         loop {
             let message = match tokio::time::timeout(STALL_AFTER, sub.next()).await {
                 Err(_) => {
@@ -330,7 +334,22 @@ impl Plan<'_> {
             match message.status {
                 None => {}
                 Some(StatusCode::IDLE_HEARTBEAT) => {
-                    self.control(&message, last).await?;
+                    // Idle with everything delivered and the last chunk not
+                    // seen: the chunks were removed while being read (an
+                    // object deleted), and nothing more will come. Twice, so
+                    // a server slow to read its disk is not taken for it.
+                    idle = if self.control(&message, last).await? {
+                        idle + 1
+                    } else {
+                        0
+                    };
+                    if idle >= 2 {
+                        return Err(FetchError::Truncated {
+                            name: self.name(),
+                            got,
+                            size: self.want.size,
+                        });
+                    }
                     continue;
                 }
                 Some(s) => {
@@ -360,7 +379,7 @@ impl Plan<'_> {
                     got: sequence,
                 });
             }
-            last = sequence;
+            (last, idle) = (sequence, 0);
             got += message.payload.len() as u64;
             // More than declared is already wrong: stop before the disk
             // fills with whatever the store holds.
@@ -384,10 +403,12 @@ impl Plan<'_> {
     /// A flow-control request or a heartbeat. Unanswered flow control
     /// pauses delivery for good after about 1 MB; a heartbeat names the
     /// last delivery, so a lost tail shows as a gap instead of a stall.
-    async fn control(&self, message: &async_nats::Message, last: u64) -> Result<(), FetchError> {
+    /// `true` for a heartbeat of a consumer with nothing left to send.
+    async fn control(&self, message: &async_nats::Message, last: u64) -> Result<bool, FetchError> {
         let bus = self.bus();
         let headers = message.headers.as_ref();
         let stalled = headers.and_then(|h| h.get(CONSUMER_STALLED));
+        let mut answered = false;
         for reply in [message.reply.as_deref(), stalled.map(|v| v.as_str())]
             .into_iter()
             .flatten()
@@ -396,6 +417,7 @@ impl Plan<'_> {
                 .publish(reply.to_string(), Default::default())
                 .await
                 .map_err(|e| bus(BusError::FlowControl(e)))?;
+            answered = true;
         }
         let sent = headers
             .and_then(|h| h.get(async_nats::header::NATS_LAST_CONSUMER))
@@ -406,7 +428,8 @@ impl Plan<'_> {
                 last,
                 got: sent,
             }),
-            _ => Ok(()),
+            Some(sent) => Ok(sent == last && !answered),
+            None => Ok(false),
         }
     }
 
