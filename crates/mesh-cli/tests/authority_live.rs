@@ -30,17 +30,6 @@ fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/catalogue")
 }
 
-fn load_catalogue(dir: &Path) -> Catalogue {
-    let report = mesh_state::load(&[dir.to_path_buf()]).unwrap();
-    assert_eq!(
-        report.errors(),
-        0,
-        "examples/catalogue checks clean: {:?}",
-        report.diagnostics
-    );
-    report.catalogue
-}
-
 /// Three nodes, every example module assigned, two persons (one `*`), one
 /// live token.
 fn fleet() -> Records {
@@ -83,9 +72,81 @@ struct Mesh {
     records: Records,
 }
 
+/// A module run from an artifact, beside the examples: its host's grants to
+/// read that one object are in the matrix too.
+const RUNNER: &str = "[module]\nname = \"runner\"\ndescription = \"runs from the artifact store\"\n\n[run]\ncommand = [\"${artifact:bin}\", \"3600\"]\n";
+const RUNNER_SHA: &str = "a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1";
+const RUNNER_NUID: &str = "RUNNERNUID1";
+
+fn runner_object() -> String {
+    subjects::artifact::object_name(&n("runner"), &n("bin"), RUNNER_SHA)
+}
+
+/// What no principal but n1's host may do with runner's artifact, and what
+/// not even n1's host may do with the bucket.
+fn artifact_forbidden() -> Vec<(&'static str, Op, String)> {
+    use subjects::artifact::{Nuid, consumer_create, meta_get};
+    let other = Nuid::new("OTHERNUID").unwrap();
+    let ours = Nuid::new(RUNNER_NUID).unwrap();
+    let other_object = subjects::artifact::object_name(&n("audit-log"), &n("bin"), RUNNER_SHA);
+    vec![
+        ("host_n2", Op::Pub, meta_get(&runner_object())),
+        ("host_n2", Op::Pub, consumer_create("c1", &ours)),
+        ("host_n1", Op::Pub, meta_get(&other_object)),
+        ("host_n1", Op::Pub, consumer_create("c1", &other)),
+        // The unfiltered create would read any object.
+        (
+            "host_n1",
+            Op::Pub,
+            "$JS.API.CONSUMER.CREATE.OBJ_ARTIFACTS".into(),
+        ),
+        (
+            "host_n1",
+            Op::Pub,
+            "$JS.API.STREAM.INFO.OBJ_ARTIFACTS".into(),
+        ),
+        (
+            "host_n1",
+            Op::Pub,
+            "$JS.API.STREAM.PURGE.OBJ_ARTIFACTS".into(),
+        ),
+        ("host_n1", Op::Pub, format!("$O.ARTIFACTS.C.{RUNNER_NUID}")),
+        ("module_n1_runner", Op::Pub, meta_get(&runner_object())),
+        ("module_n1_runner", Op::Pub, consumer_create("c1", &ours)),
+        ("person_alice", Op::Pub, meta_get(&runner_object())),
+    ]
+}
+
 fn start_mesh() -> Mesh {
-    let catalogue = load_catalogue(&examples());
-    let records = fleet();
+    let extra = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(extra.path().join("runner")).unwrap();
+    std::fs::write(extra.path().join("runner/mesh.toml"), RUNNER).unwrap();
+    let report = mesh_state::load(&[examples(), extra.path().to_path_buf()]).unwrap();
+    assert_eq!(report.errors(), 0, "{:?}", report.diagnostics);
+    let catalogue = report.catalogue;
+    let mut records = fleet();
+    records
+        .assignments
+        .push(Assignment::new(n("n1"), n("runner")));
+    records
+        .pins
+        .insert((n("n1"), n("runner")), "v1".to_string());
+    records.artifacts.insert(
+        (n("runner"), "v1".to_string()),
+        [(
+            n("bin"),
+            mesh_core::artifact::Recorded {
+                reference: mesh_core::artifact::Reference {
+                    module: n("runner"),
+                    artifact: n("bin"),
+                    sha256: RUNNER_SHA.into(),
+                },
+                size: 10,
+                nuid: RUNNER_NUID.into(),
+            },
+        )]
+        .into(),
+    );
     let principals = authority::derive(&catalogue, &records, &ControllerSpec::default()).unwrap();
     Mesh {
         bus: PermissionedBus::start(principals),
@@ -273,8 +334,42 @@ async fn permission_matrix() {
             refused += 1;
         }
     }
+    // Artifacts: n1's host reads runner's object and nothing else.
+    let n1 = mesh
+        .bus
+        .principals
+        .iter()
+        .find(|p| p.name == "host_n1")
+        .unwrap();
+    let reads: Vec<&str> = n1
+        .permissions
+        .publish_subjects()
+        .into_iter()
+        .filter(|s| s.contains("OBJ_ARTIFACTS"))
+        .collect();
+    assert_eq!(
+        reads,
+        subjects::artifact::reader_publish(
+            &runner_object(),
+            &subjects::artifact::Nuid::new(RUNNER_NUID).unwrap()
+        )
+        .iter()
+        .map(String::as_str)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect::<Vec<_>>()
+    );
+    let artifact_rows = artifact_forbidden();
+    for (who, op, subject) in &artifact_rows {
+        let mut conn = mesh.connect(who).await;
+        match op {
+            Op::Pub => refused_publish(&mut conn, subject).await,
+            Op::Sub => refused_subscribe(&mut conn, subject).await,
+        }
+        refused += 1;
+    }
     // Every row of the table named a principal that exists and was run.
-    assert_eq!(refused, FORBIDDEN.len());
+    assert_eq!(refused, FORBIDDEN.len() + artifact_rows.len());
     assert!(refused >= 40 && allowed >= 40);
     println!("authority matrix: {allowed} allowed ok, {refused} refused ok");
 }
