@@ -18,6 +18,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub mod container;
 mod logfile;
 mod procfs;
 mod schedule;

@@ -1,0 +1,614 @@
+//! The container driver's engine side (DESIGN §6 "Container driver"): a
+//! container module runs as a foreground `podman run` process that the
+//! process driver supervises like any other (log, restart backoff, `failed`
+//! reports), and this module builds that argv and does the engine work
+//! around it — loading an image archive, stopping a container by name,
+//! removing what a previous host left.
+//!
+//! Measured on these machines (Debian 12, podman 4.3.1, conmon 2.1.6, runc
+//! 1.1.5, cgroups v1 hybrid, root without `CAP_SYS_RESOURCE`, no systemd as
+//! PID 1, no journald):
+//! - crun refuses to run at all ("cgroups in hybrid mode not supported"), so
+//!   runc it is;
+//! - no container starts without explicit `--ulimit nofile` and `nproc` no
+//!   higher than the host's own limits: podman's defaults (1048576) exceed
+//!   the hard limits, which root cannot raise here (see [`Ulimits`]);
+//! - podman falls back by itself to the `cgroupfs` manager (no systemd) and
+//!   the `file` events backend (no journald), and `--cgroups` may stay
+//!   enabled: no global flag is needed, so none is forced on a host where
+//!   systemd would be the right manager;
+//! - `--network host` works; overlay storage works natively on ext4.
+//! - `conmon` runs in its own session: a signal to the client's process
+//!   group never reaches it, and a SIGKILLed client leaves the container
+//!   running (its `--rm` still happens when it ends).
+//! - the container's processes run (and print) before the client records
+//!   it as running. Once recorded, a SIGTERM to the client is forwarded
+//!   (`--sig-proxy`) and the grace applies; before, the proxy's kill fails,
+//!   it gives up and the client exits with status 0 while the container
+//!   runs on, and a client SIGKILLed then leaves it `initialized` with its
+//!   processes running. [`stop`] removes both (the second without a grace:
+//!   the engine believes it never started).
+//!
+//! So a container is always stopped by name ([`stop`]), never by signalling
+//! its client alone, and a client's exit does not mean its container ended.
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use mesh_core::names::Name;
+
+mod engine;
+
+pub use engine::{load_archive, remove_others, stop};
+
+/// Overrides the engine found on `PATH`: a path, or a program name looked up
+/// on `PATH`.
+pub const ENGINE_ENV: &str = "MESH_CONTAINER_ENGINE";
+/// The program looked up on `PATH` when [`ENGINE_ENV`] is unset.
+pub const ENGINE_PROGRAM: &str = "podman";
+
+pub const LABEL_NODE: &str = "mesh.node";
+pub const LABEL_MODULE: &str = "mesh.module";
+pub const LABEL_SEQUENCE: &str = "mesh.sequence";
+
+/// Podman 4.3 lowers its own `RLIMIT_NPROC` to 32768 (measured on the client
+/// and on conmon, whatever the host's limit), and runc cannot give the
+/// container more than its parent holds: 32769 is refused with EPERM.
+pub const NPROC_CAP: u64 = 32_768;
+/// Podman's own default for `nofile`; the kernel's default `nr_open`.
+pub const NOFILE_CAP: u64 = 1_048_576;
+
+/// What a container module runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Image {
+    /// An OCI archive on this host (the checked artifact), loaded first.
+    Archive(PathBuf),
+    /// `name@sha256:<64 hex>`: pinned, so what runs is what was declared;
+    /// the engine pulls it when missing.
+    Reference(String),
+}
+
+/// Soft and hard limits, as `--ulimit <kind>=<soft>:<hard>` takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit {
+    pub soft: u64,
+    pub hard: u64,
+}
+
+/// The two limits every container is given explicitly (see the module docs
+/// for why podman's defaults cannot start one here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ulimits {
+    pub nofile: Limit,
+    pub nproc: Limit,
+}
+
+impl Ulimits {
+    /// What this process holds, capped where podman cannot pass more on: a
+    /// container gets what a process module would, and never a limit the
+    /// runtime would have to raise (EPERM without `CAP_SYS_RESOURCE`).
+    pub fn of_host() -> Ulimits {
+        Ulimits {
+            nofile: capped(getrlimit(libc::RLIMIT_NOFILE), NOFILE_CAP),
+            nproc: capped(getrlimit(libc::RLIMIT_NPROC), NPROC_CAP),
+        }
+    }
+}
+
+/// `(soft, hard)` of this process; an unreadable limit reads as 0 and is
+/// then capped like any other.
+fn getrlimit(resource: libc::__rlimit_resource_t) -> (u64, u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) writes one rlimit into the struct we pass.
+    let rc = unsafe { libc::getrlimit(resource, &mut r) };
+    if rc != 0 {
+        return (0, 0);
+    }
+    (r.rlim_cur, r.rlim_max)
+}
+
+/// Caps both values (`RLIM_INFINITY` included) and keeps soft within hard;
+/// a limit of 0 (unreadable) becomes the cap's soft default of 1024 so the
+/// container can still open its files.
+pub fn capped((soft, hard): (u64, u64), cap: u64) -> Limit {
+    let hard = if hard == 0 { cap } else { hard.min(cap) };
+    let soft = if soft == 0 {
+        1024.min(hard)
+    } else {
+        soft.min(hard)
+    };
+    Limit { soft, hard }
+}
+
+/// One container module. Env values are never held here: `podman run`
+/// takes each named variable from its own environment (the module's env,
+/// as the process driver sets it), because argv is world-readable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSpec {
+    pub node: Name,
+    pub module: Name,
+    /// The declaration that started it, as a label for people and tools.
+    pub sequence: u64,
+    pub image: Image,
+    /// Appended after the image: the image's entrypoint gets them.
+    pub args: Vec<String>,
+    pub env_names: Vec<String>,
+    /// `(host file, path in the container)`, each bind-mounted read-only.
+    pub mounts: Vec<(PathBuf, String)>,
+    pub stop_grace: Duration,
+    pub ulimits: Ulimits,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerError {
+    #[error("no container engine: install podman{hint}")]
+    NoEngine { hint: String },
+    #[error("could not run {engine} {action}")]
+    Spawn {
+        engine: PathBuf,
+        action: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{engine} {action} failed ({status}): {stderr}")]
+    Failed {
+        engine: PathBuf,
+        action: &'static str,
+        status: String,
+        stderr: String,
+    },
+    #[error("{engine} {action} did not finish within {} s", limit.as_secs())]
+    TimedOut {
+        engine: PathBuf,
+        action: &'static str,
+        limit: Duration,
+    },
+    #[error("loading {path} named no image; it printed {output:?}")]
+    NoImageLoaded { path: PathBuf, output: String },
+    #[error("{path} holds {count} images ({names}); a module's archive holds one")]
+    ManyImages {
+        path: PathBuf,
+        count: usize,
+        names: String,
+    },
+    #[error("the engine answered {what} that could not be read: {detail}")]
+    Unreadable { what: &'static str, detail: String },
+    #[error(
+        "image reference {reference:?} is not pinned by digest; write <name>@sha256:<64 hex digits>"
+    )]
+    Unpinned { reference: String },
+    #[error("image archive {path} is not an absolute path")]
+    RelativeArchive { path: PathBuf },
+    #[error(
+        "module {module}: env name {name:?} is not a variable name; use letters, digits and '_', not starting with a digit"
+    )]
+    BadEnvName { module: Name, name: String },
+    #[error(
+        "module {module}: env name {name:?} would configure the container engine itself, not the container; rename it"
+    )]
+    EngineEnvName { module: Name, name: String },
+    #[error("module {module}: cannot mount {host:?} at {container:?}: {why}")]
+    BadMount {
+        module: Name,
+        host: PathBuf,
+        container: String,
+        why: &'static str,
+    },
+}
+
+/// `mesh-<node>-<module>`. For people and for `--replace`; what a container
+/// belongs to is read from its labels, since `-` may sit in either name
+/// (node `a-b` module `c` and node `a` module `b-c` share a name — only
+/// across nodes, i.e. never on one host's engine).
+pub fn container_name(node: &Name, module: &Name) -> String {
+    format!("mesh-{node}-{module}")
+}
+
+/// The engine to use: [`ENGINE_ENV`] when set, else `podman` on `PATH`.
+pub fn engine() -> Option<PathBuf> {
+    require_engine().ok()
+}
+
+/// [`engine`], or why there is none.
+pub fn require_engine() -> Result<PathBuf, ContainerError> {
+    find_engine(std::env::var_os(ENGINE_ENV), std::env::var_os("PATH"))
+}
+
+/// [`require_engine`] on given values of [`ENGINE_ENV`] and `PATH`.
+pub fn find_engine(
+    configured: Option<OsString>,
+    path: Option<OsString>,
+) -> Result<PathBuf, ContainerError> {
+    let lookup = |program: &Path| -> Option<PathBuf> {
+        if program.components().count() > 1 {
+            return is_executable(program).then(|| program.to_path_buf());
+        }
+        std::env::split_paths(path.as_deref()?)
+            .map(|dir| dir.join(program))
+            .find(|candidate| is_executable(candidate))
+    };
+    match configured.filter(|v| !v.is_empty()) {
+        Some(value) => lookup(Path::new(&value)).ok_or_else(|| ContainerError::NoEngine {
+            hint: format!(
+                " ({ENGINE_ENV}={} is not an executable file)",
+                Path::new(&value).display()
+            ),
+        }),
+        None => lookup(Path::new(ENGINE_PROGRAM)).ok_or_else(|| ContainerError::NoEngine {
+            hint: format!(" ({ENGINE_PROGRAM} is not on PATH)"),
+        }),
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Env names podman reads for itself: in its environment they would pick
+/// another engine, configuration or storage rather than reach the container.
+fn configures_engine(name: &str) -> bool {
+    name.starts_with("CONTAINERS_")
+        || name.starts_with("CONTAINER_")
+        || matches!(
+            name,
+            "STORAGE_DRIVER" | "STORAGE_OPTS" | "XDG_RUNTIME_DIR" | "XDG_CONFIG_HOME"
+        )
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`: anything else could carry `=value` (a value on
+/// argv) or a glob (`--env 'A*'` passes every matching variable).
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `name@sha256:<64 lowercase hex>` with a plausible name before it.
+pub fn is_pinned(reference: &str) -> bool {
+    let Some((name, digest)) = reference.rsplit_once("@sha256:") else {
+        return false;
+    };
+    !name.is_empty()
+        && !name.starts_with('-')
+        && !name.contains(|c: char| c.is_whitespace() || c == '@')
+        && digest.len() == 64
+        && digest
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+impl Image {
+    /// A reference, refused unless pinned by digest.
+    pub fn reference(reference: &str) -> Result<Image, ContainerError> {
+        if is_pinned(reference) {
+            Ok(Image::Reference(reference.to_string()))
+        } else {
+            Err(ContainerError::Unpinned {
+                reference: reference.to_string(),
+            })
+        }
+    }
+}
+
+impl ContainerSpec {
+    /// What [`run_argv`] relies on: a pinned image, variable names only, and
+    /// mounts `-v` can say unambiguously. The driver checks before it runs.
+    pub fn check(&self) -> Result<(), ContainerError> {
+        match &self.image {
+            Image::Archive(path) if !path.is_absolute() => {
+                return Err(ContainerError::RelativeArchive { path: path.clone() });
+            }
+            Image::Archive(_) => {}
+            Image::Reference(r) => {
+                Image::reference(r)?;
+            }
+        }
+        for name in &self.env_names {
+            let module = self.module.clone();
+            let name = name.clone();
+            if !is_env_name(&name) {
+                return Err(ContainerError::BadEnvName { module, name });
+            }
+            if configures_engine(&name) {
+                return Err(ContainerError::EngineEnvName { module, name });
+            }
+        }
+        let mut targets = BTreeSet::new();
+        for (host, container) in &self.mounts {
+            let why = if !host.is_absolute() {
+                Some("the host path is not absolute")
+            } else if !container.starts_with('/') {
+                Some("the path in the container is not absolute")
+            } else if container == "/" {
+                Some("it would cover the container's root")
+            } else if host.to_string_lossy().contains([':', ',']) || container.contains([':', ','])
+            {
+                // `-v` splits on ':' and options on ','.
+                Some("a path holds ':' or ','")
+            } else if !targets.insert(container.as_str()) {
+                Some("another mount has the same path in the container")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(ContainerError::BadMount {
+                    module: self.module.clone(),
+                    host: host.clone(),
+                    container: container.clone(),
+                    why,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whole seconds for podman's `-t`/`--stop-timeout`, rounded up: a grace is
+/// never shortened.
+pub fn grace_secs(grace: Duration) -> u64 {
+    grace.as_secs() + u64::from(grace.subsec_nanos() > 0)
+}
+
+/// The argv (engine first) that runs `spec` in the foreground, to be
+/// supervised like a process module. `image` is what to start: the id
+/// [`load_archive`] returned for an archive, the reference itself for a
+/// pinned reference. An env name that is not a plain variable name is left
+/// out rather than risk a value on argv ([`ContainerSpec::check`] names it).
+pub fn run_argv(engine: &Path, spec: &ContainerSpec, image: &str) -> Vec<String> {
+    let label = |key: &str, value: &dyn std::fmt::Display| format!("--label={key}={value}");
+    let limit = |kind: &str, l: Limit| format!("--ulimit={kind}={}:{}", l.soft, l.hard);
+    let mut argv = vec![
+        engine.display().to_string(),
+        "run".into(),
+        // The client lives as long as the container: its exit status is the
+        // module's, and the supervisor's restart starts a fresh one.
+        "--rm".into(),
+        // A container of an earlier run (its client SIGKILLed) is stopped
+        // with its own --stop-timeout and removed, not a reason to fail
+        // (podman prints its name, so the module's log says so).
+        "--replace".into(),
+        format!("--name={}", container_name(&spec.node, &spec.module)),
+        label(LABEL_NODE, &spec.node),
+        label(LABEL_MODULE, &spec.module),
+        label(LABEL_SEQUENCE, &spec.sequence),
+        "--network=host".into(),
+        // crun refuses cgroups v1 hybrid here (see the module docs).
+        "--runtime=runc".into(),
+        // A PID 1 without a SIGTERM handler ignores SIGTERM (the kernel
+        // drops default-action signals to a namespace's init), so every stop
+        // would wait out the grace; catatonit as PID 1 forwards the signal
+        // and the module dies of it as a process module would.
+        "--init".into(),
+        limit("nofile", spec.ulimits.nofile),
+        limit("nproc", spec.ulimits.nproc),
+        // Used by `rm -f` and `--replace`, which otherwise wait 10 s.
+        format!("--stop-timeout={}", grace_secs(spec.stop_grace)),
+        // The container writes into the client's stdout and stderr (the
+        // supervisor's pipes) directly: one copy of the output, in the
+        // module's rotated log, and none growing in the engine's storage.
+        "--log-driver=passthrough".into(),
+        // The default, said out loud: a SIGTERM to the client's group (a
+        // restarted host ending what an earlier one left) reaches the
+        // container once it is recorded running; stops go by name anyway.
+        "--sig-proxy=true".into(),
+        // An archive was loaded and is named by id: never ask a registry.
+        match spec.image {
+            Image::Archive(_) => "--pull=never".into(),
+            Image::Reference(_) => "--pull=missing".into(),
+        },
+    ];
+    for name in spec.env_names.iter().filter(|n| is_env_name(n)) {
+        argv.push("--env".into());
+        argv.push(name.clone());
+    }
+    for (host, container) in &spec.mounts {
+        argv.push("--volume".into());
+        argv.push(format!("{}:{container}:ro", host.display()));
+    }
+    argv.push(image.to_string());
+    argv.extend(spec.args.iter().cloned());
+    argv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    fn spec() -> ContainerSpec {
+        ContainerSpec {
+            node: name("n1"),
+            module: name("web"),
+            sequence: 42,
+            image: Image::Archive("/var/lib/mesh/cache/web.tar".into()),
+            args: vec!["--port".into(), "8080".into()],
+            env_names: vec!["MESH_NODE".into(), "API_TOKEN".into()],
+            mounts: vec![("/var/lib/mesh/keys/web.nk".into(), "/run/mesh/nkey".into())],
+            stop_grace: Duration::from_millis(2500),
+            ulimits: Ulimits {
+                nofile: Limit {
+                    soft: 1024,
+                    hard: 20000,
+                },
+                nproc: Limit {
+                    soft: 4096,
+                    hard: 32768,
+                },
+            },
+        }
+    }
+
+    #[test]
+    fn the_run_argv_carries_labels_limits_names_and_read_only_mounts() {
+        let argv = run_argv(Path::new("/usr/bin/podman"), &spec(), "abc123");
+        let expected: Vec<String> = [
+            "/usr/bin/podman",
+            "run",
+            "--rm",
+            "--replace",
+            "--name=mesh-n1-web",
+            "--label=mesh.node=n1",
+            "--label=mesh.module=web",
+            "--label=mesh.sequence=42",
+            "--network=host",
+            "--runtime=runc",
+            "--init",
+            "--ulimit=nofile=1024:20000",
+            "--ulimit=nproc=4096:32768",
+            "--stop-timeout=3",
+            "--log-driver=passthrough",
+            "--sig-proxy=true",
+            "--pull=never",
+            "--env",
+            "MESH_NODE",
+            "--env",
+            "API_TOKEN",
+            "--volume",
+            "/var/lib/mesh/keys/web.nk:/run/mesh/nkey:ro",
+            "abc123",
+            "--port",
+            "8080",
+        ]
+        .map(String::from)
+        .to_vec();
+        assert_eq!(argv, expected);
+    }
+
+    #[test]
+    fn a_reference_may_be_pulled_and_an_archive_never() {
+        let mut s = spec();
+        s.image = Image::Reference(format!("registry.example/web@sha256:{}", "a".repeat(64)));
+        let argv = run_argv(Path::new("podman"), &s, "registry.example/web");
+        assert!(argv.contains(&"--pull=missing".to_string()), "{argv:?}");
+    }
+
+    #[test]
+    fn no_env_value_or_glob_ever_reaches_argv() {
+        let mut s = spec();
+        s.env_names = vec!["OK_NAME".into(), "API_TOKEN=s3cr3t".into(), "A*".into()];
+        let argv = run_argv(Path::new("podman"), &s, "img");
+        assert!(argv.contains(&"OK_NAME".to_string()), "{argv:?}");
+        assert!(
+            !argv.iter().any(|a| a.contains("s3cr3t") || a == "A*"),
+            "{argv:?}"
+        );
+        let e = s.check().unwrap_err().to_string();
+        assert!(
+            e.contains("\"API_TOKEN=s3cr3t\" is not a variable name"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_spec_is_checked_for_what_the_argv_relies_on() {
+        assert!(spec().check().is_ok());
+        let with = |f: &dyn Fn(&mut ContainerSpec)| {
+            let mut s = spec();
+            f(&mut s);
+            s.check().unwrap_err().to_string()
+        };
+        let e = with(&|s| s.image = Image::Reference("web:latest".into()));
+        assert!(e.contains("not pinned by digest"), "{e}");
+        let e = with(&|s| s.image = Image::Archive("web.tar".into()));
+        assert!(e.contains("not an absolute path"), "{e}");
+        let e = with(&|s| s.env_names.push("CONTAINER_HOST".into()));
+        assert!(e.contains("would configure the container engine"), "{e}");
+        let e = with(&|s| s.env_names.push("1X".into()));
+        assert!(e.contains("not a variable name"), "{e}");
+        let e = with(&|s| s.mounts.push(("/k".into(), "/run/a:rw".into())));
+        assert!(e.contains("':' or ','"), "{e}");
+        let e = with(&|s| s.mounts.push(("k".into(), "/run/k".into())));
+        assert!(e.contains("host path is not absolute"), "{e}");
+        let e = with(&|s| s.mounts.push(("/k".into(), "run/k".into())));
+        assert!(e.contains("in the container is not absolute"), "{e}");
+        let e = with(&|s| s.mounts.push(("/k".into(), "/".into())));
+        assert!(e.contains("root"), "{e}");
+        let e = with(&|s| s.mounts.push(("/other".into(), "/run/mesh/nkey".into())));
+        assert!(e.contains("same path"), "{e}");
+    }
+
+    #[test]
+    fn only_a_digest_pins_a_reference() {
+        let hex = "0123456789abcdef".repeat(4);
+        assert!(is_pinned(&format!("docker.io/library/x@sha256:{hex}")));
+        assert!(is_pinned(&format!("x:1.2@sha256:{hex}")));
+        assert!(!is_pinned("x:latest"));
+        assert!(!is_pinned(&format!("x@sha256:{}", &hex[1..])));
+        assert!(!is_pinned(&format!("x@sha256:{}", hex.to_uppercase())));
+        assert!(!is_pinned(&format!("@sha256:{hex}")));
+        assert!(!is_pinned(&format!("--privileged@sha256:{hex}")));
+        assert!(Image::reference("x:latest").is_err());
+    }
+
+    #[test]
+    fn the_container_name_joins_node_and_module() {
+        assert_eq!(
+            container_name(&name("edge-1"), &name("web")),
+            "mesh-edge-1-web"
+        );
+    }
+
+    #[test]
+    fn a_grace_rounds_up_to_whole_seconds() {
+        assert_eq!(grace_secs(Duration::ZERO), 0);
+        assert_eq!(grace_secs(Duration::from_secs(5)), 5);
+        assert_eq!(grace_secs(Duration::from_millis(5001)), 6);
+    }
+
+    #[test]
+    fn limits_are_capped_where_podman_cannot_pass_more_on() {
+        let l = |soft, hard| Limit { soft, hard };
+        assert_eq!(capped((20000, 20000), NOFILE_CAP), l(20000, 20000));
+        assert_eq!(capped((96363, 96363), NPROC_CAP), l(32768, 32768));
+        assert_eq!(capped((1024, u64::MAX), NPROC_CAP), l(1024, 32768));
+        assert_eq!(capped((0, 0), NOFILE_CAP), l(1024, NOFILE_CAP));
+        let host = Ulimits::of_host();
+        assert!(host.nproc.hard <= NPROC_CAP && host.nproc.soft <= host.nproc.hard);
+        assert!(host.nofile.hard <= NOFILE_CAP && host.nofile.soft <= host.nofile.hard);
+    }
+
+    #[test]
+    fn a_missing_engine_says_to_install_podman() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Some(dir.path().as_os_str().to_owned());
+        let e = find_engine(None, path.clone()).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "no container engine: install podman (podman is not on PATH)"
+        );
+        let e = find_engine(Some("/nowhere/podman".into()), path.clone())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("no container engine: install podman"), "{e}");
+        assert!(e.contains("MESH_CONTAINER_ENGINE=/nowhere/podman"), "{e}");
+
+        use std::os::unix::fs::PermissionsExt as _;
+        let fake = dir.path().join("podman");
+        std::fs::write(&fake, "#!/bin/sh\n").unwrap();
+        // Not executable yet: not an engine.
+        assert!(find_engine(None, path.clone()).is_err());
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(find_engine(None, path.clone()).unwrap(), fake);
+        assert_eq!(
+            find_engine(Some("podman".into()), path.clone()).unwrap(),
+            fake
+        );
+        assert_eq!(
+            find_engine(Some(fake.clone().into_os_string()), None).unwrap(),
+            fake
+        );
+        // Empty means unset.
+        assert_eq!(find_engine(Some("".into()), path).unwrap(), fake);
+    }
+}
