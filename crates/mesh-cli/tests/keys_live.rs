@@ -70,7 +70,11 @@ async fn one_host() -> (Mesh, harness::Daemon) {
 async fn every_module_starts_with_a_key_the_broker_admits_restarts_zero() {
     let (mesh, _host) = one_host().await;
     let announced = spares(&mesh);
-    assert_eq!(announced.len(), 4, "four keys made before enrolling");
+    assert_eq!(
+        announced.len(),
+        mesh_host::spare::KEEP,
+        "the keys made before enrolling"
+    );
     let first = ["echo", "greeter", "ticker", "recorder"];
     for m in first {
         mesh.assign(m, "n1", true);
@@ -102,7 +106,7 @@ async fn every_module_starts_with_a_key_the_broker_admits_restarts_zero() {
     }
     // The host makes new spares for the next ones.
     assert!(
-        wait_until(LONG, || spares(&mesh).len() == 4),
+        wait_until(LONG, || spares(&mesh).len() == mesh_host::spare::KEEP),
         "{:?}",
         spares(&mesh)
     );

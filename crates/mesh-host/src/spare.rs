@@ -12,8 +12,11 @@ use crate::state::{StateError, ensure_dir, write_private};
 /// The directory of the spares, in the host's state directory.
 pub const SPARE_DIR: &str = "spare";
 
-/// How many spares a host keeps.
-pub const KEEP: usize = 4;
+/// How many spares a host keeps: a burst assigning more modules to one
+/// node than this is declared in two steps (the rest wait for the next
+/// report's spares rather than start under keys the broker refuses), so it
+/// covers a typical node's modules at once (`mesh up` assigns six).
+pub const KEEP: usize = 8;
 
 fn dir(state: &Path) -> PathBuf {
     state.join(SPARE_DIR)
@@ -81,7 +84,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn spares_are_made_to_four_taken_once_and_made_again() {
+    fn spares_are_made_to_keep_taken_once_and_made_again() {
         let tmp = tempfile::tempdir().unwrap();
         let state = tmp.path().join("host");
         let keys = top_up(&state).unwrap();
