@@ -520,6 +520,41 @@ async fn a_flipped_a_foreign_and_a_replayed_declaration_are_refused_and_nothing_
     s.close().await;
 }
 
+/// `mesh up` stopped when the case ends before it stops it (a failed
+/// assertion): SIGTERM, which stops everything it started, then SIGKILL if
+/// it has not ended within 15 s. Without it a failed case left `mesh up`,
+/// its broker and its modules running.
+struct StoppedOnDrop(std::process::Child);
+
+impl std::ops::Deref for StoppedOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for StoppedOnDrop {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+impl Drop for StoppedOnDrop {
+    fn drop(&mut self) {
+        if !matches!(self.0.try_wait(), Ok(None)) {
+            return;
+        }
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        if !wait_until(Duration::from_secs(15), || {
+            !matches!(self.0.try_wait(), Ok(None))
+        }) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
 /// `mesh up` as a process, its output in `log`.
 fn up(dir: &Path, port: u16, log: &Path) -> std::process::Child {
     let out = std::fs::File::create(log).unwrap();
@@ -558,7 +593,7 @@ fn mesh_up_runs_echo_reuses_its_genesis_and_leaves_nothing_behind() {
     let addr_file = dir.join(mesh_controller::http::ADDR_FILE);
     for run in 1..=2 {
         let log = tmp.path().join(format!("up-{run}.log"));
-        let mut child = up(&dir, port, &log);
+        let mut child = StoppedOnDrop(up(&dir, port, &log));
         let read = || std::fs::read_to_string(&log).unwrap_or_default();
         assert!(
             wait_until(LONG, || read().contains("module      echo on local")

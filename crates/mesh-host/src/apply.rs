@@ -90,6 +90,8 @@ pub struct Applier {
     /// Modules whose artifacts could not be fetched: tried again at the
     /// time given, the wait doubling (DESIGN: retried with backoff).
     fetch_again: std::sync::Mutex<BTreeMap<Name, (tokio::time::Instant, Duration)>>,
+    /// Held while a delivery is taken: the host's stop waits for it.
+    taking: Mutex<()>,
 }
 
 /// The first wait before an artifact that failed to fetch is tried again,
@@ -128,6 +130,7 @@ impl Applier {
             cache: Cache::new(&state.dir),
             refusals,
             fetch_again: std::sync::Mutex::new(BTreeMap::new()),
+            taking: Mutex::new(()),
         })
     }
 
@@ -181,8 +184,14 @@ impl Applier {
         }
     }
 
+    /// Resolves once no delivery is being taken.
+    pub async fn idle(&self) {
+        drop(self.taking.lock().await);
+    }
+
     /// Takes one delivery: verify, apply, report, acknowledge.
     pub async fn take(&self, client: &Client, message: jetstream::Message) {
+        let _taking = self.taking.lock().await;
         let message = Arc::new(message);
         let progress = {
             let m = message.clone();

@@ -49,6 +49,9 @@ impl Default for HostOptions {
 /// How long one connect attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long the stop waits for a declaration being applied.
+const APPLY_AT_STOP: Duration = Duration::from_secs(15);
+
 /// How long the stop waits for the bus connection to drain.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 
@@ -155,6 +158,13 @@ pub async fn run(
         () = &mut shutdown => {}
     }
     tracing::info!(node = %state.node, "shutting down");
+    // A declaration being applied is finished (and acknowledged) first.
+    if tokio::time::timeout(APPLY_AT_STOP, applier.idle())
+        .await
+        .is_err()
+    {
+        tracing::warn!(waited = ?APPLY_AT_STOP, "a declaration is still being applied; stopping anyway");
+    }
     // The modules go with their host.
     applier.driver().stop_all().await;
     tracing::info!(node = %state.node, "modules stopped");
@@ -245,7 +255,7 @@ async fn report_reconnects(
     }
 }
 
-async fn consume(client: &Client, state: &HostState, opts: &HostOptions, applier: &Applier) {
+async fn consume(client: &Client, state: &HostState, opts: &HostOptions, applier: &Arc<Applier>) {
     let js = jetstream::new(client.clone());
     let name = subjects::consumer::node(&state.node);
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
@@ -272,7 +282,14 @@ async fn consume(client: &Client, state: &HostState, opts: &HostOptions, applier
         tracing::info!(consumer = %name, "bound the node's consumer");
         while let Some(delivery) = messages.next().await {
             match delivery {
-                Ok(message) => applier.take(client, message).await,
+                // Its own task: a stop arriving mid-apply must not drop it
+                // unacknowledged (NODES would hold it back for its whole
+                // ack wait, and a host started again would run nothing);
+                // the stop waits for it instead.
+                Ok(message) => {
+                    let (applier, client) = (applier.clone(), client.clone());
+                    let _ = tokio::spawn(async move { applier.take(&client, message).await }).await;
+                }
                 Err(e) => tracing::warn!(reason = %dial::chain(&e), "delivery"),
             }
         }
