@@ -317,20 +317,7 @@ fn is_inside(path: &str) -> bool {
 }
 
 fn fill(inputs: &Inputs<'_>, m: &Manifest, v: &RunValue) -> Result<String, ComposeError> {
-    let mut why = String::new();
-    v.template
-        .fill(|p| match value(inputs, m, p) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                why = e;
-                None
-            }
-        })
-        .map_err(|p| ComposeError::Unfilled {
-            module: m.name.value.clone(),
-            placeholder: p.to_string(),
-            why,
-        })
+    fill_with(inputs, m, v, false)
 }
 
 fn fill_keeping_artifacts(
@@ -338,24 +325,40 @@ fn fill_keeping_artifacts(
     m: &Manifest,
     v: &RunValue,
 ) -> Result<String, ComposeError> {
+    fill_with(inputs, m, v, true)
+}
+
+/// `v` filled from the records; with `keep_artifacts`, `${artifact:..}`
+/// stays for the host (see `Template::fill_keeping_artifacts`).
+fn fill_with(
+    inputs: &Inputs<'_>,
+    m: &Manifest,
+    v: &RunValue,
+    keep_artifacts: bool,
+) -> Result<String, ComposeError> {
     let mut why = String::new();
-    v.template
-        .fill_keeping_artifacts(|p| match value(inputs, m, p) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                why = e;
-                None
-            }
-        })
-        .map_err(|p| ComposeError::Unfilled {
-            module: m.name.value.clone(),
-            placeholder: p.to_string(),
-            why: if why.is_empty() {
-                "a `$` right before it would read as the escape `$${`".into()
-            } else {
-                why
-            },
-        })
+    let value = |p: &Placeholder| match value(inputs, m, p) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            why = e;
+            None
+        }
+    };
+    let filled = if keep_artifacts {
+        v.template.fill_keeping_artifacts(value)
+    } else {
+        v.template.fill(value)
+    };
+    filled.map_err(|p| ComposeError::Unfilled {
+        module: m.name.value.clone(),
+        placeholder: p.to_string(),
+        why: if why.is_empty() {
+            // Only an artifact kept after a `$` is refused without a reason.
+            "a `$` right before it would read as the escape `$${`".into()
+        } else {
+            why
+        },
+    })
 }
 
 fn value(inputs: &Inputs<'_>, m: &Manifest, p: &Placeholder) -> Result<String, String> {
