@@ -138,6 +138,7 @@ pub fn kill_modules(dir: &Path) {
     for pid in mesh_host::driver::kill_recorded(dir) {
         shutdown::reap(pid);
     }
+    mesh_host::apply::kill_containers(dir);
 }
 
 #[cfg(test)]

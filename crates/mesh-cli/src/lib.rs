@@ -20,6 +20,7 @@ pub mod files;
 pub mod fleet;
 pub mod graph;
 pub mod host;
+pub mod image;
 pub mod init;
 pub mod listings;
 pub mod logging;

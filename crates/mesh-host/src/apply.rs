@@ -16,7 +16,9 @@ use async_nats::Client;
 use async_nats::jetstream::{self, AckKind};
 use ed25519_dalek::VerifyingKey;
 use mesh_core::authority::PrincipalKind;
-use mesh_core::declaration::{self, ApplyStep, Declaration, FileBody, ModuleDecl, Running};
+use mesh_core::declaration::{
+    self, ApplyStep, Declaration, Driver as RunDriver, FileBody, ModuleDecl, Running,
+};
 use mesh_core::names::Name;
 use mesh_core::report::{ModuleReport, ModuleState, Report};
 use mesh_core::secret::Secret;
@@ -26,7 +28,8 @@ use tokio::sync::Mutex;
 use mesh_bus::Refusals;
 
 use crate::artifacts::Cache;
-use crate::driver::{Driver, RunSpec};
+use crate::driver::container::{self, ContainerError, ContainerSpec, Image, Ulimits};
+use crate::driver::{ContainerRun, Driver, RunSpec};
 use crate::state::{HostKeys, HostState, StateError, write_private};
 
 /// The newest applied envelope, as it was delivered.
@@ -46,7 +49,34 @@ enum StartError {
     Sealed { variable: String, why: String },
     #[error("{0}")]
     Artifact(String),
+    #[error(transparent)]
+    Container(ContainerError),
+    #[error("the declaration names no image for this container module")]
+    NoImage,
 }
+
+/// Where a container module finds its key file (`MESH_NKEY_FILE`).
+pub const CONTAINER_KEY_FILE: &str = "/run/mesh/nkey.seed";
+/// Removes at once every container of the host in `dir` (a second Ctrl-C:
+/// its modules are killed, and a container's client killed leaves the
+/// container running). Nothing is done for a host that never ran one.
+pub fn kill_containers(dir: &std::path::Path) -> Vec<String> {
+    if !dir.join(CONTAINERS_MARKER).exists() {
+        return Vec::new();
+    }
+    let (Ok(engine), Ok(state)) = (container::require_engine(), HostState::open(dir)) else {
+        return Vec::new();
+    };
+    container::kill_node_now(&engine, &state.node).unwrap_or_else(|e| {
+        tracing::warn!(reason = %e, "the host's containers were not removed");
+        Vec::new()
+    })
+}
+
+/// In the state dir once a container module was started here.
+pub const CONTAINERS_MARKER: &str = "containers";
+/// A container module's working directory, its declared files under it.
+pub const CONTAINER_WORKDIR: &str = "/run/mesh/work";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -136,6 +166,38 @@ impl Applier {
 
     pub fn driver(&self) -> &Driver {
         &self.driver
+    }
+
+    /// Removes this node's containers that the kept declaration does not
+    /// name: a host SIGKILLed could not stop them, and nothing else will.
+    /// Only on a host that ever ran a container module (a marker in its
+    /// state dir), so other hosts never wait on an engine. What the kept
+    /// declaration names is started again by [`Applier::resume`], replacing
+    /// its old container.
+    pub async fn remove_undeclared_containers(&self) {
+        if !self.state.dir.join(CONTAINERS_MARKER).exists() {
+            return;
+        }
+        let engine = match container::require_engine() {
+            Ok(engine) => engine,
+            Err(e) => {
+                tracing::warn!(reason = %e, "containers of an earlier run are not removed");
+                return;
+            }
+        };
+        let keep: Vec<Name> = std::fs::read(self.state.dir.join(APPLIED_FILE))
+            .ok()
+            .and_then(|p| declaration::verify(&p, &self.controller, &self.state.node, None).ok())
+            .map(|d| d.modules.into_iter().map(|m| m.name).collect())
+            .unwrap_or_default();
+        match container::remove_others(&engine, &self.state.node, &keep).await {
+            Ok(removed) if removed.is_empty() => {}
+            Ok(removed) => tracing::info!(
+                containers = %removed.join(", "),
+                "removed containers no declaration names"
+            ),
+            Err(e) => tracing::warn!(reason = %e, "containers of an earlier run are not removed"),
+        }
     }
 
     /// The modules the newest applied declaration names: those whose logs
@@ -336,7 +398,8 @@ impl Applier {
                     if restart && let Err(e) = self.driver.stop(&module.name).await {
                         tracing::warn!(module = %module.name, reason = %e, "stopping to restart");
                     }
-                    self.start(client, &module, d.sealed_by.as_deref()).await;
+                    self.start(client, &module, d.sealed_by.as_deref(), d.sequence)
+                        .await;
                 }
             }
         }
@@ -356,7 +419,13 @@ impl Applier {
 
     /// Fetches the module's artifacts and starts it; what fails is
     /// reported `failed` with the reason (a fetch is tried again later).
-    async fn start(&self, client: &Client, module: &ModuleDecl, sealed_by: Option<&str>) {
+    async fn start(
+        &self,
+        client: &Client,
+        module: &ModuleDecl,
+        sealed_by: Option<&str>,
+        sequence: u64,
+    ) {
         let spec = match self
             .cache
             .ensure_all(client, &self.refusals, &module.artifacts)
@@ -364,7 +433,7 @@ impl Applier {
         {
             Ok(paths) => {
                 self.fetch_again_lock().remove(&module.name);
-                self.run_spec(module, sealed_by, &paths)
+                self.run_spec(module, sealed_by, &paths, sequence)
             }
             Err(why) => {
                 let mut again = self.fetch_again_lock();
@@ -420,10 +489,11 @@ impl Applier {
         {
             let applied = self.applied.lock().await;
             let (modules, sealed_by) = (applied.modules.clone(), applied.sealed_by.clone());
+            let sequence = applied.sequence.unwrap_or(0);
             drop(applied);
             for name in due {
                 match modules.iter().find(|m| m.name == name) {
-                    Some(m) => self.start(client, m, sealed_by.as_deref()).await,
+                    Some(m) => self.start(client, m, sealed_by.as_deref(), sequence).await,
                     // No longer declared: nothing to fetch.
                     None => {
                         self.fetch_again_lock().remove(&name);
@@ -528,6 +598,7 @@ impl Applier {
         m: &ModuleDecl,
         sealed_by: Option<&str>,
         artifacts: &BTreeMap<Name, PathBuf>,
+        sequence: u64,
     ) -> Result<RunSpec, StartError> {
         let (key_file, _) = self.module_key(&m.name, m.key.as_deref())?;
         let principal = PrincipalKind::Module {
@@ -545,11 +616,21 @@ impl Applier {
                 })?;
             env.insert(k.clone(), value.into_string());
         }
+        // What the container is given: the declared names and MESH_*, never
+        // the host's PATH (the image has its own).
+        let mut env_names: Vec<String> = env.keys().cloned().collect();
         if !env.contains_key("PATH")
             && let Ok(path) = std::env::var("PATH")
         {
             env.insert("PATH".into(), path);
         }
+        let container = m.run.driver == RunDriver::Container;
+        let host_key_file = key_file.clone();
+        let key_file = if container {
+            PathBuf::from(CONTAINER_KEY_FILE)
+        } else {
+            key_file
+        };
         for (k, v) in [
             ("MESH_BUS_URLS", self.bus_urls().join(",")),
             ("MESH_BUS_PIN", self.state.cert_sha256.clone()),
@@ -559,26 +640,74 @@ impl Applier {
             ("MESH_MODULE", m.name.to_string()),
         ] {
             env.insert(k.into(), v);
+            env_names.push(k.into());
         }
         let work = self.work_dir(&m.name);
         make_dirs(&work)?;
         // With artifacts named, the command is a template of them.
-        let command = if m.artifacts.is_empty() {
-            m.run.command.clone()
+        let fill = |value: &str| {
+            if m.artifacts.is_empty() {
+                Ok(value.to_string())
+            } else {
+                crate::artifacts::fill(value, artifacts).map_err(StartError::Artifact)
+            }
+        };
+        let command = m
+            .run
+            .command
+            .iter()
+            .map(|a| fill(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let stop_grace = Duration::from_secs(m.run.stop_grace_s);
+        let container = if container {
+            let engine = container::require_engine().map_err(StartError::Container)?;
+            let image = m.run.image.as_deref().ok_or(StartError::NoImage)?;
+            let from_artifact = image.contains("${artifact:");
+            let filled = fill(image)?;
+            let image = if from_artifact {
+                Image::Archive(PathBuf::from(filled))
+            } else {
+                Image::reference(&filled).map_err(StartError::Container)?
+            };
+            // Written before the first container: a host killed after it
+            // knows at its next start to look for leftovers.
+            write_private(&self.state.dir.join(CONTAINERS_MARKER), b"")?;
+            let mut mounts = vec![(host_key_file, CONTAINER_KEY_FILE.to_string())];
+            // Declared files where a process module finds them: relative
+            // to its working directory.
+            for f in &m.files {
+                mounts.push((
+                    work.join(&f.path),
+                    format!("{CONTAINER_WORKDIR}/{}", f.path),
+                ));
+            }
+            env_names.sort();
+            env_names.dedup();
+            Some(ContainerRun {
+                engine,
+                spec: ContainerSpec {
+                    node: self.state.node.clone(),
+                    module: m.name.clone(),
+                    sequence,
+                    image,
+                    args: command.clone(),
+                    env_names,
+                    mounts,
+                    workdir: Some(CONTAINER_WORKDIR.into()),
+                    stop_grace,
+                    ulimits: Ulimits::of_host(),
+                },
+            })
         } else {
-            m.run
-                .command
-                .iter()
-                .map(|a| crate::artifacts::fill(a, artifacts))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(StartError::Artifact)?
+            None
         };
         Ok(RunSpec {
             module: m.name.clone(),
             command,
             env,
-            stop_grace: Duration::from_secs(m.run.stop_grace_s),
+            stop_grace,
             workdir: work,
+            container,
         })
     }
 

@@ -101,6 +101,7 @@ pub async fn run(
         opts.advertise.clone(),
         refusals.clone(),
     )?);
+    applier.remove_undeclared_containers().await;
 
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
     let node = state.node.clone();

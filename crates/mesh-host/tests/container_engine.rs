@@ -287,6 +287,7 @@ fn spec(node: &Name, module: &str, args: &[&str]) -> ContainerSpec {
         args: args.iter().map(|s| s.to_string()).collect(),
         env_names: Vec::new(),
         mounts: Vec::new(),
+        workdir: None,
         stop_grace: Duration::from_secs(10),
         ulimits: Ulimits::of_host(),
     }

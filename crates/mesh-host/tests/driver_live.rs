@@ -53,6 +53,7 @@ fn spec(dir: &Path, module: &str, command: &[&str], marker: &str) -> RunSpec {
         env: BTreeMap::from([(MARKER.to_string(), marker.to_string())]),
         stop_grace: Duration::from_secs(5),
         workdir: dir.join("work").join(module),
+        container: None,
     }
 }
 

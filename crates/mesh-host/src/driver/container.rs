@@ -41,7 +41,7 @@ use mesh_core::names::Name;
 
 mod engine;
 
-pub use engine::{load_archive, remove_others, stop};
+pub use engine::{kill_node_now, load_archive, remove_others, stop};
 
 /// Overrides the engine found on `PATH`: a path, or a program name looked up
 /// on `PATH`.
@@ -140,6 +140,10 @@ pub struct ContainerSpec {
     pub env_names: Vec<String>,
     /// `(host file, path in the container)`, each bind-mounted read-only.
     pub mounts: Vec<(PathBuf, String)>,
+    /// The working directory in the container (absolute), created by the
+    /// engine when the image has none: relative paths of declared files
+    /// mounted under it resolve as they do for a process module.
+    pub workdir: Option<String>,
     pub stop_grace: Duration,
     pub ulimits: Ulimits,
 }
@@ -192,6 +196,8 @@ pub enum ContainerError {
         "module {module}: env name {name:?} would configure the container engine itself, not the container; rename it"
     )]
     EngineEnvName { module: Name, name: String },
+    #[error("module {module}: working directory {workdir:?} is not an absolute path")]
+    RelativeWorkdir { module: Name, workdir: String },
     #[error("module {module}: cannot mount {host:?} at {container:?}: {why}")]
     BadMount {
         module: Name,
@@ -321,6 +327,14 @@ impl ContainerSpec {
                 return Err(ContainerError::EngineEnvName { module, name });
             }
         }
+        if let Some(w) = &self.workdir
+            && (!w.starts_with('/') || w.contains([':', ',']))
+        {
+            return Err(ContainerError::RelativeWorkdir {
+                module: self.module.clone(),
+                workdir: w.clone(),
+            });
+        }
         let mut targets = BTreeSet::new();
         for (host, container) in &self.mounts {
             let why = if !host.is_absolute() {
@@ -413,6 +427,9 @@ pub fn run_argv(engine: &Path, spec: &ContainerSpec, image: &str) -> Vec<String>
         argv.push("--volume".into());
         argv.push(format!("{}:{container}:ro", host.display()));
     }
+    if let Some(w) = &spec.workdir {
+        argv.push(format!("--workdir={w}"));
+    }
     argv.push(image.to_string());
     argv.extend(spec.args.iter().cloned());
     argv
@@ -435,6 +452,7 @@ mod tests {
             args: vec!["--port".into(), "8080".into()],
             env_names: vec!["MESH_NODE".into(), "API_TOKEN".into()],
             mounts: vec![("/var/lib/mesh/keys/web.nk".into(), "/run/mesh/nkey".into())],
+            workdir: Some("/run/mesh/work".into()),
             stop_grace: Duration::from_millis(2500),
             ulimits: Ulimits {
                 nofile: Limit {
@@ -476,6 +494,7 @@ mod tests {
             "API_TOKEN",
             "--volume",
             "/var/lib/mesh/keys/web.nk:/run/mesh/nkey:ro",
+            "--workdir=/run/mesh/work",
             "abc123",
             "--port",
             "8080",
@@ -536,6 +555,11 @@ mod tests {
         assert!(e.contains("root"), "{e}");
         let e = with(&|s| s.mounts.push(("/other".into(), "/run/mesh/nkey".into())));
         assert!(e.contains("same path"), "{e}");
+        let e = with(&|s| s.workdir = Some("work".into()));
+        assert!(
+            e.contains("working directory \"work\" is not an absolute"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -46,6 +46,25 @@ pub struct RunSpec {
     pub stop_grace: Duration,
     /// The module's working directory, created 0700 if missing.
     pub workdir: PathBuf,
+    /// Set for a container module: the supervised process is the engine's
+    /// foreground `run` (built at each spawn, after the archive is loaded),
+    /// and `command` is ignored. `env` is then the engine's environment,
+    /// from which it passes the container exactly `spec.env_names`.
+    pub container: Option<ContainerRun>,
+}
+
+/// A container module's engine and container (DESIGN §6 "Container driver").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerRun {
+    pub engine: PathBuf,
+    pub spec: container::ContainerSpec,
+}
+
+impl ContainerRun {
+    /// `mesh-<node>-<module>`: what stops and removals address.
+    pub fn name(&self) -> String {
+        container::container_name(&self.spec.node, &self.spec.module)
+    }
 }
 
 impl std::fmt::Debug for RunSpec {
@@ -56,6 +75,7 @@ impl std::fmt::Debug for RunSpec {
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("stop_grace", &self.stop_grace)
             .field("workdir", &self.workdir)
+            .field("container", &self.container)
             .finish()
     }
 }
@@ -270,7 +290,8 @@ impl Driver {
     /// cannot be spawned is not an error here: the module is `failed` with
     /// the reason and retried with backoff, like one that exits.
     pub async fn start(&self, spec: RunSpec) -> Result<(), DriverError> {
-        if spec.command.is_empty() {
+        // A container may run its image's own entrypoint without arguments.
+        if spec.container.is_none() && spec.command.is_empty() {
             return Err(DriverError::EmptyCommand {
                 module: spec.module.clone(),
             });
@@ -484,6 +505,7 @@ mod tests {
             env: BTreeMap::from([("API_TOKEN".into(), "s3cr3t-value".into())]),
             stop_grace: Duration::from_secs(1),
             workdir: PathBuf::from("/srv/web"),
+            container: None,
         };
         let shown = format!("{spec:?}");
         assert!(shown.contains("API_TOKEN"), "{shown}");

@@ -12,10 +12,11 @@ use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::container::{self, Image};
 use super::logfile::{LogFile, last_lines};
 use super::procfs::{self, PidRecord};
 use super::schedule::{Schedule, state_at_spawn};
-use super::{ExitInfo, ModuleState, RunSpec, Shared};
+use super::{ContainerRun, ExitInfo, ModuleState, RunSpec, Shared};
 
 /// Lines and characters of output a failure reason quotes.
 const REASON_LINES: usize = 5;
@@ -24,6 +25,10 @@ const REASON_CHARS: usize = 400;
 /// How long the output pumps may take to drain after the group is gone. A
 /// process that left the group may hold the pipe open forever.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// How long a container's client may take to end once its container was
+/// stopped by name.
+const CLIENT_AFTER_STOP: Duration = Duration::from_secs(10);
 
 /// Until the stop sender says so, or is dropped (the driver itself was
 /// dropped: its modules must not keep running unsupervised).
@@ -52,9 +57,16 @@ pub(super) async fn supervise(
         // `summary` (the exit status, or why the spawn failed) goes to the
         // host's own log; the quoted output only to the status, as a
         // module may print what the host's log must not keep.
-        let (uptime, summary, reason) = match spawn(&spec) {
-            Err(e) => {
-                let program = spec.command.first().map(String::as_str).unwrap_or("");
+        let launched = tokio::select! {
+            launched = launch(&spec) => launched,
+            // Loading an archive may take a while; a stop does not wait.
+            _ = stop_requested(&mut stop) => {
+                shared.update(&module, |s| s.state = ModuleState::Stopped);
+                return None;
+            }
+        };
+        let (uptime, summary, reason) = match launched {
+            Err(why) => {
                 shared.update(&module, |s| {
                     s.state = state_at_spawn(current);
                     s.restarts += u32::from(restarted);
@@ -63,7 +75,6 @@ pub(super) async fn supervise(
                 if let Some(tx) = spawned.take() {
                     let _ = tx.send(());
                 }
-                let why = format!("could not start {program:?}: {e}");
                 (Duration::ZERO, why.clone(), why)
             }
             Ok(mut child) => {
@@ -180,11 +191,22 @@ async fn run(
             }
             _ = stop_requested(stop), if !stopping => {
                 stopping = true;
-                break stop_child(child, pid, spec.stop_grace).await;
+                break match &spec.container {
+                    None => stop_child(child, pid, spec.stop_grace).await,
+                    Some(c) => stop_container(child, pid, c, spec.stop_grace).await,
+                };
             }
         }
     };
     let uptime = started.elapsed();
+    // A client that ended by itself may leave its container running (see
+    // `container`'s docs): it goes before the next run, not beside it.
+    if !stopping
+        && let Some(c) = &spec.container
+        && let Err(e) = container::stop(&c.engine, &c.name(), Duration::ZERO).await
+    {
+        tracing::error!(%module, error = %e, "could not remove the container of an ended run");
+    }
     // What the leader left in its group (a background child) goes with it,
     // so a restart never runs beside a previous run's processes. The pid is
     // not handed out again while the group lives, and pids are allocated
@@ -239,8 +261,48 @@ async fn stop_child(
     }
 }
 
-fn spawn(spec: &RunSpec) -> std::io::Result<Child> {
-    let Some((program, args)) = spec.command.split_first() else {
+/// The engine's stop by name (the grace, then its kill), then the client,
+/// which ends with its container; SIGKILL to the client's group if it does
+/// not within [`CLIENT_AFTER_STOP`].
+async fn stop_container(
+    child: &mut Child,
+    pid: u32,
+    c: &ContainerRun,
+    grace: Duration,
+) -> std::io::Result<std::process::ExitStatus> {
+    if let Err(e) = container::stop(&c.engine, &c.name(), grace).await {
+        tracing::error!(container = %c.name(), error = %e, "the engine could not stop the container");
+    }
+    match tokio::time::timeout(CLIENT_AFTER_STOP, child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            let _ = procfs::signal_group(pid, libc::SIGKILL);
+            child.wait().await
+        }
+    }
+}
+
+/// Spawns one run: the command, or for a container the engine's `run`
+/// of its image (an archive loaded first, every time: the engine's store
+/// may have lost it since). The error is the reason the module reports.
+async fn launch(spec: &RunSpec) -> Result<Child, String> {
+    let Some(c) = &spec.container else {
+        let program = spec.command.first().map(String::as_str).unwrap_or("");
+        return spawn(spec, &spec.command).map_err(|e| format!("could not start {program:?}: {e}"));
+    };
+    c.spec.check().map_err(|e| e.to_string())?;
+    let image = match &c.spec.image {
+        Image::Archive(path) => container::load_archive(&c.engine, path)
+            .await
+            .map_err(|e| format!("could not load the image archive: {e}"))?,
+        Image::Reference(r) => r.clone(),
+    };
+    let argv = container::run_argv(&c.engine, &c.spec, &image);
+    spawn(spec, &argv).map_err(|e| format!("could not start {}: {e}", c.engine.display()))
+}
+
+fn spawn(spec: &RunSpec, argv: &[String]) -> std::io::Result<Child> {
+    let Some((program, args)) = argv.split_first() else {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
             "empty command",
@@ -248,10 +310,19 @@ fn spawn(spec: &RunSpec) -> std::io::Result<Child> {
     };
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear().envs(&spec.env);
-    if !spec.env.contains_key("PATH")
-        && let Some(path) = std::env::var_os("PATH")
-    {
-        cmd.env("PATH", path);
+    // The engine reads its configuration under HOME; the container gets
+    // only the names it is given, never these.
+    let inherited: &[&str] = if spec.container.is_some() {
+        &["PATH", "HOME"]
+    } else {
+        &["PATH"]
+    };
+    for name in inherited {
+        if !spec.env.contains_key(*name)
+            && let Some(value) = std::env::var_os(name)
+        {
+            cmd.env(name, value);
+        }
     }
     cmd.current_dir(&spec.workdir)
         .stdin(Stdio::null())

@@ -196,6 +196,41 @@ pub async fn remove_others(
     Ok(names)
 }
 
+/// Removes every container of `node` at once (`rm -f -t 0`), blocking:
+/// for a host forced to exit on a second signal, with no runtime left to
+/// wait in. Returns their names.
+pub fn kill_node_now(engine: &Path, node: &Name) -> Result<Vec<String>, ContainerError> {
+    let run = |action: &'static str, args: &[&str]| -> Result<String, ContainerError> {
+        let output = std::process::Command::new(engine)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| ContainerError::Spawn {
+                engine: engine.to_path_buf(),
+                action,
+                source,
+            })?;
+        if output.status.success() {
+            return Ok(String::from_utf8_lossy(&output.stdout).into_owned());
+        }
+        Err(ContainerError::Failed {
+            engine: engine.to_path_buf(),
+            action,
+            status: crate::driver::ExitInfo::from_status(output.status).to_string(),
+            stderr: condensed(&String::from_utf8_lossy(&output.stderr)),
+        })
+    };
+    let filter = format!("--filter=label={LABEL_NODE}={node}");
+    let listed = run("ps", &["ps", "-a", &filter, "--format=json"])?;
+    let names = others(&listed, node, &[])?;
+    if !names.is_empty() {
+        let mut args = vec!["rm", "-f", "--ignore", "-t", "0"];
+        args.extend(names.iter().map(String::as_str));
+        run("rm", &args)?;
+    }
+    Ok(names)
+}
+
 #[derive(Deserialize)]
 struct Listed {
     #[serde(rename = "Id", default)]
