@@ -32,8 +32,9 @@ fn ok(mesh: &Mesh, args: &[&str]) -> String {
     out_text(&o)
 }
 
-/// A catalogue of three modules: `runner` runs an artifact, `steady` a
-/// command the node has, `blob` carries a large artifact as an argument.
+/// A catalogue of four modules: `runner` runs an artifact, `steady` a
+/// command the node has, `blob` carries a large artifact as an argument,
+/// `boxed` runs the ticker's image archive in a container.
 fn catalogue(dir: &Path) -> PathBuf {
     let root = dir.join("art-catalogue");
     for (name, run) in [
@@ -42,6 +43,10 @@ fn catalogue(dir: &Path) -> PathBuf {
         (
             "blob",
             r#"command = ["sh", "-c", "exec sleep 3600", "blob", "${artifact:data}"]"#,
+        ),
+        (
+            "boxed",
+            "driver = \"container\"\nimage = \"${artifact:image}\"\ncommand = [\"--count\", \"2\"]\n\n[events]\nemits = [\"tick\"]",
         ),
     ] {
         std::fs::create_dir_all(root.join(name)).unwrap();
@@ -85,6 +90,47 @@ fn reported(mesh: &Mesh, host: &str, module: &str) -> Option<(String, String)> {
                 r["reason"].as_str().unwrap_or_default().to_string(),
             )
         })
+}
+
+/// The containers labelled with `node`: "name module state", sorted.
+fn containers(engine: &Path, node: &str) -> Vec<String> {
+    let o = std::process::Command::new(engine)
+        .args([
+            "ps",
+            "-a",
+            "--filter",
+            &format!("label=mesh.node={node}"),
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", out_text(&o));
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let mut rows: Vec<String> = listed
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} {}",
+                c["Names"][0].as_str().unwrap_or_default(),
+                c["Labels"]["mesh.module"].as_str().unwrap_or_default(),
+                c["State"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// Removes the node's containers when dropped, so a failed case leaves
+/// none running.
+struct RemoveContainers(PathBuf, &'static str);
+
+impl Drop for RemoveContainers {
+    fn drop(&mut self) {
+        let node = mesh_core::names::Name::new(self.1).unwrap();
+        let _ = mesh_host::driver::container::kill_node_now(&self.0, &node);
+    }
 }
 
 fn cache_file(mesh: &Mesh, host: &str, sha: &str) -> PathBuf {
@@ -383,6 +429,141 @@ async fn code_reaches_the_nodes_through_the_artifact_store() {
     assert!(
         matches!(got, Err(mesh_bus::artifacts::FetchError::Refused { .. })),
         "a module's key reading an artifact: {got:?}"
+    );
+    cases += 1;
+
+    // A container module: the ticker's image, built here, put as an
+    // artifact and run in a container on n2 whose ticks reach the stream.
+    let engine = mesh_host::driver::container::require_engine()
+        .unwrap_or_else(|e| panic!("install podman (scripts/setup): {e}"));
+    harness::path_with_bins();
+    let _cleanup = RemoveContainers(engine.clone(), "n2");
+    let ticker = Path::new(harness::mesh_bin()).with_file_name("mesh-ticker");
+    let archive = mesh.tmp.path().join("ticker.oci.tar");
+    mesh_cli::image::build_archive(
+        &engine,
+        &ticker,
+        "localhost/mesh-test-ticker:latest",
+        &mesh.tmp.path().join("image-build"),
+        &archive,
+    )
+    .unwrap();
+    ok(
+        &mesh,
+        &[
+            "artifact",
+            "put",
+            archive.to_str().unwrap(),
+            "--module",
+            "boxed",
+            "--name",
+            "image",
+        ],
+    );
+    let boxed = mesh_host::driver::container::container_name(
+        &mesh_core::names::Name::new("n2").unwrap(),
+        &mesh_core::names::Name::new("boxed").unwrap(),
+    );
+    ok(
+        &mesh,
+        &["assign", "boxed", "n2", "--wait", "--timeout", "90s"],
+    );
+    let js = async_nats::jetstream::new(mesh.observer().await);
+    let last_tick = || async {
+        let stream = js.get_stream("EVENTS").await.ok()?;
+        let m = stream
+            .get_last_raw_message_by_subject("mesh.mod.boxed.event.tick")
+            .await
+            .ok()?;
+        serde_json::from_slice::<serde_json::Value>(&m.payload).ok()
+    };
+    let mut tick = None;
+    for _ in 0..450 {
+        tick = last_tick().await;
+        if tick.as_ref().is_some_and(|t| t["payload"]["n"] == 2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let tick = tick.unwrap_or_else(|| {
+        panic!(
+            "no tick from the container; boxed: {:?}, host: {}",
+            reported(&mesh, "n2", "boxed"),
+            host_n2.log()
+        )
+    });
+    assert_eq!(tick["module"], "boxed", "{tick}");
+    assert_eq!(tick["node"], "n2", "{tick}");
+    assert_eq!(tick["payload"]["n"], 2, "{tick}");
+    assert_eq!(
+        reported(&mesh, "n2", "boxed").map(|(s, _)| s).as_deref(),
+        Some("running")
+    );
+    assert_eq!(
+        containers(&engine, "n2"),
+        [format!("{boxed} boxed running")]
+    );
+    cases += 1;
+
+    // A host killed outright and started again: still exactly one
+    // container for the module, running.
+    let mut host_n2 = host_n2;
+    host_n2.kill();
+    let host_n2 = mesh.host("n2", None);
+    assert!(
+        wait_until(LONG, || reported(&mesh, "n2", "boxed")
+            .is_some_and(|(s, _)| s == "running")
+            && containers(&engine, "n2") == [format!("{boxed} boxed running")]),
+        "{:?} {:?}\n{}",
+        reported(&mesh, "n2", "boxed"),
+        containers(&engine, "n2"),
+        host_n2.log()
+    );
+    cases += 1;
+
+    // Killed outright, unassigned meanwhile, and a container of the node
+    // a declaration never named (an earlier run's, left running): both go
+    // when the host starts again.
+    let mut host_n2 = host_n2;
+    host_n2.kill();
+    ok(&mesh, &["unassign", "boxed", "n2"]);
+    let sleeper = "localhost/mesh-test-sleeper:latest";
+    mesh_cli::image::build_archive(
+        &engine,
+        Path::new("/bin/sleep"),
+        sleeper,
+        &mesh.tmp.path().join("image-build"),
+        &mesh.tmp.path().join("sleeper.oci.tar"),
+    )
+    .unwrap();
+    let ghost = std::process::Command::new(&engine)
+        .args([
+            "run",
+            "-d",
+            "--rm",
+            "--runtime=runc",
+            "--ulimit=nofile=1024:1024",
+            "--ulimit=nproc=1024:1024",
+            "--name=mesh-n2-ghost",
+            "--label=mesh.node=n2",
+            "--label=mesh.module=ghost",
+            sleeper,
+            "3600",
+        ])
+        .output()
+        .unwrap();
+    assert!(ghost.status.success(), "{}", out_text(&ghost));
+    assert!(
+        containers(&engine, "n2").contains(&"mesh-n2-ghost ghost running".to_string()),
+        "{:?}",
+        containers(&engine, "n2")
+    );
+    let host_n2 = mesh.host("n2", None);
+    assert!(
+        wait_until(LONG, || containers(&engine, "n2").is_empty()),
+        "{:?}\n{}",
+        containers(&engine, "n2"),
+        host_n2.log()
     );
     cases += 1;
 

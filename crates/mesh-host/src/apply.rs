@@ -693,7 +693,7 @@ impl Applier {
                     args: command.clone(),
                     env_names,
                     mounts,
-                    workdir: Some(CONTAINER_WORKDIR.into()),
+                    workdir: Some((work.clone(), CONTAINER_WORKDIR.into())),
                     stop_grace,
                     ulimits: Ulimits::of_host(),
                 },

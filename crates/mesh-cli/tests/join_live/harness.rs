@@ -142,6 +142,12 @@ impl Daemon {
         }
     }
 
+    /// SIGKILL (no chance to stop what it started), then the exit status.
+    pub fn kill(&mut self) -> ExitStatus {
+        signal(self.pid(), libc::SIGKILL);
+        self.child.wait().unwrap()
+    }
+
     /// SIGTERM, then the exit status (SIGKILL after 10 s).
     pub fn stop(&mut self) -> ExitStatus {
         signal(self.pid(), libc::SIGTERM);

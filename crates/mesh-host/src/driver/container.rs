@@ -140,10 +140,12 @@ pub struct ContainerSpec {
     pub env_names: Vec<String>,
     /// `(host file, path in the container)`, each bind-mounted read-only.
     pub mounts: Vec<(PathBuf, String)>,
-    /// The working directory in the container (absolute), created by the
-    /// engine when the image has none: relative paths of declared files
-    /// mounted under it resolve as they do for a process module.
-    pub workdir: Option<String>,
+    /// `(host directory, path in the container)`: the module's working
+    /// directory, bind-mounted read-write (what it writes is kept beside
+    /// its log, as for a process module) and mounted before the read-only
+    /// files, so declared files under it land on top of it. Without it the
+    /// container's working directory is the image's.
+    pub workdir: Option<(PathBuf, String)>,
     pub stop_grace: Duration,
     pub ulimits: Ulimits,
 }
@@ -196,7 +198,9 @@ pub enum ContainerError {
         "module {module}: env name {name:?} would configure the container engine itself, not the container; rename it"
     )]
     EngineEnvName { module: Name, name: String },
-    #[error("module {module}: working directory {workdir:?} is not an absolute path")]
+    #[error(
+        "module {module}: working directory {workdir:?} is not an absolute path on both sides (or holds ':' or ',')"
+    )]
     RelativeWorkdir { module: Name, workdir: String },
     #[error("module {module}: cannot mount {host:?} at {container:?}: {why}")]
     BadMount {
@@ -327,12 +331,15 @@ impl ContainerSpec {
                 return Err(ContainerError::EngineEnvName { module, name });
             }
         }
-        if let Some(w) = &self.workdir
-            && (!w.starts_with('/') || w.contains([':', ',']))
+        if let Some((host, w)) = &self.workdir
+            && (!host.is_absolute()
+                || !w.starts_with('/')
+                || w.contains([':', ','])
+                || host.to_str().is_none_or(|h| h.contains([':', ','])))
         {
             return Err(ContainerError::RelativeWorkdir {
                 module: self.module.clone(),
-                workdir: w.clone(),
+                workdir: format!("{}:{w}", host.display()),
             });
         }
         let mut targets = BTreeSet::new();
@@ -423,11 +430,15 @@ pub fn run_argv(engine: &Path, spec: &ContainerSpec, image: &str) -> Vec<String>
         argv.push("--env".into());
         argv.push(name.clone());
     }
+    if let Some((host, container)) = &spec.workdir {
+        argv.push("--volume".into());
+        argv.push(format!("{}:{container}:rw", host.display()));
+    }
     for (host, container) in &spec.mounts {
         argv.push("--volume".into());
         argv.push(format!("{}:{container}:ro", host.display()));
     }
-    if let Some(w) = &spec.workdir {
+    if let Some((_, w)) = &spec.workdir {
         argv.push(format!("--workdir={w}"));
     }
     argv.push(image.to_string());
@@ -452,7 +463,7 @@ mod tests {
             args: vec!["--port".into(), "8080".into()],
             env_names: vec!["MESH_NODE".into(), "API_TOKEN".into()],
             mounts: vec![("/var/lib/mesh/keys/web.nk".into(), "/run/mesh/nkey".into())],
-            workdir: Some("/run/mesh/work".into()),
+            workdir: Some(("/var/lib/mesh/work/web".into(), "/run/mesh/work".into())),
             stop_grace: Duration::from_millis(2500),
             ulimits: Ulimits {
                 nofile: Limit {
@@ -492,6 +503,8 @@ mod tests {
             "MESH_NODE",
             "--env",
             "API_TOKEN",
+            "--volume",
+            "/var/lib/mesh/work/web:/run/mesh/work:rw",
             "--volume",
             "/var/lib/mesh/keys/web.nk:/run/mesh/nkey:ro",
             "--workdir=/run/mesh/work",
@@ -555,11 +568,13 @@ mod tests {
         assert!(e.contains("root"), "{e}");
         let e = with(&|s| s.mounts.push(("/other".into(), "/run/mesh/nkey".into())));
         assert!(e.contains("same path"), "{e}");
-        let e = with(&|s| s.workdir = Some("work".into()));
+        let e = with(&|s| s.workdir = Some(("/var/lib/mesh/work/web".into(), "work".into())));
         assert!(
-            e.contains("working directory \"work\" is not an absolute"),
+            e.contains("working directory \"/var/lib/mesh/work/web:work\" is not an absolute"),
             "{e}"
         );
+        let e = with(&|s| s.workdir = Some(("work/web".into(), "/run/mesh/work".into())));
+        assert!(e.contains("not an absolute path on both sides"), "{e}");
     }
 
     #[test]
