@@ -130,6 +130,90 @@ fn digest_file(path: &Path) -> anyhow::Result<(u64, String)> {
     Ok((size, hex::encode(hasher.finalize())))
 }
 
+/// What [`put_file`] did.
+#[derive(Debug)]
+pub struct Put {
+    pub reference: Reference,
+    pub size: u64,
+    pub sha256: String,
+    pub version: String,
+    /// The bytes were in the object store already.
+    pub existed: bool,
+    /// The version's record was written now (not there before).
+    pub recorded: bool,
+}
+
+/// Stores `file` as artifact `name` of the registered `module` through the
+/// bus `connect` reaches (as the controller; awaited only once the records
+/// allow the put) and records it under `version`, else the first 12 hex
+/// digits of its SHA-256.
+pub async fn put_file(
+    store: &mesh_store::Store,
+    connect: impl Future<Output = anyhow::Result<async_nats::jetstream::Context>>,
+    module: &Name,
+    name: &Name,
+    file: &Path,
+    version: Option<&str>,
+) -> anyhow::Result<Put> {
+    if !file.is_file() {
+        bail!("{} is not a file", file.display());
+    }
+    let (size, sha256) = digest_file(file)?;
+    let version = match version {
+        Some(v) if !mesh_store::version_ok(v) => {
+            bail!("--version {v:?}: use letters, digits, `.`, `-` and `_`, at most 64 characters")
+        }
+        Some(v) => v.to_string(),
+        None => sha256[..12].to_string(),
+    };
+    let reference = Reference {
+        module: module.clone(),
+        artifact: name.clone(),
+        sha256: sha256.clone(),
+    };
+    // Refused before any byte is sent: an artifact of a module the mesh
+    // does not know would be stored and never run.
+    if store.module(module).await?.is_none() {
+        bail!(
+            "module {module} is not registered; register its manifest with `mesh catalogue register` first"
+        );
+    }
+    let js = connect.await?;
+    mesh_bus::artifacts::ensure_bucket(&js)
+        .await
+        .context("the artifact store")?;
+    let stored = tokio::time::timeout(
+        TRANSFER_WITHIN,
+        mesh_bus::artifacts::put(&js, &reference.object_name(), file),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("storing {} took over {TRANSFER_WITHIN:?}", file.display()))??;
+    if stored.sha256 != sha256 || stored.size != size {
+        bail!(
+            "{} changed while it was being stored; nothing was recorded",
+            file.display()
+        );
+    }
+    let recorded = store
+        .record_upload(&mesh_store::Upload {
+            module: module.clone(),
+            version: version.clone(),
+            name: name.clone(),
+            sha256: sha256.clone(),
+            size,
+            nuid: stored.nuid.clone(),
+        })
+        .await?;
+    Ok(Put {
+        reference,
+        size,
+        sha256,
+        version,
+        existed: stored.existed,
+        recorded,
+    })
+}
+
 fn put(args: &PutArgs) -> anyhow::Result<ExitCode> {
     let module = Name::new(&args.module)
         .with_context(|| format!("{:?} is not a module name", args.module))?;
@@ -138,73 +222,38 @@ fn put(args: &PutArgs) -> anyhow::Result<ExitCode> {
     if !args.file.is_file() {
         bail!("{} is not a file", args.file.display());
     }
-    let (size, sha256) = digest_file(&args.file)?;
-    let version = match &args.version {
-        Some(v) if !mesh_store::version_ok(v) => {
-            bail!("--version {v:?}: use letters, digits, `.`, `-` and `_`, at most 64 characters")
-        }
-        Some(v) => v.clone(),
-        None => sha256[..12].to_string(),
-    };
-    let reference = Reference {
-        module: module.clone(),
-        artifact: name.clone(),
-        sha256: sha256.clone(),
-    };
     let genesis = Genesis::open(&args.mesh.dir()?)?;
     let url = args.mesh.store_url()?;
-    let (stored, recorded) = crate::block_on(async {
-        // Refused before any byte is sent: an artifact of a module the
-        // mesh does not know would be stored and never run.
+    let put = crate::block_on(async {
         let store = open_store_to_write(&url).await?;
-        let known = store.module(&module).await;
-        if known?.is_none() {
-            store.close().await;
-            bail!(
-                "module {module} is not registered; register its manifest with `mesh catalogue register` first"
-            );
-        }
-        let client = crate::bus::controller_client(&genesis).await?;
-        let js = async_nats::jetstream::new(client);
-        mesh_bus::artifacts::ensure_bucket(&js)
-            .await
-            .context("the artifact store")?;
-        let stored = tokio::time::timeout(
-            TRANSFER_WITHIN,
-            mesh_bus::artifacts::put(&js, &reference.object_name(), &args.file),
+        let connect = async {
+            let client = crate::bus::controller_client(&genesis).await?;
+            anyhow::Ok(async_nats::jetstream::new(client))
+        };
+        let put = put_file(
+            &store,
+            connect,
+            &module,
+            &name,
+            &args.file,
+            args.version.as_deref(),
         )
-        .await
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "storing {} took over {TRANSFER_WITHIN:?}",
-                args.file.display()
-            )
-        })??;
-        if stored.sha256 != sha256 || stored.size != size {
-            store.close().await;
-            bail!(
-                "{} changed while it was being stored; nothing was recorded",
-                args.file.display()
-            );
-        }
-        let recorded = store
-            .record_upload(&mesh_store::Upload {
-                module: module.clone(),
-                version: version.clone(),
-                name: name.clone(),
-                sha256: sha256.clone(),
-                size,
-                nuid: stored.nuid.clone(),
-            })
-            .await;
+        .await;
         store.close().await;
-        anyhow::Ok((stored, recorded?))
+        put
     })??;
-    let how = match (stored.existed, recorded) {
+    let how = match (put.existed, put.recorded) {
         (false, _) => "stored",
         (true, true) => "already stored; recorded",
         (true, false) => "already stored and recorded",
     };
+    let Put {
+        reference,
+        size,
+        sha256,
+        version,
+        ..
+    } = put;
     output::print(&format!(
         "{reference}\n  {how}: {size} bytes, sha256 {sha256}, version {version} of {module}\n  run it: `${{artifact:{name}}}` in the module's [run]; `mesh assign {module} NODE --version {version}`\n"
     ))?;

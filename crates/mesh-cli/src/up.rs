@@ -26,8 +26,10 @@ use crate::shutdown::{self, Signals};
 use crate::{authority, controller, host, init, logging, output};
 
 mod broker;
+mod programs;
 
 use broker::Broker;
+use programs::{LocalProgram, container_ready, local_program, names_artifacts, put_programs};
 
 /// The local host's node name.
 pub const LOCAL_NODE: &str = "local";
@@ -159,6 +161,26 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
+    // The programs built here go into the artifact store before the
+    // controller opens the records (SQLite has one writer).
+    let mut prepared = prepared;
+    let put = tokio::select! {
+        r = put_programs(&dir, &genesis, &url, &prepared.programs) => Some(r),
+        () = signals.first() => None,
+    };
+    match put {
+        Some(Ok(assigned)) => prepared.assigned.extend(assigned),
+        Some(Err(e)) => {
+            broker.stop().await;
+            return Err(e);
+        }
+        None => {
+            broker.stop().await;
+            output::note("up: stopped");
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+
     let (stop_tx, stop) = watch::channel(false);
     let mut opts = ControllerOptions::new(dir.clone(), url.clone());
     opts.http = controller::http_listen(args.no_http, args.http);
@@ -226,7 +248,7 @@ impl Local<'_> {
         prepared: Prepared,
         mut http_bound: tokio::sync::mpsc::UnboundedReceiver<Option<std::net::SocketAddr>>,
     ) -> anyhow::Result<()> {
-        let Prepared { assigned, seen } = prepared;
+        let Prepared { assigned, seen, .. } = prepared;
         let host_dir = self.dir.join("host");
         // The controller could not start.
         let ended = stopped(self.stop_tx.subscribe());
@@ -314,6 +336,9 @@ impl Local<'_> {
 struct Prepared {
     /// The modules assigned to the local node.
     assigned: Vec<Name>,
+    /// The modules that run a program built here, put and assigned once
+    /// the broker is up.
+    programs: Vec<LocalProgram>,
     /// The id of its newest report so far: the wait for this run's report
     /// skips the previous run's.
     seen: Option<i64>,
@@ -326,10 +351,14 @@ async fn prepare_records(url: &str, catalogue: &Path) -> anyhow::Result<Prepared
         "up: registering {} and assigning its runnable modules",
         catalogue.display()
     ));
-    let assigned = register_and_assign(url, catalogue).await?;
+    let (assigned, programs) = register_and_assign(url, catalogue).await?;
     registering.finish(None);
     let seen = latest_report_id(url).await?;
-    Ok(Prepared { assigned, seen })
+    Ok(Prepared {
+        assigned,
+        programs,
+        seen,
+    })
 }
 
 /// Resolves once `stop` turns true.
@@ -391,20 +420,27 @@ async fn enrol_local(
 }
 
 /// Registers the catalogue and assigns to the local node each module whose
-/// command is on PATH (the others describe programs this machine lacks).
-async fn register_and_assign(url: &str, catalogue: &Path) -> anyhow::Result<Vec<Name>> {
+/// command is on PATH (the others describe programs this machine lacks);
+/// returns those assigned and those that run a program built here (see
+/// [`local_program`]), to put into the artifact store first.
+async fn register_and_assign(
+    url: &str,
+    catalogue: &Path,
+) -> anyhow::Result<(Vec<Name>, Vec<LocalProgram>)> {
     if !catalogue.exists() {
         output::note(format_args!(
             "up: no catalogue at {}; nothing assigned",
             catalogue.display()
         ));
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let report =
         authority::checked_catalogue(&[catalogue.to_path_buf()], "nothing was registered")?;
     let node = Name::new(LOCAL_NODE).expect("a valid name");
     let store = authority::open_store(url).await?;
     let mut assigned = Vec::new();
+    let mut programs = Vec::new();
+    let mut left = Vec::new();
     let result = async {
         if store.node(&node).await?.is_none() {
             store.add_node(&node, &[]).await?;
@@ -416,11 +452,29 @@ async fn register_and_assign(url: &str, catalogue: &Path) -> anyhow::Result<Vec<
             // the configuration it needs, failing for good.
             let foundation = m.holds_seat(mesh_core::manifest::BROKER_ROLE)
                 || m.holds_seat(mesh_core::catalogue::STORE_ROLE);
-            let runnable = !foundation
-                && m.run
-                    .as_ref()
-                    .and_then(|r| r.command.first())
-                    .is_some_and(|argv0| on_path(&argv0.text));
+            if foundation {
+                continue;
+            }
+            if m.run
+                .as_ref()
+                .is_some_and(|r| r.driver.value == mesh_core::manifest::Driver::Container)
+            {
+                match container_ready(&store, m).await? {
+                    Ok(()) => {
+                        store.assign_version(&node, &m.name.value, None).await?;
+                        assigned.push(m.name.value.clone());
+                    }
+                    Err(why) => left.push((m.name.value.clone(), why)),
+                }
+                continue;
+            }
+            if let Some(program) = local_program(m) {
+                programs.push(program);
+                continue;
+            }
+            let runnable = m.run.as_ref().is_some_and(|r| {
+                !names_artifacts(r) && r.command.first().is_some_and(|a| on_path(&a.text))
+            });
             if runnable {
                 store.assign(&node, &m.name.value).await?;
                 assigned.push(m.name.value.clone());
@@ -431,7 +485,10 @@ async fn register_and_assign(url: &str, catalogue: &Path) -> anyhow::Result<Vec<
     .await;
     store.close().await;
     result?;
-    Ok(assigned)
+    for (module, why) in &left {
+        output::note(format_args!("up: {module} left unassigned: {why}"));
+    }
+    Ok((assigned, programs))
 }
 
 /// The id of the local node's newest report, if it has one.

@@ -110,7 +110,7 @@ async fn the_controller_refuses_alike_logs_why_and_enrols_a_good_request() {
 
     // Expired: a composition is due at the token's expiry, so the broker
     // itself turns its key away; nothing else need recompose first.
-    let t1 = Token::decode(&mesh.node_add("n1", "2s")).unwrap();
+    let t1 = Token::decode(&mesh.node_add("n1", "5s")).unwrap();
     let enrol_key = nkeys::KeyPair::from_seed(t1.enrolment_seed.expose())
         .unwrap()
         .public_key();
@@ -120,6 +120,20 @@ async fn the_controller_refuses_alike_logs_why_and_enrols_a_good_request() {
     );
     let inbox1 = mesh_core::subjects::enrol_inbox_prefix(&t1.node);
     let seed1 = t1.enrolment_seed.expose().to_string();
+    // Admitted first: the broker's reload follows the file, and a refusal
+    // before it (a loaded machine) is not the expiry's.
+    loop {
+        match try_connect(&mesh, "enrol_n1", &seed1, inbox1.clone()).await {
+            Ok(()) => break,
+            Err(why) => {
+                assert!(
+                    (mesh_store::now_ms() as u64) < t1.expires_at,
+                    "enrol_n1 was never admitted before its token expired: {why}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
     let refused = async {
         let deadline = std::time::Instant::now() + LONG;
         loop {

@@ -41,13 +41,28 @@ fn a_changed_manifest_and_an_unassignment_are_planned_and_nothing_is_written() {
     let dir = tmp.path().join("ctl");
     let port = mesh_testkit::broker::free_port().unwrap().to_string();
     ok(&mesh(&dir, &["init", "--port", &port]));
-    ok(&mesh(&dir, &["catalogue", "register", &examples()]));
+    // The example echo, run from the node's PATH: no broker here to put
+    // its program into (a module whose version lacks its artifact is left
+    // out of the declaration).
+    let text = std::fs::read_to_string(Path::new(&examples()).join("echo/mesh.toml"))
+        .unwrap()
+        .replace("${artifact:mesh-echo}", "mesh-echo");
+    let base = tmp.path().join("base/echo");
+    std::fs::create_dir_all(&base).unwrap();
+    std::fs::write(base.join("mesh.toml"), &text).unwrap();
+    ok(&mesh(
+        &dir,
+        &[
+            "catalogue",
+            "register",
+            base.parent().unwrap().to_str().unwrap(),
+        ],
+    ));
     ok(&mesh(&dir, &["node", "add", "n1"]));
     ok(&mesh(&dir, &["node", "add", "n2"]));
     ok(&mesh(&dir, &["assign", "echo", "n1"]));
     let changed = tmp.path().join("catalogue/echo");
     std::fs::create_dir_all(&changed).unwrap();
-    let text = std::fs::read_to_string(Path::new(&examples()).join("echo/mesh.toml")).unwrap();
     std::fs::write(
         changed.join("mesh.toml"),
         text.replace(

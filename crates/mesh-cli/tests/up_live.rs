@@ -61,6 +61,17 @@ impl Up {
     /// `mesh up` in `cwd`, with `--dir dir` unless `None` (the default,
     /// relative `.mesh`), on a free port, serving no HTTP.
     fn start(root: &Path, cwd: &Path, dir: Option<&Path>, catalogue: &Path) -> Up {
+        Up::start_with(root, cwd, dir, catalogue, &[])
+    }
+
+    /// As [`Up::start`], with `env` set for `mesh up`.
+    fn start_with(
+        root: &Path,
+        cwd: &Path,
+        dir: Option<&Path>,
+        catalogue: &Path,
+        env: &[(&str, &str)],
+    ) -> Up {
         let log = root.join(format!(
             "up-{}.log",
             std::time::SystemTime::now()
@@ -76,6 +87,7 @@ impl Up {
         if let Some(d) = dir {
             cmd.arg("--dir").arg(d);
         }
+        cmd.envs(env.iter().copied());
         let child = cmd
             .current_dir(cwd)
             .env("PATH", path_with_bins())
@@ -298,6 +310,35 @@ fn stop_at(moment: Moment, signal: i32) {
         recorded.iter().any(|r| r.what == "broker"),
         "{what}: no broker recorded: {recorded:?}"
     );
+    if let Moment::Running = moment {
+        // Each example module runs the program `mesh up` put into the
+        // artifact store, from the host's cache: none from PATH.
+        let cache = up.dir.join("host/artifacts");
+        let modules = module_pids(&up.dir.join("host"));
+        let names: Vec<&str> = modules.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            [
+                "echo",
+                "greeter",
+                "node-worker",
+                "recorder",
+                "ticker",
+                "worker"
+            ],
+            "{what}\n{}",
+            up.log()
+        );
+        for (module, pid) in &modules {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+            assert!(
+                exe.starts_with(&cache),
+                "{what}: {module} runs {}, not a file of {}",
+                exe.display(),
+                cache.display()
+            );
+        }
+    }
     if let Moment::BrokerDied = moment {
         let broker = recorded.iter().find(|r| r.what == "broker").unwrap();
         // SAFETY: kill(2) on the broker this case started.
@@ -346,6 +387,50 @@ command = ["sh", "-c", "trap '' TERM; while :; do sleep 1; done"]
     )
     .unwrap();
     catalogue
+}
+
+#[test]
+fn a_container_module_without_an_engine_is_left_unassigned_naming_what_to_install() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let catalogue = root.join("catalogue");
+    std::fs::create_dir_all(catalogue.join("steady")).unwrap();
+    std::fs::write(
+        catalogue.join("steady/mesh.toml"),
+        "[module]\nname = \"steady\"\ndescription = \"sleeps\"\n\n[run]\ncommand = [\"sleep\", \"3600\"]\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(catalogue.join("boxed")).unwrap();
+    std::fs::write(
+        catalogue.join("boxed/mesh.toml"),
+        "[module]\nname = \"boxed\"\ndescription = \"a container\"\n\n[run]\ndriver = \"container\"\nimage = \"${artifact:image}\"\n",
+    )
+    .unwrap();
+    let no_engine = root.join("no-podman");
+    let mut up = Up::start_with(
+        root,
+        root,
+        Some(&root.join(".mesh")),
+        &catalogue,
+        &[("MESH_CONTAINER_ENGINE", no_engine.to_str().unwrap())],
+    );
+    up.wait_log("up: node local reports steady running");
+    let said = format!(
+        "up: boxed left unassigned: a container module, and no container engine: install podman (MESH_CONTAINER_ENGINE={} is not an executable file)",
+        no_engine.display()
+    );
+    assert!(up.log().contains(&said), "{}", up.log());
+    assert!(
+        !up.log().contains("reports boxed"),
+        "boxed was assigned:\n{}",
+        up.log()
+    );
+    let recorded = up.recorded();
+    up.signal_group(libc::SIGTERM);
+    let status = up.wait_exit();
+    assert!(status.success(), "{status}\n{}", up.log());
+    assert_nothing_left(&up, &recorded, "no engine");
 }
 
 #[test]

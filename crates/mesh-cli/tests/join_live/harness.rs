@@ -37,6 +37,44 @@ pub const EXAMPLE_BINS: [&str; 5] = [
     "mesh-worker",
 ];
 
+/// The example modules and the program each runs as `${artifact:..}`.
+pub const EXAMPLE_MODULES: [(&str, &str); 6] = [
+    ("echo", "mesh-echo"),
+    ("ticker", "mesh-ticker"),
+    ("recorder", "mesh-recorder"),
+    ("greeter", "mesh-greeter"),
+    ("worker", "mesh-worker"),
+    ("node-worker", "mesh-worker"),
+];
+
+/// `program` (built beside `mesh`) without its debug info, kept beside it
+/// in `stripped/` and made again when the build is newer: a debug build is
+/// over 100 MB, put once per mesh a test starts.
+pub fn stripped(program: &str) -> PathBuf {
+    static MAKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = MAKING.lock().unwrap_or_else(|e| e.into_inner());
+    path_with_bins();
+    let bins = Path::new(mesh_bin()).parent().unwrap();
+    let built = bins.join(program);
+    let out = bins.join("stripped").join(program);
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&out).is_some() && modified(&out) >= modified(&built) {
+        return out;
+    }
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let partial = out.with_extension(format!("partial-{}", std::process::id()));
+    let status = Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&partial)
+        .arg(&built)
+        .status()
+        .unwrap_or_else(|e| panic!("strip (binutils): {e}"));
+    assert!(status.success(), "strip {}", built.display());
+    std::fs::rename(&partial, &out).unwrap();
+    out
+}
+
 /// `cargo test -p mesh-cli` alone does not build other packages' binaries.
 fn ensure_example_built(bins: &Path) {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -403,7 +441,9 @@ impl Mesh {
         (mesh, hosts)
     }
 
-    /// `mesh catalogue register PATH`.
+    /// `mesh catalogue register PATH`; for the example catalogue, its
+    /// modules' programs put into the artifact store too (they run from
+    /// it, as under `mesh up`).
     pub fn register(&self, catalogue: &Path) {
         let out = self.mesh(&["catalogue", "register", catalogue.to_str().unwrap()]);
         assert!(
@@ -411,6 +451,32 @@ impl Mesh {
             "register: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        if catalogue.canonicalize().ok() == Some(Mesh::examples()) {
+            self.put_example_programs();
+        }
+    }
+
+    /// Each example module's program (`${artifact:mesh-echo}`, …) put as
+    /// an artifact of its module, stripped of debug info as `mesh up`
+    /// puts it.
+    pub fn put_example_programs(&self) {
+        for (module, program) in EXAMPLE_MODULES {
+            let file = stripped(program);
+            let out = self.mesh(&[
+                "artifact",
+                "put",
+                file.to_str().unwrap(),
+                "--module",
+                module,
+                "--name",
+                program,
+            ]);
+            assert!(
+                out.status.success(),
+                "artifact put {program}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 
     /// `mesh assign MODULE NODE` (or unassign).
