@@ -257,6 +257,31 @@ mod tests {
     }
 
     #[test]
+    fn artifacts_are_kept_for_the_host_and_literal_openings_escaped_again() {
+        let t = parse("$${x} ${artifact:bin} ${file:f}").unwrap();
+        let kept = t.fill_keeping_artifacts(|_| Some("a${b".into())).unwrap();
+        assert_eq!(kept, "$${x} ${artifact:bin} a$${b");
+        // What the host parses again reads as the manifest meant it.
+        let again = parse(&kept).unwrap();
+        let artifacts: Vec<_> = again.placeholders().map(|(p, _)| p.clone()).collect();
+        assert_eq!(artifacts, [Placeholder::Artifact { name: n("bin") }]);
+    }
+
+    #[test]
+    fn a_dollar_just_before_an_artifact_is_refused_not_read_back_as_an_escape() {
+        let t = parse("${file:f}${artifact:bin}").unwrap();
+        assert_eq!(
+            t.fill_keeping_artifacts(|_| Some("x$".into())),
+            Err(Placeholder::Artifact { name: n("bin") })
+        );
+        // Without the `$` the same template is kept.
+        assert_eq!(
+            t.fill_keeping_artifacts(|_| Some("x".into())).unwrap(),
+            "x${artifact:bin}"
+        );
+    }
+
+    #[test]
     fn parses_each_kind_with_ranges() {
         let t = parse("postgres://${seat:mesh-store:5432}/db?f=${file:data}").unwrap();
         let found: Vec<_> = t.placeholders().collect();
