@@ -98,6 +98,31 @@ pub fn own_rss() -> Rss {
     rss(std::process::id())
 }
 
+/// Bytes that can still be written under `dir`: its filesystem's free
+/// space, and on tmpfs no more than the memory available (its pages are
+/// memory). `None` when it cannot be read.
+pub fn room(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs(2) with a NUL-terminated path and a zeroed struct of
+    // its own type, read only when it succeeded.
+    let s = unsafe {
+        let mut s: libc::statfs = std::mem::zeroed();
+        if libc::statfs(path.as_ptr(), &mut s) != 0 {
+            return None;
+        }
+        s
+    };
+    let free = s
+        .f_bavail
+        .saturating_mul(u64::try_from(s.f_bsize).unwrap_or(0));
+    if s.f_type == libc::TMPFS_MAGIC {
+        let available = proc_field("/proc/meminfo", "MemAvailable:")? * 1024;
+        return Some(free.min(available));
+    }
+    Some(free)
+}
+
 /// Raises this process's open-file limit to its hard limit: 10,000 hosts
 /// are 10,000 connections here and 10,000 at the broker (which inherits it).
 pub fn raise_fd_limit() -> u64 {

@@ -2,18 +2,23 @@
 //! broker, controller and store in a temporary directory, runs N simulated
 //! hosts in this process, and prints one table: each figure beside its
 //! target (benchmarks, not timed tests: a missed target is printed, and
-//! only a correctness failure — a report lost or recorded twice — fails
+//! only a correctness failure — a report lost or recorded twice, an
+//! artifact fetch failed, a read outside a declaration not refused — fails
 //! the command).
 //!
 //! In order, on one broker: hosts enrolled and bound; the fan-out (one
 //! assignment change touching all N, until every report is recorded); raw
 //! JetStream doing the same pattern; the reconnect storm (the broker
 //! restarted under N hosts); one real `mesh host` process enrolled by token
-//! and left idle (its resident set); the users file at 10,000 nodes × 5
-//! modules composed and made live; then report ingestion on SQLite and on
-//! PostgreSQL.
+//! and left idle (its resident set); one artifact fetched by many hosts at
+//! once through the per-object reader, beside the object store's own gets,
+//! and a second version of it fetched again; the users file at 10,000
+//! nodes × 5 modules composed and made live; then report ingestion on
+//! SQLite and on PostgreSQL.
 
+mod artifact;
 mod facts;
+mod idle;
 mod ingest;
 mod mesh;
 mod raw;
@@ -87,6 +92,13 @@ pub struct BenchArgs {
     /// Leave out report ingestion.
     #[arg(long)]
     pub no_ingest: bool,
+    /// Hosts fetching one artifact at once, each its own key, grants and
+    /// connection (0 leaves the artifact phase out).
+    #[arg(long, default_value_t = 100)]
+    pub artifact_hosts: usize,
+    /// The artifact's size in MiB.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65536))]
+    pub artifact_mib: u64,
     #[arg(long, value_enum, default_value_t = ListFormat::Text)]
     pub output: ListFormat,
     /// Where the mesh's files go (kept); default: a temporary directory,
@@ -177,6 +189,9 @@ pub struct Results {
     pub ratio: Option<f64>,
     pub storm: Storm,
     pub memory: Memory,
+    /// One artifact fetched by many hosts at once; `None` when left out or
+    /// when it could not run (then a problem says why).
+    pub artifact: Option<artifact::ArtifactResult>,
     pub users_file: Option<users::UsersResult>,
     pub ingestion: Vec<ingest::IngestResult>,
     /// What was lost or recorded twice, or a phase that could not run.
@@ -363,7 +378,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
     note(format_args!(
         "idle host: one real `mesh host` enrolled by token"
     ));
-    let idle = idle_host(&work, &genesis, &dir_arg, &store_arg, &js).await;
+    let idle = idle::idle_host(&work, &genesis, &dir_arg, &store_arg, &js).await;
     let (idle_host, idle_host_enrolled_ms) = match idle {
         Ok((rss, at, mut p)) => {
             p.stop().await;
@@ -372,6 +387,36 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
         Err(e) => {
             problems.push(format!("the idle host: {e:#}"));
             (None, None)
+        }
+    };
+    let artifact = match args.artifact_hosts {
+        0 => None,
+        hosts => {
+            sampler.phase("artifact");
+            note(format_args!(
+                "artifact: {} MiB fetched by {hosts} hosts at once",
+                args.artifact_mib
+            ));
+            let inputs = artifact::Inputs {
+                store: &store,
+                genesis: &genesis,
+                js: &js,
+                controller: &bench_bus,
+                hosts_dir: hosts_tmp.path(),
+                work: &work,
+                hosts,
+                mib: args.artifact_mib,
+            };
+            match artifact::run(&inputs).await {
+                Ok(a) => {
+                    problems.extend(a.problems());
+                    Some(a)
+                }
+                Err(e) => {
+                    problems.push(format!("artifact: {e:#}"));
+                    None
+                }
+            }
         }
     };
     let controller_rss = facts::rss(controller.pid());
@@ -484,6 +529,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
         ratio,
         storm,
         memory,
+        artifact,
         users_file,
         ingestion,
         problems,
@@ -620,69 +666,4 @@ async fn storm(
         not_reported: n.saturating_sub(reported.len()),
         reported: Spread::of(reported.into_values().collect()),
     })
-}
-
-/// Waits until the broker admits `token`'s enrolment key: a connection
-/// with it (connecting spends nothing; a request on CONTROL would).
-async fn token_composed(genesis: &Genesis, token: &str, within: Duration) -> anyhow::Result<()> {
-    let token = mesh_core::token::Token::decode(token)?;
-    let node = &token.node;
-    let bus = mesh_bus::BusConfig {
-        url: genesis.local_url(),
-        principal: mesh_core::authority::PrincipalKind::Enrolment { node: node.clone() }
-            .principal_name(),
-        credential: mesh_bus::ClientCredential::NKey(token.enrolment_seed.clone()),
-        ca_file: None,
-        inbox_prefix: Some(mesh_core::subjects::enrol_inbox_prefix(node)),
-        pin: Some(mesh_bus::CertPin::from_hex(&genesis.cert_sha256)?),
-    };
-    let client = mesh::connect_retrying(&bus, within)
-        .await
-        .context("the broker did not admit the token's enrolment key")?;
-    let _ = client.drain().await;
-    Ok(())
-}
-
-/// One real `mesh host`: a token from `mesh node add`, enrolled through
-/// the controller, bound, then left idle for 5 s; its resident set.
-async fn idle_host(
-    work: &std::path::Path,
-    genesis: &Genesis,
-    dir: &str,
-    store: &str,
-    js: &jetstream::Context,
-) -> anyhow::Result<(Rss, f64, MeshProcess)> {
-    let exe = crate::mesh_binary()?;
-    let out = tokio::process::Command::new(exe)
-        .args(["node", "add", "bench-idle", "--dir", dir, "--store", store])
-        .env_remove("MESH_STORE")
-        .output()
-        .await?;
-    anyhow::ensure!(
-        out.status.success(),
-        "mesh node add: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let token = String::from_utf8(out.stdout)?;
-    // What is measured is a host at rest, not enrolment: at 10,000 nodes a
-    // token's key is live a composition and a reload (seconds) after `mesh
-    // node add`, longer than a host's 2 s refusal window.
-    token_composed(genesis, &token, Duration::from_secs(120)).await?;
-    let state = work.join("idle-host");
-    let state_arg = state.display().to_string();
-    let started = Instant::now();
-    let p = MeshProcess::spawn(
-        &["host", "--token", "-", "--state", &state_arg],
-        work.join("idle-host.log"),
-        Some(token),
-    )?;
-    let node = Name::new("bench-idle").expect("a valid name");
-    let (at, unbound) = mesh::until_bound(js, &[node], started, Duration::from_secs(120)).await;
-    anyhow::ensure!(
-        unbound.is_empty(),
-        "it did not bind within 120 s; its log:\n{}",
-        mesh::tail(&p.log_text(), 20)
-    );
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    Ok((facts::rss(p.pid()), ms(at), p))
 }

@@ -279,13 +279,23 @@ pub async fn record_hosts(
     hosts_dir: &Path,
     n: usize,
 ) -> anyhow::Result<Vec<mesh_host::HostState>> {
+    record_named_hosts(store, genesis, hosts_dir, (0..n).map(node_name).collect()).await
+}
+
+/// [`record_hosts`] for the nodes named.
+pub async fn record_named_hosts(
+    store: &Store,
+    genesis: &Genesis,
+    hosts_dir: &Path,
+    nodes: Vec<Name>,
+) -> anyhow::Result<Vec<mesh_host::HostState>> {
     let urls = vec![genesis.local_url()];
     let (cert, controller_key) = (genesis.cert_sha256.clone(), genesis.signing_key.clone());
     let dir = hosts_dir.to_path_buf();
     let made = tokio::task::spawn_blocking(move || {
-        (0..n)
-            .map(|i| {
-                let node = node_name(i);
+        nodes
+            .into_iter()
+            .map(|node| {
                 let d = dir.join(node.as_str());
                 let keys = mesh_host::HostKeys::load_or_create(&d)?;
                 let state = mesh_host::HostState::record(

@@ -196,6 +196,108 @@ pub(super) fn table(r: &Results) -> String {
         "",
         None,
     );
+    match &r.artifact {
+        Some(a) => {
+            let fetched = |t: &artifact::Transfer| {
+                format!(
+                    "{} of {} checked, {:.0} MB/s; p50 {}, max {}",
+                    t.checked,
+                    t.fetches,
+                    t.mb_per_s,
+                    s(t.done.p50_ms),
+                    s(t.done.max_ms)
+                )
+            };
+            let mib = a.bytes as f64 / (1u64 << 20) as f64;
+            row(
+                &format!("artifact {mib:.0} MiB x {}: reader", a.hosts),
+                fetched(&a.reader),
+                "all checked",
+                Some(a.reader.failed == 0 && a.reader.checked == a.hosts),
+            );
+            row(
+                "artifact: object store's own gets",
+                fetched(&a.object_store),
+                "",
+                None,
+            );
+            match a.ratio {
+                Some(ratio) => row(
+                    "artifact reader rate / object store's",
+                    format!("{:.1}%", ratio * 100.0),
+                    ">= 50%",
+                    Some(ratio >= 0.5),
+                ),
+                None => row(
+                    "artifact reader rate",
+                    "no rate".into(),
+                    ">= 50%",
+                    Some(false),
+                ),
+            }
+            row(
+                "artifact: declared; put",
+                format!(
+                    "all declared in {} ({} not); put in {}",
+                    s(a.declared_ms),
+                    a.not_declared,
+                    s(a.put_ms)
+                ),
+                "",
+                None,
+            );
+            let v = &a.second;
+            row(
+                "artifact: reads not declared, refused",
+                format!(
+                    "v2 before the move {} of {}, v1 after {} of {}",
+                    v.refused_before, a.hosts, v.first_refused_after, a.hosts
+                ),
+                "all",
+                Some(v.refused_before == a.hosts && v.first_refused_after == a.hosts),
+            );
+            row(
+                &format!(
+                    "artifact v2 (chunk {} of {} changed)",
+                    v.changed_chunk, a.chunks
+                ),
+                fetched(&v.fetch),
+                "all checked",
+                Some(v.fetch.failed == 0 && v.fetch.checked == a.hosts),
+            );
+            row(
+                "artifact v2: received per host",
+                format!(
+                    "{:.1}-{:.1} MB for its {:.1} MB; cached before: v1 {}, v2 on {} of {}",
+                    mb(v.fetch.received_min),
+                    mb(v.fetch.received_max),
+                    mb(a.bytes),
+                    if v.first_kept {
+                        "on all"
+                    } else {
+                        "removed (no room)"
+                    },
+                    v.cached_before,
+                    a.hosts
+                ),
+                "",
+                None,
+            );
+            row(
+                "artifact v2: move to all fetched; put",
+                format!(
+                    "{} (declared in {}); put in {}, {:.1} MB more stored",
+                    s(v.moved_to_fetched_ms),
+                    s(v.declared_ms),
+                    s(v.put_ms),
+                    mb(v.stored_bytes)
+                ),
+                "",
+                None,
+            );
+        }
+        None => row("artifact", "not run".into(), "", None),
+    }
     match &r.users_file {
         Some(u) => {
             row(
@@ -310,7 +412,15 @@ pub(super) fn table(r: &Results) -> String {
         let _ = writeln!(t, "{f:<w0$}  {v:<w1$}  {target:<w2$}  {mark}");
     }
     if r.problems.is_empty() {
-        let _ = writeln!(t, "\ncorrect: every report recorded, none twice");
+        let _ = writeln!(
+            t,
+            "\ncorrect: every report recorded, none twice{}",
+            if r.artifact.is_some() {
+                "; every artifact fetch checked, every read not declared refused"
+            } else {
+                ""
+            }
+        );
     } else {
         let _ = writeln!(t, "\nproblems:");
         for p in &r.problems {

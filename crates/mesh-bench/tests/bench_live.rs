@@ -1,6 +1,8 @@
 //! `mesh-bench` at CI size: 200 simulated hosts on the bench's own broker,
-//! controller and store. Asserts correctness only — every node's report
-//! recorded, none twice, the users file identical when composed twice —
+//! controller and store, and a 4 MiB artifact fetched by 10 hosts. Asserts
+//! correctness only — every node's report recorded, none twice, the users
+//! file identical when composed twice, every artifact fetch complete with
+//! the bytes put and every read outside a host's declaration refused —
 //! never a time: the figures are printed, for a person to read.
 
 use std::path::Path;
@@ -33,6 +35,10 @@ fn a_ci_sized_bench_records_every_report_once() {
             "200",
             "--ingest-for",
             "1s",
+            "--artifact-hosts",
+            "10",
+            "--artifact-mib",
+            "4",
             "--output",
             "json",
             "--nats-server",
@@ -63,6 +69,42 @@ fn a_ci_sized_bench_records_every_report_once() {
         r["setup"]
     );
     assert_eq!(r["users_file"]["identical"], true, "{}", r["users_file"]);
+    let a = &r["artifact"];
+    assert_eq!(a["hosts"], 10, "the artifact phase ran: {a}");
+    assert_eq!(a["bytes"], 4 << 20, "{a}");
+    assert_eq!(
+        a["not_declared"], 0,
+        "every host declared the artifact: {a}"
+    );
+    let second = &a["second"];
+    for (what, t) in [
+        ("through the reader", &a["reader"]),
+        ("by the object store's own gets", &a["object_store"]),
+        ("of the second version", &second["fetch"]),
+    ] {
+        assert_eq!(t["fetches"], 10, "{what}: {t}");
+        assert_eq!(
+            t["checked"], 10,
+            "every fetch {what} complete, with the size and SHA-256 put: {t}"
+        );
+        assert_eq!(t["failed"], 0, "{what}: {t}");
+    }
+    assert_eq!(second["not_declared"], 0, "{second}");
+    assert_eq!(
+        second["refused_before"], 10,
+        "no host reads a version its declaration does not name: {second}"
+    );
+    assert_eq!(
+        second["first_refused_after"], 10,
+        "nor the one it named before: {second}"
+    );
+    assert_eq!(second["cached_before"], 0, "{second}");
+    // The cache is per whole file: a version differing in one chunk is
+    // received whole (bytes, not a time).
+    assert!(
+        second["fetch"]["received_min"].as_u64().unwrap() >= 4 << 20,
+        "{second}"
+    );
     for i in r["ingestion"].as_array().expect("ingestion runs") {
         assert_eq!(i["not_recorded"], 0, "{i}");
     }
