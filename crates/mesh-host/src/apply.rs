@@ -64,10 +64,14 @@ pub fn kill_containers(dir: &std::path::Path) -> Vec<String> {
     if !dir.join(CONTAINERS_MARKER).exists() {
         return Vec::new();
     }
-    let (Ok(engine), Ok(state)) = (container::require_engine(), HostState::open(dir)) else {
+    let (Ok(engine), Ok(state), Ok(keys)) = (
+        container::require_engine(),
+        HostState::open(dir),
+        HostKeys::load(dir),
+    ) else {
         return Vec::new();
     };
-    container::kill_node_now(&engine, &state.node).unwrap_or_else(|e| {
+    container::kill_node_now(&engine, &state.node, keys.host_key()).unwrap_or_else(|e| {
         tracing::warn!(reason = %e, "the host's containers were not removed");
         Vec::new()
     })
@@ -190,7 +194,14 @@ impl Applier {
             .and_then(|p| declaration::verify(&p, &self.controller, &self.state.node, None).ok())
             .map(|d| d.modules.into_iter().map(|m| m.name).collect())
             .unwrap_or_default();
-        match container::remove_others(&engine, &self.state.node, &keep).await {
+        let host = match HostKeys::load(&self.state.dir) {
+            Ok(keys) => keys.host_key().to_string(),
+            Err(e) => {
+                tracing::warn!(reason = %e, "containers of an earlier run are not removed");
+                return;
+            }
+        };
+        match container::remove_others(&engine, &self.state.node, &host, &keep).await {
             Ok(removed) if removed.is_empty() => {}
             Ok(removed) => tracing::info!(
                 containers = %removed.join(", "),
@@ -688,6 +699,7 @@ impl Applier {
                 spec: ContainerSpec {
                     node: self.state.node.clone(),
                     module: m.name.clone(),
+                    host: HostKeys::load(&self.state.dir)?.host_key().to_string(),
                     sequence,
                     image,
                     args: command.clone(),

@@ -278,10 +278,14 @@ impl Drop for Cleanup {
     }
 }
 
+/// The host key the test's containers are labelled with.
+const HOST: &str = "UTESTHOST";
+
 fn spec(node: &Name, module: &str, args: &[&str]) -> ContainerSpec {
     ContainerSpec {
         node: node.clone(),
         module: name(module),
+        host: HOST.into(),
         sequence: 7,
         image: Image::Archive(fixture().archive.clone()),
         args: args.iter().map(|s| s.to_string()).collect(),
@@ -615,6 +619,11 @@ async fn remove_others_takes_exactly_the_undeclared_containers_of_the_node() {
         spec(&mine, "gone-a", &["trap", "sleep"]),
         spec(&mine, "gone-b", &["trap", "sleep"]),
         spec(&theirs, "gone-a", &["trap", "sleep"]),
+        // Node `mine` of another mesh on this machine: another host key.
+        ContainerSpec {
+            host: "UANOTHERMESH".into(),
+            ..spec(&mine, "gone-c", &["trap", "sleep"])
+        },
     ];
     let mut clients: Vec<Client> = specs
         .iter()
@@ -629,7 +638,9 @@ async fn remove_others_takes_exactly_the_undeclared_containers_of_the_node() {
     assert_eq!(clients[2].exit(Duration::from_secs(10)).await, None);
 
     let started = Instant::now();
-    let removed = remove_others(engine, &mine, &[name("keep")]).await.unwrap();
+    let removed = remove_others(engine, &mine, HOST, &[name("keep")])
+        .await
+        .unwrap();
     let took = started.elapsed();
     let gone_a = container_name(&mine, &name("gone-a"));
     let gone_b = container_name(&mine, &name("gone-b"));
@@ -637,14 +648,17 @@ async fn remove_others_takes_exactly_the_undeclared_containers_of_the_node() {
     assert_eq!(clients[1].exit(Duration::from_secs(10)).await, Some(0));
     assert_eq!(
         containers_of(engine, &mine),
-        [container_name(&mine, &name("keep"))]
+        [
+            container_name(&mine, &name("gone-c")),
+            container_name(&mine, &name("keep"))
+        ]
     );
     assert_eq!(
         containers_of(engine, &theirs),
         [container_name(&theirs, &name("gone-a"))]
     );
     assert!(
-        remove_others(engine, &mine, &[name("keep")])
+        remove_others(engine, &mine, HOST, &[name("keep")])
             .await
             .unwrap()
             .is_empty()
@@ -652,7 +666,7 @@ async fn remove_others_takes_exactly_the_undeclared_containers_of_the_node() {
     eprintln!("remove_others of two (one client-less): {took:?}");
 
     for (s, c) in specs.iter().zip(clients.iter_mut()) {
-        if s.module.as_str() == "keep" || s.node == theirs {
+        if s.module.as_str() == "keep" || s.node == theirs || s.host != HOST {
             stop(engine, &container_name(&s.node, &s.module), s.stop_grace)
                 .await
                 .unwrap();

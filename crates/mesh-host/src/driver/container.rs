@@ -51,6 +51,9 @@ pub const ENGINE_PROGRAM: &str = "podman";
 
 pub const LABEL_NODE: &str = "mesh.node";
 pub const LABEL_MODULE: &str = "mesh.module";
+/// The host's public key: two meshes on one machine may both have a node
+/// `local`, and a host sweeping its node's containers must take only its own.
+pub const LABEL_HOST: &str = "mesh.host";
 pub const LABEL_SEQUENCE: &str = "mesh.sequence";
 
 /// Podman 4.3 lowers its own `RLIMIT_NPROC` to 32768 (measured on the client
@@ -132,6 +135,8 @@ pub fn capped((soft, hard): (u64, u64), cap: u64) -> Limit {
 pub struct ContainerSpec {
     pub node: Name,
     pub module: Name,
+    /// The host's public key ([`LABEL_HOST`]).
+    pub host: String,
     /// The declaration that started it, as a label for people and tools.
     pub sequence: u64,
     pub image: Image,
@@ -399,6 +404,7 @@ pub fn run_argv(engine: &Path, spec: &ContainerSpec, image: &str) -> Vec<String>
         format!("--name={}", container_name(&spec.node, &spec.module)),
         label(LABEL_NODE, &spec.node),
         label(LABEL_MODULE, &spec.module),
+        label(LABEL_HOST, &spec.host),
         label(LABEL_SEQUENCE, &spec.sequence),
         "--network=host".into(),
         // crun refuses cgroups v1 hybrid here (see the module docs).
@@ -458,6 +464,7 @@ mod tests {
         ContainerSpec {
             node: name("n1"),
             module: name("web"),
+            host: "UHOST".into(),
             sequence: 42,
             image: Image::Archive("/var/lib/mesh/cache/web.tar".into()),
             args: vec!["--port".into(), "8080".into()],
@@ -489,6 +496,7 @@ mod tests {
             "--name=mesh-n1-web",
             "--label=mesh.node=n1",
             "--label=mesh.module=web",
+            "--label=mesh.host=UHOST",
             "--label=mesh.sequence=42",
             "--network=host",
             "--runtime=runc",

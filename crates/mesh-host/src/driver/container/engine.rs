@@ -13,7 +13,7 @@ use mesh_core::names::Name;
 use serde::Deserialize;
 use tokio::process::Command;
 
-use super::{ContainerError, LABEL_MODULE, LABEL_NODE, grace_secs};
+use super::{ContainerError, LABEL_HOST, LABEL_MODULE, LABEL_NODE, grace_secs};
 
 /// One engine command, beyond any grace it is given: a load copies layers,
 /// and a command waits for a storage lock another podman holds.
@@ -163,14 +163,15 @@ fn is_gone(e: &ContainerError) -> bool {
     matches!(e, ContainerError::Failed { stderr, .. } if stderr.contains("no such container"))
 }
 
-/// Removes every container labelled with `node` whose module is not in
-/// `keep` (a container naming no module included), each with its own
-/// `--stop-timeout`; returns their names, sorted. Other nodes' containers
-/// are never touched. For a host starting again: what its declaration does
-/// not name must not run.
+/// Removes every container labelled with `node` and the host key `host`
+/// whose module is not in `keep` (a container naming no module included),
+/// each with its own `--stop-timeout`; returns their names, sorted. Other
+/// nodes' and other hosts' containers are never touched. For a host
+/// starting again: what its declaration does not name must not run.
 pub async fn remove_others(
     engine: &Path,
     node: &Name,
+    host: &str,
     keep: &[Name],
 ) -> Result<Vec<String>, ContainerError> {
     let filter = format!("--filter=label={LABEL_NODE}={node}");
@@ -186,7 +187,7 @@ pub async fn remove_others(
         COMMAND_LIMIT,
     )
     .await?;
-    let names = others(&listed, node, keep)?;
+    let names = others(&listed, node, host, keep)?;
     if names.is_empty() {
         return Ok(names);
     }
@@ -196,10 +197,14 @@ pub async fn remove_others(
     Ok(names)
 }
 
-/// Removes every container of `node` at once (`rm -f -t 0`), blocking:
-/// for a host forced to exit on a second signal, with no runtime left to
-/// wait in. Returns their names.
-pub fn kill_node_now(engine: &Path, node: &Name) -> Result<Vec<String>, ContainerError> {
+/// Removes every container of `node` and the host key `host` at once
+/// (`rm -f -t 0`), blocking: for a host forced to exit on a second signal,
+/// with no runtime left to wait in. Returns their names.
+pub fn kill_node_now(
+    engine: &Path,
+    node: &Name,
+    host: &str,
+) -> Result<Vec<String>, ContainerError> {
     let run = |action: &'static str, args: &[&str]| -> Result<String, ContainerError> {
         let output = std::process::Command::new(engine)
             .args(args)
@@ -222,7 +227,7 @@ pub fn kill_node_now(engine: &Path, node: &Name) -> Result<Vec<String>, Containe
     };
     let filter = format!("--filter=label={LABEL_NODE}={node}");
     let listed = run("ps", &["ps", "-a", &filter, "--format=json"])?;
-    let names = others(&listed, node, &[])?;
+    let names = others(&listed, node, host, &[])?;
     if !names.is_empty() {
         let mut args = vec!["rm", "-f", "--ignore", "-t", "0"];
         args.extend(names.iter().map(String::as_str));
@@ -241,10 +246,15 @@ struct Listed {
     labels: Option<BTreeMap<String, String>>,
 }
 
-/// From `podman ps -a --format json`, the names of `node`'s containers whose
-/// module is not kept. The labels are checked here too: the engine's filter
-/// is only a first cut.
-pub fn others(listed: &str, node: &Name, keep: &[Name]) -> Result<Vec<String>, ContainerError> {
+/// From `podman ps -a --format json`, the names of the containers of `node`
+/// and `host` whose module is not kept. The labels are checked here too:
+/// the engine's filter is only a first cut.
+pub fn others(
+    listed: &str,
+    node: &Name,
+    host: &str,
+    keep: &[Name],
+) -> Result<Vec<String>, ContainerError> {
     if listed.trim().is_empty() {
         return Ok(Vec::new());
     }
@@ -257,7 +267,9 @@ pub fn others(listed: &str, node: &Name, keep: &[Name]) -> Result<Vec<String>, C
         .into_iter()
         .filter_map(|c| {
             let labels = c.labels.unwrap_or_default();
-            if labels.get(LABEL_NODE).map(String::as_str) != Some(node.as_str()) {
+            if labels.get(LABEL_NODE).map(String::as_str) != Some(node.as_str())
+                || labels.get(LABEL_HOST).map(String::as_str) != Some(host)
+            {
                 return None;
             }
             let kept = labels
@@ -370,18 +382,20 @@ mod tests {
     #[test]
     fn others_are_the_nodes_containers_not_kept() {
         let listed = r#"[
-          {"Id": "1", "Names": ["mesh-n1-keep"], "Labels": {"mesh.node": "n1", "mesh.module": "keep"}},
-          {"Id": "2", "Names": ["mesh-n1-gone"], "Labels": {"mesh.node": "n1", "mesh.module": "gone"}},
-          {"Id": "3", "Names": ["stray"], "Labels": {"mesh.node": "n1"}},
-          {"Id": "4", "Names": ["mesh-n10-gone"], "Labels": {"mesh.node": "n10", "mesh.module": "gone"}},
+          {"Id": "1", "Names": ["mesh-n1-keep"], "Labels": {"mesh.node": "n1", "mesh.host": "UA", "mesh.module": "keep"}},
+          {"Id": "2", "Names": ["mesh-n1-gone"], "Labels": {"mesh.node": "n1", "mesh.host": "UA", "mesh.module": "gone"}},
+          {"Id": "3", "Names": ["stray"], "Labels": {"mesh.node": "n1", "mesh.host": "UA"}},
+          {"Id": "4", "Names": ["mesh-n10-gone"], "Labels": {"mesh.node": "n10", "mesh.host": "UA", "mesh.module": "gone"}},
           {"Id": "5", "Names": ["unlabelled"], "Labels": null},
-          {"Id": "6", "Names": [], "Labels": {"mesh.node": "n1", "mesh.module": "old"}}
+          {"Id": "6", "Names": [], "Labels": {"mesh.node": "n1", "mesh.host": "UA", "mesh.module": "old"}},
+          {"Id": "7", "Names": ["other-mesh"], "Labels": {"mesh.node": "n1", "mesh.host": "UB", "mesh.module": "gone"}},
+          {"Id": "8", "Names": ["no-host"], "Labels": {"mesh.node": "n1", "mesh.module": "gone"}}
         ]"#;
-        let got = others(listed, &name("n1"), &[name("keep")]).unwrap();
+        let got = others(listed, &name("n1"), "UA", &[name("keep")]).unwrap();
         assert_eq!(got, ["6", "mesh-n1-gone", "stray"]);
-        assert!(others("[]", &name("n1"), &[]).unwrap().is_empty());
-        assert!(others("\n", &name("n1"), &[]).unwrap().is_empty());
-        let e = others("{not json", &name("n1"), &[])
+        assert!(others("[]", &name("n1"), "UA", &[]).unwrap().is_empty());
+        assert!(others("\n", &name("n1"), "UA", &[]).unwrap().is_empty());
+        let e = others("{not json", &name("n1"), "UA", &[])
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("the engine answered a container list"), "{e}");
