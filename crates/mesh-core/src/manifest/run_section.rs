@@ -315,6 +315,19 @@ mod tests {
     }
 
     #[test]
+    fn a_pinned_image_is_a_name_then_sha256_and_64_hex_digits() {
+        use super::pinned_by_digest;
+        let hex = "0123456789abcdef".repeat(4);
+        assert!(pinned_by_digest(&format!(
+            "registry.local/web@sha256:{hex}"
+        )));
+        assert!(!pinned_by_digest(&format!("@sha256:{hex}")), "no name");
+        assert!(!pinned_by_digest("web@sha256:abc"), "too few digits");
+        assert!(!pinned_by_digest(&format!("web:1@sha512:{hex}")));
+        assert!(!pinned_by_digest("web:latest"));
+    }
+
+    #[test]
     fn a_container_takes_an_image_and_its_command_as_the_entrypoints_arguments() {
         let hex = "c".repeat(64);
         for (run, args) in [
