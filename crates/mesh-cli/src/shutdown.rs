@@ -44,7 +44,10 @@ impl Signals {
 
     /// Resolves once the first signal came (at once if it already did).
     pub async fn first(&self) {
-        self.at_least(1).await;
+        // A runtime shutting down waits for nothing any more.
+        if !self.at_least(1).await {
+            std::future::pending::<()>().await;
+        }
     }
 
     /// Whether a stop was asked for already.
@@ -52,11 +55,11 @@ impl Signals {
         *self.count.borrow() >= 1
     }
 
-    async fn at_least(&self, n: u32) {
+    /// Whether `n` signals came; false once the runtime is shutting down
+    /// (the counting task, the sender, dropped before this one).
+    async fn at_least(&self, n: u32) -> bool {
         let mut count = self.count.clone();
-        // The sender lives as long as the runtime: an error is a runtime
-        // shutting down, when nothing waits any more.
-        let _ = count.wait_for(|c| *c >= n).await;
+        count.wait_for(|c| *c >= n).await.is_ok()
     }
 
     /// On the second signal: `kill` (what the daemon started, without
@@ -65,7 +68,12 @@ impl Signals {
     pub fn force_on_second(&self, kill: impl FnOnce() + Send + 'static) {
         let signals = self.clone();
         tokio::spawn(async move {
-            signals.at_least(2).await;
+            // A daemon that ended by itself (its runtime winding down drops
+            // the counter first) is no second signal: it exited 130,
+            // killing its modules, instead of with its own error.
+            if !signals.at_least(2).await {
+                return;
+            }
             crate::output::note("stopping at once (second signal)");
             kill();
             std::process::exit(FORCED_EXIT);
