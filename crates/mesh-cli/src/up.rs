@@ -29,7 +29,9 @@ mod broker;
 mod programs;
 
 use broker::Broker;
-use programs::{LocalProgram, container_ready, local_program, names_artifacts, put_programs};
+use programs::{
+    Container, LocalProgram, container_ready, local_program, names_artifacts, put_programs,
+};
 
 /// The local host's node name.
 pub const LOCAL_NODE: &str = "local";
@@ -460,11 +462,12 @@ async fn register_and_assign(
                 .is_some_and(|r| r.driver.value == mesh_core::manifest::Driver::Container)
             {
                 match container_ready(&store, m).await? {
-                    Ok(()) => {
+                    Container::Ready => {
                         store.assign_version(&node, &m.name.value, None).await?;
                         assigned.push(m.name.value.clone());
                     }
-                    Err(why) => left.push((m.name.value.clone(), why)),
+                    Container::Build(program) => programs.push(program),
+                    Container::Left(why) => left.push((m.name.value.clone(), why)),
                 }
                 continue;
             }

@@ -339,6 +339,7 @@ fn mesh_up_says_in_plain_lines_how_its_modules_came_out() {
                 "node-worker",
                 "recorder",
                 "ticker",
+                "ticker-box",
                 "worker",
             ]
             .iter()

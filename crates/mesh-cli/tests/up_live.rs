@@ -27,17 +27,18 @@ const START: Duration = Duration::from_secs(60);
 const STOP: Duration = Duration::from_secs(10);
 
 /// The runnable example modules `mesh up` assigns.
-const MODULES: [&str; 6] = [
+const MODULES: [&str; 7] = [
     "echo",
     "greeter",
     "node-worker",
     "recorder",
     "ticker",
+    "ticker-box",
     "worker",
 ];
 
 /// One whole mesh at a time: each case runs a broker, a controller, a host
-/// and six modules, on a machine of two cores.
+/// and seven modules, on a machine of two cores.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
@@ -191,6 +192,35 @@ impl Drop for Up {
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
         let _ = self.child.wait();
+        if let Some(engine) = mesh_host::driver::container::engine() {
+            for id in self.containers() {
+                let _ = Command::new(&engine)
+                    .args(["rm", "-f", "-t", "0", "--ignore", &id])
+                    .output();
+            }
+        }
+    }
+}
+
+impl Up {
+    /// The names of the containers labelled with this mesh's local host's
+    /// key (none without an engine or an enrolled host).
+    fn containers(&self) -> Vec<String> {
+        let (Some(engine), Ok(keys)) = (
+            mesh_host::driver::container::engine(),
+            mesh_host::HostKeys::load(&self.dir.join("host")),
+        ) else {
+            return Vec::new();
+        };
+        let out = Command::new(engine)
+            .args(["ps", "-a", "--format", "{{.Names}}", "--filter"])
+            .arg(format!("label=mesh.host={}", keys.host_key()))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 }
 
@@ -271,9 +301,10 @@ fn module_pids(host_dir: &Path) -> BTreeMap<String, u32> {
 fn assert_nothing_left(up: &Up, recorded: &[Recorded], what: &str) {
     let left: Vec<String> = recorded.iter().filter_map(Recorded::left).collect();
     let under = processes_under(&up.root);
+    let containers = up.containers();
     assert!(
-        left.is_empty() && under.is_empty(),
-        "{what}: left behind: {left:?} {under:?}\nlog:\n{}",
+        left.is_empty() && under.is_empty() && containers.is_empty(),
+        "{what}: left behind: {left:?} {under:?} {containers:?}\nlog:\n{}",
         up.log()
     );
 }
@@ -312,24 +343,15 @@ fn stop_at(moment: Moment, signal: i32) {
     );
     if let Moment::Running = moment {
         // Each example module runs the program `mesh up` put into the
-        // artifact store, from the host's cache: none from PATH.
+        // artifact store, from the host's cache: none from PATH; the
+        // container module runs the image `mesh up` built and put, in its
+        // container (its client is the engine's).
         let cache = up.dir.join("host/artifacts");
         let modules = module_pids(&up.dir.join("host"));
         let names: Vec<&str> = modules.keys().map(String::as_str).collect();
-        assert_eq!(
-            names,
-            [
-                "echo",
-                "greeter",
-                "node-worker",
-                "recorder",
-                "ticker",
-                "worker"
-            ],
-            "{what}\n{}",
-            up.log()
-        );
-        for (module, pid) in &modules {
+        assert_eq!(names, MODULES, "{what}\n{}", up.log());
+        assert_eq!(up.containers(), ["mesh-local-ticker-box"], "{what}");
+        for (module, pid) in modules.iter().filter(|(m, _)| *m != "ticker-box") {
             let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
             assert!(
                 exe.starts_with(&cache),

@@ -13,33 +13,67 @@ use super::LOCAL_NODE;
 use crate::authority;
 use crate::progress::Progress;
 
-/// Whether the container module `m` can run here: an engine on this
-/// machine, and its image either pinned by digest (the node pulls it) or
-/// an artifact already put for it. Else why not, and what mends it.
+/// What `mesh up` can do with a container module.
+pub(super) enum Container {
+    /// Assign it: its image is pinned by digest or already put.
+    Ready,
+    /// Build its image here, put it, then assign it.
+    Build(LocalProgram),
+    /// Leave it unassigned, for this reason (naming what mends it).
+    Left(String),
+}
+
+/// The artifact name for an image of program P that `mesh up` builds here
+/// (`FROM scratch`: P and the libraries it loads): `P-image`.
+const IMAGE_SUFFIX: &str = "-image";
+
+/// What the container module `m` needs here: an engine on this machine,
+/// and its image either built here (`image = "${artifact:P-image}"` with P
+/// a program beside `mesh`), pinned by digest (the node pulls it), or an
+/// artifact already put for it.
 pub(super) async fn container_ready(
     store: &mesh_store::Store,
     m: &mesh_core::manifest::Manifest,
-) -> anyhow::Result<Result<(), String>> {
+) -> anyhow::Result<Container> {
     use mesh_core::placeholders::Placeholder;
     if let Err(e) = mesh_host::driver::container::require_engine() {
-        return Ok(Err(format!("a container module, and {e}")));
+        return Ok(Container::Left(format!("a container module, and {e}")));
     }
     let module = &m.name.value;
-    let wanted: Vec<&Name> = m
-        .run
-        .iter()
-        .flat_map(|r| r.image.iter().chain(r.command.iter()))
-        .flat_map(|v| &v.placeholders)
-        .filter_map(|p| match &p.value {
-            Placeholder::Artifact { name } => Some(name),
-            _ => None,
-        })
-        .collect();
+    let artifacts = |values: &mut dyn Iterator<Item = &mesh_core::manifest::RunValue>| {
+        values
+            .flat_map(|v| v.placeholders.iter())
+            .filter_map(|p| match &p.value {
+                Placeholder::Artifact { name } => Some(name.clone()),
+                _ => None,
+            })
+            .collect::<Vec<Name>>()
+    };
+    let Some(run) = &m.run else {
+        return Ok(Container::Left("it has no [run]".into()));
+    };
+    let in_image = artifacts(&mut run.image.iter());
+    let in_command = artifacts(&mut run.command.iter());
+    if let ([image], []) = (in_image.as_slice(), in_command.as_slice())
+        && let Some(program) = image.as_str().strip_suffix(IMAGE_SUFFIX)
+        && let Some(path) = find_program(program)
+    {
+        return Ok(Container::Build(LocalProgram {
+            module: module.clone(),
+            artifact: image.clone(),
+            path,
+            image: true,
+        }));
+    }
     let put = store.artifacts(Some(module)).await?;
     Ok(
-        match wanted.iter().find(|w| !put.iter().any(|r| &&r.name == *w)) {
-            None => Ok(()),
-            Some(missing) => Err(format!(
+        match in_image
+            .iter()
+            .chain(&in_command)
+            .find(|w| !put.iter().any(|r| &r.name == *w))
+        {
+            None => Container::Ready,
+            Some(missing) => Container::Left(format!(
                 "no {missing} has been put for it; `mesh artifact put IMAGE.oci.tar --module {module} --name {missing}`, then `mesh assign {module} {LOCAL_NODE}`"
             )),
         },
@@ -55,6 +89,9 @@ pub(super) struct LocalProgram {
     pub module: Name,
     pub artifact: Name,
     pub path: PathBuf,
+    /// An image of the program is put (see [`Container::Build`]), not the
+    /// program itself.
+    pub image: bool,
 }
 
 /// Whether any part of the run names an artifact.
@@ -97,6 +134,7 @@ pub(super) fn local_program(m: &mesh_core::manifest::Manifest) -> Option<LocalPr
         module: m.name.value.clone(),
         artifact: name.clone(),
         path: find_program(name.as_str())?,
+        image: false,
     })
 }
 
@@ -138,7 +176,10 @@ pub(super) async fn put_programs(
     let result = async {
         for p in programs {
             let shipped = work.join(p.artifact.as_str());
-            let file = if strip_debug(&p.path, &shipped) {
+            let file = if p.image {
+                build_image(p, &work.join("image-build"), &shipped).await?;
+                shipped.as_path()
+            } else if strip_debug(&p.path, &shipped) {
                 shipped.as_path()
             } else {
                 p.path.as_path()
@@ -174,6 +215,27 @@ pub(super) async fn put_programs(
             .join(", ")
     )));
     Ok(assigned)
+}
+
+/// An OCI archive at `out` of an image holding `p`'s program alone,
+/// built with the container engine in `build` (removed after).
+async fn build_image(p: &LocalProgram, build: &Path, out: &Path) -> anyhow::Result<()> {
+    let engine = mesh_host::driver::container::require_engine()?;
+    let (program, tag) = (p.path.clone(), format!("localhost/{}:latest", p.artifact));
+    let (build, out) = (build.to_path_buf(), out.to_path_buf());
+    let made = tokio::task::spawn_blocking(move || {
+        let made = crate::image::build_archive(&engine, &program, &tag, &build, &out);
+        let _ = std::fs::remove_dir_all(&build);
+        made
+    })
+    .await?;
+    made.with_context(|| {
+        format!(
+            "building an image of {} for module {}",
+            p.path.display(),
+            p.module
+        )
+    })
 }
 
 /// `strip --strip-debug` of `program` into `out`; false (and nothing at
