@@ -183,6 +183,29 @@ pub(crate) async fn read_meta(client: &Client, name: &str) -> Result<Option<Meta
     Ok(Some(Meta { seq, info }))
 }
 
+/// Whether `name` is stored (and not deleted), with its size, digest and
+/// chunk token, read from its meta alone: what a grant of the meta's direct
+/// get allows, no chunk read.
+pub async fn stat(client: &Client, name: &str) -> Result<Option<Listed>, MetaError> {
+    let Some(m) = read_meta(client, name).await? else {
+        return Ok(None);
+    };
+    if m.info.deleted {
+        return Ok(None);
+    }
+    let sha256 = match m.info.digest.as_deref() {
+        Some(d) => Some(digest_hex(d)?),
+        None => None,
+    };
+    Ok(Some(Listed {
+        name: m.info.name.clone(),
+        size: m.info.size as u64,
+        nuid: m.info.nuid.clone(),
+        sha256,
+        modified: m.info.modified.map(SystemTime::from),
+    }))
+}
+
 /// The lowercase hex SHA-256 of a meta's `SHA-256=<base64url>` digest.
 /// Padded or not: async-nats and nats.go pad, a writer that does not is
 /// still read.

@@ -10,6 +10,7 @@ pub mod artifact;
 pub mod assign;
 pub mod authority;
 pub mod broker;
+pub mod build;
 pub mod bus;
 pub mod call;
 pub mod check;
@@ -111,12 +112,27 @@ pub enum Command {
   mesh artifact list
   mesh artifact get artifact-store://audit/audit-log@sha256:HEX -o audit-log")]
     Artifact(artifact::ArtifactArgs),
+    /// Build a module's revision on a build machine and wait for it (the
+    /// version is the commit; `mesh assign` then pins it).
+    #[command(after_help = "Examples:
+  mesh build hello
+  mesh build hello@v1.2
+  mesh build hello@main --no-wait")]
+    Build(build::BuildArgs),
+    /// The builds the controller recorded, newest first.
+    #[command(after_help = "Examples:\n  mesh builds\n  mesh builds hello --output json")]
+    Builds(build::BuildsArgs),
+    /// Run a build machine: the module holding mesh-build-machine, started
+    /// by its host (`[run] command = [\"${artifact:mesh}\", \"build-machine\"]`).
+    #[command(after_help = "Example:\n  mesh build-machine --cache build-cache --time-limit 20m")]
+    BuildMachine(build::BuildMachineArgs),
     /// The broker's addresses: move it without enrolling any node again.
     #[command(after_help = "Example:\n  mesh broker set-address --port 4333")]
     Broker(broker::BrokerArgs),
     #[command(after_help = "Examples:
   mesh catalogue register examples/catalogue
-  mesh catalogue graph --format svg > catalogue.svg")]
+  mesh catalogue graph --format svg > catalogue.svg
+  mesh catalogue graph --versions --format svg > versions.svg")]
     Catalogue(assign::CatalogueArgs),
     /// Run a registered module on a node (the controller declares it there).
     #[command(after_help = "Examples:
@@ -249,6 +265,9 @@ where
         Command::Broker(args) => broker::run(&args),
         Command::Secret(args) => secret::run(&args),
         Command::Artifact(args) => artifact::run(&args),
+        Command::Build(args) => build::run_build(&args),
+        Command::Builds(args) => build::run_builds(&args),
+        Command::BuildMachine(args) => build::run_build_machine(&args),
         Command::Nodes(args) => node::run_list(&args),
         Command::Status(args) => status::run(&args),
         Command::Seats(args) => seats::run(&args),

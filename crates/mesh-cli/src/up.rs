@@ -471,6 +471,26 @@ async fn register_and_assign(
                 }
                 continue;
             }
+            // A module the mesh builds from its repository runs what its
+            // build made, never a program of the same name found here.
+            if let (Some(repository), Some(_)) = (&m.repository, &m.build)
+                && m.run.as_ref().is_some_and(names_artifacts)
+            {
+                let module = &m.name.value;
+                if store.newest_version(module).await?.is_some() {
+                    store.assign_version(&node, module, None).await?;
+                    assigned.push(module.clone());
+                } else {
+                    left.push((
+                        module.clone(),
+                        format!(
+                            "it is built from its repository ({}): `mesh build {module}`, then `mesh assign {module} {LOCAL_NODE}`",
+                            repository.value
+                        ),
+                    ));
+                }
+                continue;
+            }
             if let Some(program) = local_program(m) {
                 programs.push(program);
                 continue;

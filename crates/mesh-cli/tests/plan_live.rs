@@ -334,6 +334,7 @@ fn mesh_up_says_in_plain_lines_how_its_modules_came_out() {
     let said = wait_until(LONG, || {
         reported(&read()).is_some_and(|l| {
             [
+                "build-machine",
                 "echo",
                 "greeter",
                 "node-worker",

@@ -27,7 +27,8 @@ const START: Duration = Duration::from_secs(60);
 const STOP: Duration = Duration::from_secs(10);
 
 /// The runnable example modules `mesh up` assigns.
-const MODULES: [&str; 7] = [
+const MODULES: [&str; 8] = [
+    "build-machine",
     "echo",
     "greeter",
     "node-worker",
@@ -38,7 +39,7 @@ const MODULES: [&str; 7] = [
 ];
 
 /// One whole mesh at a time: each case runs a broker, a controller, a host
-/// and seven modules, on a machine of two cores.
+/// and eight modules, on a machine of two cores.
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     static SERIAL: Mutex<()> = Mutex::new(());
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())

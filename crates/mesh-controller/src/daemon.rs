@@ -9,6 +9,7 @@
 //! revision ([`watch`]): any change recomposes the users file and
 //! re-asserts the objects, whoever made it.
 
+mod built;
 mod declare;
 mod enrol;
 mod keys;
@@ -402,6 +403,7 @@ pub async fn run(
             derived.objects.clone(),
         )),
         tokio::spawn(take_control(ctx.clone())),
+        tokio::spawn(built::take(ctx.clone())),
         tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
         tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),
     ];

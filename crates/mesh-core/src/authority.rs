@@ -18,7 +18,7 @@ mod artifact_grants;
 mod mint;
 pub use mint::credentials_to_mint;
 
-use crate::catalogue::{Catalogue, SeatEntry, SeatRef};
+use crate::catalogue::{BUILD_MACHINE_ROLE, Catalogue, SeatEntry, SeatRef};
 use crate::diagnostic::Location;
 use crate::jetstream::{self, ConsumerSpec, Objects};
 use crate::manifest::{Manifest, Scope};
@@ -515,6 +515,26 @@ pub fn module_principal(
             };
             p.subscribe(subject, cause.clone());
             serves_tools.get_or_insert(cause);
+        }
+        // A build machine puts what it built into the bus's artifact store
+        // (and reads metas: whether a name is stored, whether an input is).
+        if seat.as_str() == BUILD_MACHINE_ROLE && entry.module.is_none() {
+            for (s, what) in [
+                (
+                    artifact::ALL_CHUNKS,
+                    "stores the chunks of what it builds in ARTIFACTS",
+                ),
+                (
+                    artifact::ALL_META,
+                    "records what it builds in ARTIFACTS (write once)",
+                ),
+                (
+                    artifact::ALL_META_GETS,
+                    "reads whether an artifact is stored (its own outputs, a build's inputs)",
+                ),
+            ] {
+                p.publish(s, why(what.into()));
+            }
         }
         if let Some(worker) = jetstream::seat_worker(entry) {
             p.consume(

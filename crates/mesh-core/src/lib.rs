@@ -18,6 +18,7 @@
 
 pub mod artifact;
 pub mod authority;
+pub mod build;
 pub mod catalogue;
 pub mod change;
 pub mod declaration;

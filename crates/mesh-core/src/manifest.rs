@@ -14,6 +14,7 @@
 //! [module]
 //! name = "audit-log"              # required; a Name
 //! description = "..."             # optional
+//! repository = "file:///srv/git/audit-log"   # optional: where `mesh build` fetches it (a git URL)
 //!
 //! [run]                           # optional: how a host runs the module
 //! command = ["audit-log", "--data", "${file:data}"]   # required, non-empty
@@ -103,6 +104,8 @@ pub struct Manifest {
     /// `[module] name`.
     pub name: Located<Name>,
     pub description: Option<Located<String>>,
+    /// `[module] repository`: the git URL a build machine fetches.
+    pub repository: Option<Located<String>>,
     pub run: Option<Run>,
     pub build: Option<Build>,
     /// `[[seat]]`: seats this module declares.
@@ -222,6 +225,45 @@ pub struct Run {
     pub driver: Located<Driver>,
     pub secrets_in_environment: Option<Located<String>>,
     pub pos: Pos,
+}
+
+/// Why `url` cannot be a module's repository: a git URL a build machine
+/// can fetch — `file://`, `https://`, `http://`, `ssh://`, `git://` or
+/// `user@host:path` — with no credentials in it (records and `built`
+/// events quote it) and nothing git would read as an option.
+pub fn repository_ok(url: &str) -> Result<(), String> {
+    if url.is_empty() {
+        return Err("is empty".into());
+    }
+    if url.starts_with('-') {
+        return Err("starts with `-`, which git reads as an option".into());
+    }
+    if url.bytes().any(|b| !b.is_ascii_graphic()) {
+        return Err("holds a space or a control character".into());
+    }
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if !matches!(scheme, "file" | "https" | "http" | "ssh" | "git") {
+            return Err(format!(
+                "has scheme {scheme}://, not file, https, http, ssh or git"
+            ));
+        }
+        let authority = rest.split('/').next().unwrap_or_default();
+        // A user before `@` is how ssh says who logs in; over http it is a
+        // token, and a password is one anywhere.
+        if let Some((user, _)) = authority.split_once('@')
+            && (scheme != "ssh" || user.contains(':'))
+        {
+            return Err("carries credentials; keep them out of the manifest (the build machine's git configuration or agent holds them)".into());
+        }
+        if rest.is_empty() || (scheme == "file" && !rest.starts_with('/')) {
+            return Err("names no path".into());
+        }
+        return Ok(());
+    }
+    match url.split_once(':') {
+        Some((host, path)) if !host.is_empty() && !path.is_empty() && !host.contains('/') => Ok(()),
+        _ => Err("is not a git URL".into()),
+    }
 }
 
 /// `[build]`.

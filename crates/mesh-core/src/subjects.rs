@@ -305,6 +305,10 @@ pub mod artifact {
     pub const ALL_META: &str = "$O.ARTIFACTS.M.>";
     /// Every chunk subject.
     pub const ALL_CHUNKS: &str = "$O.ARTIFACTS.C.>";
+    /// A direct get of any object's meta: what a writer reads to learn
+    /// whether a name is stored (write once), and a build machine to confirm
+    /// each input it read is. Metas only: no chunk is readable through it.
+    pub const ALL_META_GETS: &str = "$JS.API.DIRECT.GET.OBJ_ARTIFACTS.$O.ARTIFACTS.M.>";
 
     /// The token naming one stored version of an object's chunks, chosen by
     /// its writer. Letters and digits only: it becomes a subject token and

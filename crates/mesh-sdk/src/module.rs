@@ -182,6 +182,13 @@ impl Module {
         &self.js
     }
 
+    /// The JetStream context of this module's connection: what a holder of
+    /// a role that writes the artifact store puts objects through. Every
+    /// request on it is still held to this module's grants by the server.
+    pub fn jetstream(&self) -> &async_nats::jetstream::Context {
+        &self.js
+    }
+
     pub(crate) fn ack_timeout(&self) -> Duration {
         self.ack_timeout
     }

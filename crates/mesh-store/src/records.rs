@@ -232,6 +232,8 @@ pub struct Artifact {
     pub digest: String,
     pub path: String,
     pub size: u64,
+    /// Its chunk token in `ARTIFACTS`: what a host is granted to read it by.
+    pub nuid: Option<String>,
 }
 
 /// One finished build, as announced by the build machine.

@@ -261,6 +261,21 @@ fn role_holder_announces_and_takes_work() {
         b,
         "$JS.ACK.SEAT_mesh-build-machine.seat_mesh-build-machine.1"
     ));
+    // It stores what it builds and reads metas, never chunks it did not
+    // write through a consumer of the bucket, nor the bucket's API.
+    assert!(can_publish(b, "$O.ARTIFACTS.C.abc"));
+    assert!(can_publish(b, "$O.ARTIFACTS.M.bmFtZQ=="));
+    assert!(can_publish(
+        b,
+        "$JS.API.DIRECT.GET.OBJ_ARTIFACTS.$O.ARTIFACTS.M.bmFtZQ=="
+    ));
+    assert!(!can_publish(b, "$JS.API.CONSUMER.CREATE.OBJ_ARTIFACTS"));
+    assert!(!can_publish(b, "$JS.API.STREAM.PURGE.OBJ_ARTIFACTS"));
+    assert!(!can_publish(b, "$JS.API.DIRECT.GET.OBJ_ARTIFACTS"));
+    // A module that only uses the role gets none of it.
+    let user = find(&ps, "module_n1_notifier");
+    assert!(!can_publish(user, "$O.ARTIFACTS.C.abc"));
+    assert!(!can_publish(user, "$O.ARTIFACTS.M.bmFtZQ=="));
 }
 
 #[test]

@@ -17,6 +17,10 @@ use crate::subjects::pattern;
 mod layout;
 #[path = "graph_svg.rs"]
 mod svg;
+#[path = "graph_versions.rs"]
+mod versions;
+
+pub use versions::{VersionInputs, published_by};
 
 /// What a graph node stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -29,6 +33,8 @@ pub enum NodeKind {
     Role,
     /// Named by a manifest, registered by no one.
     Missing,
+    /// A built version of a module (`mesh catalogue graph --versions`).
+    Version,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -50,6 +56,11 @@ pub enum EdgeKind {
     Consumes,
     /// `[tools] uses`: from the caller to the provider.
     Calls,
+    /// From a version to its module.
+    VersionOf,
+    /// From a version to the version that published one of its inputs;
+    /// labelled with the input's artifact.
+    BuiltOn,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -216,6 +227,8 @@ impl EdgeKind {
             EdgeKind::Uses => "uses",
             EdgeKind::Consumes => "consumes",
             EdgeKind::Calls => "calls",
+            EdgeKind::VersionOf => "version of",
+            EdgeKind::BuiltOn => "built on",
         }
     }
 }
@@ -245,12 +258,14 @@ impl Graph {
                 NodeKind::Seat => ", style=rounded",
                 NodeKind::Role => ", style=\"rounded,bold\"",
                 NodeKind::Missing => ", style=dashed, color=red",
+                NodeKind::Version => ", style=\"rounded,dotted\"",
             };
             let label = match n.kind {
                 NodeKind::Module => n.label.clone(),
                 NodeKind::Seat => format!("seat {}", n.label),
                 NodeKind::Role => format!("role {}", n.label),
                 NodeKind::Missing => format!("{} (not registered)", n.label),
+                NodeKind::Version => n.label.clone(),
             };
             let _ = writeln!(
                 out,

@@ -50,6 +50,7 @@ fn caption(n: &GraphNode) -> String {
         NodeKind::Seat => format!("seat {}", n.label),
         NodeKind::Role => format!("role {}", n.label),
         NodeKind::Missing => format!("{} (not registered)", n.label),
+        NodeKind::Version => n.label.clone(),
     }
 }
 
@@ -82,14 +83,18 @@ fn colour(kind: EdgeKind) -> &'static str {
         EdgeKind::Uses => "#1565c0",
         EdgeKind::Consumes => "#d84315",
         EdgeKind::Calls => "#00838f",
+        EdgeKind::VersionOf => "#757575",
+        EdgeKind::BuiltOn => "#6d4c41",
     }
 }
 
-const KINDS: [EdgeKind; 4] = [
+const KINDS: [EdgeKind; 6] = [
     EdgeKind::Holds,
     EdgeKind::Uses,
     EdgeKind::Consumes,
     EdgeKind::Calls,
+    EdgeKind::VersionOf,
+    EdgeKind::BuiltOn,
 ];
 
 /// Fill, stroke, corner radius, dash of a node's box.
@@ -99,6 +104,7 @@ fn node_style(kind: NodeKind) -> (&'static str, &'static str, i64, &'static str)
         NodeKind::Seat => ("#eaf6ea", "#2e7d32", 12, ""),
         NodeKind::Role => ("#f3e8fd", "#6a1b9a", 12, ""),
         NodeKind::Missing => ("#fdecea", DANGLING, 0, r#" stroke-dasharray="6 4""#),
+        NodeKind::Version => ("#fff8e1", "#6d4c41", 6, r#" stroke-dasharray="2 3""#),
     }
 }
 
@@ -108,7 +114,22 @@ fn node_class(kind: NodeKind) -> &'static str {
         NodeKind::Seat => "seat",
         NodeKind::Role => "role",
         NodeKind::Missing => "missing",
+        NodeKind::Version => "version",
     }
+}
+
+/// Only a graph drawn with its versions shows their kinds in its legend.
+fn is_version_kind(k: EdgeKind) -> bool {
+    matches!(k, EdgeKind::VersionOf | EdgeKind::BuiltOn)
+}
+
+/// A kind as an XML id or class: its caption may hold a space.
+fn slug(kind: EdgeKind) -> String {
+    kind.as_str().replace(' ', "-")
+}
+
+fn marker_id(kind: EdgeKind) -> String {
+    format!("arrow-{}", slug(kind))
 }
 
 fn marker(out: &mut String, id: &str, fill: &str) {
@@ -125,7 +146,7 @@ fn baseline(y: i64, h: i64) -> i64 {
 
 /// The legend, framed, at (`x`, `y`): the edge kinds on one row, the node
 /// kinds on the next. Returns its frame.
-fn legend(out: &mut String, x: i64, y: i64) -> Rect {
+fn legend(out: &mut String, x: i64, y: i64, versions: bool) -> Rect {
     let mut rows = [String::new(), String::new()];
     let mut ends = [x, x];
     let mut item = |row: usize, sample: &str, text: &str, rows: &mut [String; 2]| {
@@ -145,11 +166,14 @@ fn legend(out: &mut String, x: i64, y: i64) -> Rect {
         );
         ends[row] = tx + text_w(text) + 6;
     };
-    for kind in KINDS {
+    for kind in KINDS
+        .into_iter()
+        .filter(|k| versions || !is_version_kind(*k))
+    {
         let c = colour(kind);
         let line = format!(
-            r#"<line x1="{{x}}" y1="{{cy}}" x2="{{x2}}" y2="{{cy}}" stroke="{c}" stroke-width="1.5" marker-end="url(#arrow-{})"/>"#,
-            kind.as_str()
+            r#"<line x1="{{x}}" y1="{{cy}}" x2="{{x2}}" y2="{{cy}}" stroke="{c}" stroke-width="1.5" marker-end="url(#{})"/>"#,
+            marker_id(kind)
         );
         item(0, &line, kind.as_str(), &mut rows);
     }
@@ -162,7 +186,11 @@ fn legend(out: &mut String, x: i64, y: i64) -> Rect {
         (NodeKind::Seat, "seat"),
         (NodeKind::Role, "role (the mesh's seat)"),
         (NodeKind::Missing, "not registered"),
-    ] {
+        (NodeKind::Version, "built version"),
+    ]
+    .into_iter()
+    .filter(|(k, _)| versions || *k != NodeKind::Version)
+    {
         let (fill, stroke, rx, dash) = node_style(kind);
         let rect = format!(
             r#"<rect x="{{x}}" y="{{top}}" width="{SAMPLE_W}" height="14" rx="{}" fill="{fill}" stroke="{stroke}"{dash}/>"#,
@@ -197,7 +225,7 @@ pub(super) fn render(g: &Graph) -> String {
         .iter()
         .map(|n| NodeSpec {
             w: node_w(n),
-            min_layer: usize::from(n.kind == NodeKind::Module),
+            min_layer: usize::from(matches!(n.kind, NodeKind::Module | NodeKind::Version)),
         })
         .collect();
     // An edge to a node the graph does not have is not drawn.
@@ -222,7 +250,8 @@ pub(super) fn render(g: &Graph) -> String {
         })
         .collect();
     let mut body = String::new();
-    let frame = legend(&mut body, MARGIN, MARGIN);
+    let versions = g.nodes.iter().any(|n| n.kind == NodeKind::Version);
+    let frame = legend(&mut body, MARGIN, MARGIN, versions);
     let l = layout::layout(&nodes, &edges, MARGIN, frame.y + frame.h + MARGIN);
     let w = l.width.max(frame.w) + 2 * MARGIN;
     let h = frame.y + frame.h + MARGIN + l.height + MARGIN;
@@ -232,8 +261,11 @@ pub(super) fn render(g: &Graph) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="{FONT}" font-size="{FONT_SIZE}">"#
     );
     out.push_str("<defs>");
-    for kind in KINDS {
-        marker(&mut out, &format!("arrow-{}", kind.as_str()), colour(kind));
+    for kind in KINDS
+        .into_iter()
+        .filter(|k| versions || !is_version_kind(*k))
+    {
+        marker(&mut out, &marker_id(kind), colour(kind));
     }
     marker(&mut out, "arrow-dangling", DANGLING);
     out.push_str("</defs>\n");
@@ -245,11 +277,11 @@ pub(super) fn render(g: &Graph) -> String {
             (
                 " dangling",
                 DANGLING,
-                "dangling",
+                "dangling".to_string(),
                 r#" stroke-dasharray="6 4""#,
             )
         } else {
-            ("", colour(e.kind), e.kind.as_str(), "")
+            ("", colour(e.kind), slug(e.kind), "")
         };
         let points: Vec<String> = route
             .points
@@ -263,7 +295,7 @@ pub(super) fn render(g: &Graph) -> String {
             xml_escape(&e.to),
             xml_escape(&e.caption()),
             points.join(" "),
-            kind = e.kind.as_str(),
+            kind = slug(e.kind),
         );
         if let Some(r) = route.label {
             let _ = write!(

@@ -220,3 +220,74 @@ fn a_cycle_of_consumers_still_draws() {
     assert!(roxmltree::Document::parse(&text).is_ok());
     assert_eq!(graph(&c).edges.iter().filter(|e| !e.dangling).count(), 2);
 }
+
+#[test]
+fn versions_point_at_their_module_and_at_what_their_inputs_came_from() {
+    use crate::artifact::Reference;
+    let n = |s: &str| crate::names::Name::new(s).unwrap();
+    let hex = |c: char| c.to_string().repeat(64);
+    let lib = Reference {
+        module: n("git-server"),
+        artifact: n("libgit"),
+        sha256: hex('a'),
+    };
+    let stray = Reference {
+        module: n("gone"),
+        artifact: n("x"),
+        sha256: hex('b'),
+    };
+    let published = published_by([
+        (lib.clone(), n("git-server"), "1111111111111111".to_string()),
+        // The same bytes published again later belong to the first.
+        (lib.clone(), n("git-server"), "2222".to_string()),
+    ]);
+    let mut g = graph(&catalogue(&[GIT, NOTIFIER]));
+    g.add_versions(
+        &[
+            VersionInputs {
+                module: n("git-server"),
+                version: "1111111111111111".into(),
+                inputs: vec![],
+            },
+            VersionInputs {
+                module: n("notifier"),
+                version: "abc".into(),
+                inputs: vec![lib.clone(), stray.clone()],
+            },
+        ],
+        &published,
+    );
+    let v1 = "version:git-server@1111111111111111";
+    let v2 = "version:notifier@abc";
+    let node = g.nodes.iter().find(|x| x.id == v1).unwrap();
+    assert_eq!(
+        (node.kind, node.label.as_str()),
+        (NodeKind::Version, "git-server @ 111111111111")
+    );
+    assert_eq!(
+        edge(&g, v1, "module:git-server", EdgeKind::VersionOf, ""),
+        Some(false)
+    );
+    assert_eq!(
+        edge(&g, v2, "module:notifier", EdgeKind::VersionOf, ""),
+        Some(false)
+    );
+    assert_eq!(edge(&g, v2, v1, EdgeKind::BuiltOn, "libgit"), Some(false));
+    let missing = format!("missing:{stray}");
+    assert_eq!(edge(&g, v2, &missing, EdgeKind::BuiltOn, "x"), Some(true));
+    assert!(!g.nodes.iter().any(|x| x.id == "version:git-server@2222"));
+    let mut sorted = g.nodes.clone();
+    sorted.sort();
+    assert_eq!(
+        g.nodes, sorted,
+        "nodes stay sorted: same records, same bytes"
+    );
+
+    let dot = g.dot();
+    assert!(dot.contains(r#""version:notifier@abc" -> "version:git-server@1111111111111111" [label="built on libgit"];"#), "{dot}");
+    let svg = g.svg();
+    assert_eq!(super::svg_check::problems(&svg), Vec::<String>::new());
+    assert!(svg.contains(r#"data-kind="built-on""#) && svg.contains("built version"));
+    // Without versions the legend stays as it was.
+    assert!(!graph(&catalogue(&[GIT])).svg().contains("built version"));
+}

@@ -64,6 +64,9 @@ pub fn holder_conflict(
         let Some(entry) = cat.seat(&held.seat) else {
             continue;
         };
+        if entry.module.is_none() && super::roles::pooled(&held.seat) {
+            continue;
+        }
         for (n2, m2) in assignments {
             if (n2, m2) == (node, module) {
                 continue;
@@ -205,5 +208,32 @@ mod tests {
             holder_conflict(&cat, &made, &n("n2"), &n("store-c")),
             Some(HolderConflict::Mesh { .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod pooled_tests {
+    use super::*;
+
+    fn n(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    #[test]
+    fn build_machines_are_a_pool_any_number_may_hold_the_role() {
+        let builder = |name: &str| {
+            (
+                name.to_string(),
+                format!(
+                    "[module]\nname = \"{name}\"\n[run]\ncommand = [\"x\"]\n[holds]\nseats = [\"mesh-build-machine\"]\n"
+                ),
+            )
+        };
+        let cat = registered(&[builder("bm-a"), builder("bm-b")], &[]);
+        assert!(cat.module(&n("bm-a")).is_some(), "fixture parses");
+        let made = vec![(n("n1"), n("bm-a")), (n("n2"), n("bm-b"))];
+        assert_eq!(holder_conflict(&cat, &made, &n("n2"), &n("bm-a")), None);
+        assert_eq!(holder_conflict(&cat, &made, &n("n3"), &n("bm-b")), None);
+        assert_eq!(holder_conflict(&cat, &made, &n("n1"), &n("bm-b")), None);
     }
 }

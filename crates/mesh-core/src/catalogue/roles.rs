@@ -10,6 +10,15 @@ pub const STORE_ROLE: &str = "mesh-store";
 /// The role whose holder builds: takes `build` work, announces `built`.
 pub const BUILD_MACHINE_ROLE: &str = "mesh-build-machine";
 
+/// Whether `seat` is a role any number of modules (on any nodes) may hold
+/// at once: its holders are a pool sharing one work queue through its
+/// deliver group, with no state of their own to keep apart. The build
+/// machine is: two take builds in turn, and one dying leaves its work to
+/// the other.
+pub fn pooled(seat: &Name) -> bool {
+    seat.as_str() == BUILD_MACHINE_ROLE
+}
+
 /// The seats the mesh itself declares. Same fields as a module's seat; their
 /// positions are [`Pos::START`] and their [`Origin`](super::Origin) is
 /// [`Origin::Mesh`](super::Origin::Mesh).

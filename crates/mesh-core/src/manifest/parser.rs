@@ -20,7 +20,7 @@ use crate::names::Name;
 const ROOT: &[&str] = &[
     "module", "run", "build", "seat", "holds", "events", "tools", "uses", "file",
 ];
-const MODULE: &[&str] = &["name", "description"];
+const MODULE: &[&str] = &["name", "description", "repository"];
 pub(super) const RUN: &[&str] = &[
     "command",
     "env",
@@ -102,6 +102,7 @@ impl Parser<'_> {
 
         let mut name = None;
         let mut description = None;
+        let mut repository = None;
         match self.toml.section(root, "module") {
             Some((t, header)) => {
                 self.check_fields(t, Some("[module]"), MODULE);
@@ -110,6 +111,19 @@ impl Parser<'_> {
                     .required_name(t, &header, "[module]", "name", "module");
                 description = get(t, "description").and_then(|(_, v)| {
                     let s = self.toml.string(v, "description")?;
+                    Some(Located::new(s.to_string(), self.toml.pos(&v.span())))
+                });
+                repository = get(t, "repository").and_then(|(_, v)| {
+                    let s = self.toml.string(v, "repository")?;
+                    if let Err(why) = super::repository_ok(s) {
+                        self.toml.push(
+                            Kind::BadValue,
+                            v.span(),
+                            format!("`repository` {why}"),
+                            Some("write a git URL without credentials: `file:///srv/git/audit-log`, `https://git.example.net/audit-log.git`".into()),
+                        );
+                        return None;
+                    }
                     Some(Located::new(s.to_string(), self.toml.pos(&v.span())))
                 });
             }
@@ -163,6 +177,7 @@ impl Parser<'_> {
             path: self.toml.path().to_string(),
             name: name?,
             description,
+            repository,
             run,
             build,
             seats,

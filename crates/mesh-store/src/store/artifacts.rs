@@ -49,12 +49,7 @@ impl ArtifactRow {
 
 /// Whether a version string may be recorded: what `--version` takes and a
 /// commit id is (a name read in a terminal and a URL-safe token).
-pub fn version_ok(v: &str) -> bool {
-    !v.is_empty()
-        && v.len() <= 64
-        && v.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
-}
+pub use mesh_core::build::version_ok;
 
 type Row = (
     String,

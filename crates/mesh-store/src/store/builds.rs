@@ -9,9 +9,10 @@ use crate::records::{Artifact, Build, BuildState};
 use crate::{BeginWrite, Store, with_pool};
 
 impl Store {
-    /// Records a finished build with its inputs and artifacts. A build id is
-    /// recorded once: the same announcement heard twice is refused as
-    /// [`StoreError::AlreadyExists`].
+    /// Records a finished build with its inputs and artifacts, and a
+    /// successful one's version of its module (what `mesh assign` pins). A
+    /// build id is recorded once: the same announcement heard twice is
+    /// refused as [`StoreError::AlreadyExists`] and writes nothing.
     pub async fn record_build(&self, build: &Build) -> Result<(), StoreError> {
         let mut sizes = Vec::with_capacity(build.artifacts.len());
         for a in &build.artifacts {
@@ -26,6 +27,9 @@ impl Store {
         };
         with_pool!(self, |pool| {
             let mut tx = pool.begin_write().await?;
+            if let (Some(module), BuildState::Succeeded) = (&build.module, &build.state) {
+                must_exist!(tx, "module" in "modules", module);
+            }
             let inserted = sqlx::query(
                 "INSERT INTO builds (id, module, rev, state, failure, finished_at) \
                  VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
@@ -57,14 +61,31 @@ impl Store {
             }
             for (a, size) in build.artifacts.iter().zip(&sizes) {
                 sqlx::query(
-                    "INSERT INTO artifacts (build_id, name, digest, path, size) \
-                     VALUES ($1, $2, $3, $4, $5)",
+                    "INSERT INTO artifacts (build_id, name, digest, path, size, nuid) \
+                     VALUES ($1, $2, $3, $4, $5, $6)",
                 )
                 .bind(&build.id)
                 .bind(&a.name)
                 .bind(&a.digest)
                 .bind(&a.path)
                 .bind(*size)
+                .bind(a.nuid.as_deref())
+                .execute(&mut *tx)
+                .await?;
+            }
+            // A version is its first build's: a rebuild of a recorded commit
+            // is kept as a build, and the version still names what it did.
+            if let (Some(module), Some(rev), BuildState::Succeeded) =
+                (&build.module, &build.rev, &build.state)
+            {
+                sqlx::query(
+                    "INSERT INTO module_versions (module, rev, build_id, recorded_at) \
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (module, rev) DO NOTHING",
+                )
+                .bind(module.as_str())
+                .bind(rev)
+                .bind(&build.id)
+                .bind(build.finished_at)
                 .execute(&mut *tx)
                 .await?;
             }
@@ -95,8 +116,8 @@ impl Store {
             .bind(id)
             .fetch_all(pool)
             .await?;
-            let artifacts: Vec<(String, String, String, i64)> = sqlx::query_as(
-                "SELECT name, digest, path, size FROM artifacts WHERE build_id = $1 ORDER BY name",
+            let artifacts: Vec<ArtifactCols> = sqlx::query_as(
+                "SELECT name, digest, path, size, nuid FROM artifacts WHERE build_id = $1 ORDER BY name",
             )
             .bind(id)
             .fetch_all(pool)
@@ -137,14 +158,37 @@ impl Store {
         }))
     }
 
+    /// Every recorded build (of `module` alone if given), newest first:
+    /// what `mesh builds` lists and the version graph is drawn from.
+    pub async fn builds(&self, module: Option<&Name>) -> Result<Vec<Build>, StoreError> {
+        let ids: Vec<(String,)> = with_pool!(self, |pool| {
+            let ids: Vec<(String,)> = sqlx::query_as(
+                "SELECT id FROM builds WHERE ($1 IS NULL OR module = $1) \
+                 ORDER BY finished_at DESC, id",
+            )
+            .bind(module.map(Name::as_str))
+            .fetch_all(pool)
+            .await?;
+            Ok(ids)
+        })?;
+        let mut out = Vec::with_capacity(ids.len());
+        for (id,) in ids {
+            // A build removed between the two reads is simply not listed.
+            if let Some(b) = self.build(&id).await? {
+                out.push(b);
+            }
+        }
+        Ok(out)
+    }
+
     /// Every artifact with `digest`, with the build that produced it.
     pub async fn artifacts_by_digest(
         &self,
         digest: &str,
     ) -> Result<Vec<(String, Artifact)>, StoreError> {
         let rows = with_pool!(self, |pool| {
-            let rows: Vec<(String, String, String, String, i64)> = sqlx::query_as(
-                "SELECT build_id, name, digest, path, size FROM artifacts \
+            let rows: Vec<(String, String, String, String, i64, Option<String>)> = sqlx::query_as(
+                "SELECT build_id, name, digest, path, size, nuid FROM artifacts \
                  WHERE digest = $1 ORDER BY build_id, name",
             )
             .bind(digest)
@@ -153,14 +197,14 @@ impl Store {
             Ok(rows)
         })?;
         rows.into_iter()
-            .map(|(b, n, d, p, s)| Ok((b, artifact_from((n, d, p, s))?)))
+            .map(|(b, n, d, p, s, nuid)| Ok((b, artifact_from((n, d, p, s, nuid))?)))
             .collect()
     }
 }
 
-fn artifact_from(
-    (name, digest, path, size): (String, String, String, i64),
-) -> Result<Artifact, StoreError> {
+type ArtifactCols = (String, String, String, i64, Option<String>);
+
+fn artifact_from((name, digest, path, size, nuid): ArtifactCols) -> Result<Artifact, StoreError> {
     Ok(Artifact {
         size: u64::try_from(size).map_err(|_| {
             StoreError::malformed(
@@ -174,5 +218,6 @@ fn artifact_from(
         name,
         digest,
         path,
+        nuid,
     })
 }

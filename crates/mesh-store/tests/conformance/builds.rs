@@ -5,6 +5,7 @@ use mesh_store::*;
 
 async fn builds_round_trip(fx: &Fixture) {
     let s = &fx.store;
+    s.register_module(&n("audit-log"), "x").await.unwrap();
     let build = Build {
         id: "req-1".into(),
         module: Some(n("audit-log")),
@@ -17,12 +18,14 @@ async fn builds_round_trip(fx: &Fixture) {
                 digest: "sha256:1111".into(),
                 path: "target/release/audit-log".into(),
                 size: 12_345_678,
+                nuid: Some("n1".into()),
             },
             Artifact {
                 name: "a-helper".into(),
                 digest: "sha256:2222".into(),
                 path: "target/release/a-helper".into(),
                 size: 0,
+                nuid: None,
             },
         ],
         finished_at: 42,
@@ -52,6 +55,40 @@ async fn builds_round_trip(fx: &Fixture) {
     s.record_build(&failed).await.unwrap();
     assert_eq!(s.build("req-2").await.unwrap(), Some(failed));
     assert_eq!(s.build("req-3").await.unwrap(), None);
+
+    // The build's version is recorded for its module: what an assignment
+    // pins, with the chunk token a host is granted by.
+    let versions = s.module_versions(&n("audit-log")).await.unwrap();
+    assert_eq!(versions.len(), 1);
+    assert_eq!(
+        (versions[0].rev.as_str(), versions[0].build_id.as_deref()),
+        ("abc123", Some("req-1"))
+    );
+    let listed: Vec<String> = s
+        .builds(None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|b| b.id)
+        .collect();
+    assert_eq!(listed, ["req-2", "req-1"], "newest first");
+    let listed = s.builds(Some(&n("audit-log"))).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].artifacts[1].nuid.as_deref(), Some("n1"));
+    // A success for a module nobody registered records nothing.
+    let stray = Build {
+        id: "req-9".into(),
+        module: Some(n("nobody")),
+        ..build.clone()
+    };
+    assert!(
+        matches!(
+            s.record_build(&stray).await,
+            Err(StoreError::NotFound { .. })
+        ),
+        "a stray module"
+    );
+    assert_eq!(s.build("req-9").await.unwrap(), None);
 
     let by_digest = s.artifacts_by_digest("sha256:1111").await.unwrap();
     assert_eq!(

@@ -1,0 +1,182 @@
+//! Builds, as build machines announce them (`built` on the
+//! `mesh-build-machine` role's event subject, through the controller's
+//! EVENTS consumer): each recorded once by its id, a success with its
+//! artifacts — confirmed in `ARTIFACTS` by the controller itself, which
+//! takes each chunk token from the stored meta, not from the announcement —
+//! and its inputs; a failure with its reason and no module. A redelivered
+//! announcement records nothing twice; a malformed one is terminated and
+//! logged, never redelivered forever.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind, consumer::push};
+use futures::StreamExt as _;
+use mesh_core::build::{Built, Outcome};
+use mesh_core::event;
+use mesh_core::subjects::{STREAM_EVENTS, consumer};
+use mesh_store::{Artifact, Build, BuildState, StoreError};
+use tracing::{info, warn};
+
+use super::{Counters, Ctx, DaemonError, error_chain, retry_waits};
+
+/// How long an announcement the store or the bus cannot take now waits in
+/// EVENTS before it comes round again.
+const RETRY: Duration = Duration::from_secs(2);
+
+/// Binds the controller's EVENTS consumer and records what it delivers,
+/// binding again whenever the delivery ends.
+pub(crate) async fn take(ctx: Arc<Ctx>) {
+    loop {
+        let mut waits = retry_waits();
+        let mut messages = loop {
+            match bind(&ctx).await {
+                Ok(m) => break m,
+                Err(e) => {
+                    let wait = waits.next().unwrap_or(Duration::from_secs(5));
+                    warn!(error = %error_chain(&e), retry_in = ?wait, "cannot bind the controller's EVENTS consumer yet");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        };
+        while let Some(next) = messages.next().await {
+            match next {
+                Ok(msg) => take_one(&ctx, msg).await,
+                Err(e) => warn!(error = %e, "EVENTS delivery failed"),
+            }
+        }
+        warn!("the controller's EVENTS consumer stopped delivering; binding again");
+    }
+}
+
+async fn bind(ctx: &Ctx) -> Result<push::Messages, DaemonError> {
+    let bind = |e: Box<dyn std::error::Error + Send + Sync>| DaemonError::Bind(e);
+    let consumer: jetstream::consumer::Consumer<push::Config> = ctx
+        .js
+        .get_consumer_from_stream(consumer::CONTROLLER_EVENTS, STREAM_EVENTS)
+        .await
+        .map_err(|e| bind(Box::new(e)))?;
+    consumer.messages().await.map_err(|e| bind(Box::new(e)))
+}
+
+/// What to do with one delivery: decided from the announcement and what
+/// the bus holds, then carried out by [`take_one`].
+enum Step {
+    Record(Build),
+    /// Cannot be recorded, now or ever: terminated, with the reason logged.
+    Terminate(String),
+    /// The bus could not say now: comes round again.
+    Later(String),
+}
+
+async fn take_one(ctx: &Ctx, msg: jetstream::Message) {
+    let step = decide(ctx, &msg.payload).await;
+    match step {
+        Step::Terminate(reason) => {
+            Counters::bump(&ctx.counters.terminated);
+            warn!(subject = %msg.subject, %reason, "built event terminated");
+            let _ = msg.ack_with(AckKind::Term).await;
+        }
+        Step::Later(reason) => {
+            warn!(subject = %msg.subject, %reason, "built event stays in EVENTS");
+            let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;
+        }
+        Step::Record(build) => match ctx.store.record_build(&build).await {
+            Ok(()) => {
+                info!(id = %build.id, module = ?build.module.as_ref().map(|m| m.as_str()), version = ?build.rev, state = ?build.state, "build recorded");
+                let _ = msg.ack().await;
+            }
+            Err(StoreError::AlreadyExists { .. }) => {
+                info!(id = %build.id, "build recorded before; acknowledged again");
+                let _ = msg.ack().await;
+            }
+            Err(e) if e.is_unavailable() => {
+                warn!(id = %build.id, error = %error_chain(&e), "the store cannot take the build now");
+                let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;
+            }
+            Err(e) => {
+                Counters::bump(&ctx.counters.terminated);
+                warn!(id = %build.id, error = %error_chain(&e), "build not recorded; terminated");
+                let _ = msg.ack_with(AckKind::Term).await;
+            }
+        },
+    }
+}
+
+async fn decide(ctx: &Ctx, payload: &[u8]) -> Step {
+    let envelope = match event::parse(payload) {
+        Ok(e) => e,
+        Err(e) => return Step::Terminate(e.to_string()),
+    };
+    let built: Built = match serde_json::from_value(envelope.payload) {
+        Ok(b) => b,
+        Err(e) => return Step::Terminate(format!("not a built event: {e}")),
+    };
+    let at = i64::try_from(envelope.at).unwrap_or(i64::MAX);
+    match built.check() {
+        Err(e) => Step::Terminate(e.to_string()),
+        Ok(Outcome::Failed { id, reason }) => Step::Record(Build {
+            id,
+            module: None,
+            rev: None,
+            state: BuildState::Failed { reason },
+            inputs: vec![],
+            artifacts: vec![],
+            finished_at: at,
+        }),
+        Ok(Outcome::Succeeded {
+            id,
+            module,
+            version,
+            artifacts,
+            inputs,
+        }) => {
+            let mut recorded = Vec::with_capacity(artifacts.len());
+            for (a, reference) in artifacts {
+                let name = reference.object_name();
+                let nuid = match mesh_bus::artifacts::stat(&ctx.client, &name).await {
+                    Ok(Some(s)) if s.size == a.size && s.sha256.as_deref() == Some(&a.sha256) => {
+                        s.nuid
+                    }
+                    // Announced as made but not there as announced: a host
+                    // could never fetch it, so it is no version to pin.
+                    Ok(_) => {
+                        return Step::Record(Build {
+                            id,
+                            module: None,
+                            rev: None,
+                            state: BuildState::Failed {
+                                reason: format!(
+                                    "the build announced {reference} ({} bytes), which ARTIFACTS does not hold as announced",
+                                    a.size
+                                ),
+                            },
+                            inputs: vec![],
+                            artifacts: vec![],
+                            finished_at: at,
+                        });
+                    }
+                    Err(e) => {
+                        return Step::Later(format!("could not read {name} from ARTIFACTS: {e}"));
+                    }
+                };
+                recorded.push(Artifact {
+                    name: a.name.to_string(),
+                    digest: a.sha256,
+                    path: name,
+                    size: a.size,
+                    nuid: Some(nuid),
+                });
+            }
+            Step::Record(Build {
+                id,
+                module: Some(module),
+                rev: Some(version),
+                state: BuildState::Succeeded,
+                inputs: inputs.iter().map(|r| r.to_string()).collect(),
+                artifacts: recorded,
+                finished_at: at,
+            })
+        }
+    }
+}
