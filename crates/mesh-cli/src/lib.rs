@@ -362,8 +362,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 49,
-            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), call, logs, events (1), artifact (3), completions"
+            seen, 52,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
         );
     }
 }

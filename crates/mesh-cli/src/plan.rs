@@ -128,6 +128,10 @@ pub struct Plan {
     /// The whole declared module list of each node the change touches, as
     /// the controller would compose it.
     pub declarations: BTreeMap<Name, Vec<ModuleDecl>>,
+    /// The version of its module each touched node would run, by node
+    /// then module: what `mesh assign` pins (a build's commit, an upload's
+    /// version).
+    pub pins: BTreeMap<Name, BTreeMap<Name, String>>,
 }
 
 pub fn name(what: &str, s: &str) -> anyhow::Result<Name> {
@@ -323,10 +327,19 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         .filter(|(node, _)| entries.iter().any(|e| e.node() == Some(node)))
         .map(|(node, modules)| (node, modules.modules))
         .collect();
+    let mut pins: BTreeMap<Name, BTreeMap<Name, String>> = BTreeMap::new();
+    for ((node, module), v) in &after.pins {
+        if entries.iter().any(|e| e.node() == Some(node)) {
+            pins.entry(node.clone())
+                .or_default()
+                .insert(module.clone(), v.clone());
+        }
+    }
     Ok(Plan {
         pending: pending.to_string(),
         entries,
         declarations,
+        pins,
     })
 }
 
@@ -512,9 +525,13 @@ pub fn render(plan: &Plan) -> String {
         let _ = match e {
             Entry::Start {
                 module, version, ..
-            } => {
-                writeln!(out, "    start  {module} (version {version})")
-            }
+            } => match plan.pins.get(n).and_then(|p| p.get(module)) {
+                Some(pin) => writeln!(
+                    out,
+                    "    start  {module} (version {version}, runs version {pin} of {module})"
+                ),
+                None => writeln!(out, "    start  {module} (version {version})"),
+            },
             Entry::Stop { module, .. } => writeln!(out, "    stop   {module}"),
             Entry::LeftOut { module, reason, .. } => {
                 writeln!(out, "    left out {module}: {reason}")

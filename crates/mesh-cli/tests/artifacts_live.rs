@@ -13,24 +13,9 @@ mod harness;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::{Backend, Mesh, wait_until};
+use harness::{Backend, Mesh, module_pid as pid, ok, out_text, sha256_hex, wait_until};
 
 const LONG: Duration = Duration::from_secs(90);
-
-fn out_text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// `mesh ARGS`, which must succeed: its output.
-fn ok(mesh: &Mesh, args: &[&str]) -> String {
-    let o = mesh.mesh(args);
-    assert!(o.status.success(), "mesh {args:?}: {}", out_text(&o));
-    out_text(&o)
-}
 
 /// A catalogue of four modules: `runner` runs an artifact, `steady` a
 /// command the node has, `blob` carries a large artifact as an argument,
@@ -59,18 +44,6 @@ fn catalogue(dir: &Path) -> PathBuf {
         .unwrap();
     }
     root
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(bytes))
-}
-
-/// `module`'s pid on `host`, from the driver's record.
-fn pid(mesh: &Mesh, host: &str, module: &str) -> Option<u32> {
-    let text = std::fs::read_to_string(mesh.module_dir(host, module).join("pid")).ok()?;
-    let pid: u32 = text.split_whitespace().next()?.parse().ok()?;
-    mesh_testkit::pid_alive(pid).then_some(pid)
 }
 
 /// What `module`'s process on `host` executes.

@@ -14,23 +14,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use harness::{Backend, Mesh, wait_until};
+use harness::{Backend, Mesh, module_pid as pid, ok, out_text, sha256_hex, wait_until};
 
 const LONG: Duration = Duration::from_secs(120);
-
-fn out_text(o: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn ok(mesh: &Mesh, args: &[&str]) -> String {
-    let o = mesh.mesh(args);
-    assert!(o.status.success(), "mesh {args:?}: {}", out_text(&o));
-    out_text(&o)
-}
 
 fn git(repo: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
@@ -95,13 +81,6 @@ fn with_id<'a>(all: &'a [serde_json::Value], id: &str) -> Vec<&'a serde_json::Va
     all.iter().filter(|b| b["id"] == id).collect()
 }
 
-/// The pid of `module` on `host` from the driver's record, while alive.
-fn pid(mesh: &Mesh, host: &str, module: &str) -> Option<u32> {
-    let text = std::fs::read_to_string(mesh.module_dir(host, module).join("pid")).ok()?;
-    let pid: u32 = text.split_whitespace().next()?.parse().ok()?;
-    mesh_testkit::pid_alive(pid).then_some(pid)
-}
-
 fn cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
         .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
@@ -114,11 +93,6 @@ fn building_on(mesh: &Mesh, host: &str) -> usize {
         .module_dir(host, "build-machine")
         .join("work/build-cache/builds");
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest as _;
-    hex::encode(sha2::Sha256::digest(bytes))
 }
 
 /// A connection as `principal` with `seed`, hearing the server's refusals.
@@ -294,6 +268,12 @@ async fn builds_are_done_by_build_machines_and_recorded_once() {
         &["artifact", "get", &reference, "-o", copy.to_str().unwrap()],
     );
     assert_eq!(std::fs::read_to_string(&copy).unwrap(), expected);
+    // `mesh plan` shows the version the node would run: the newest build.
+    let plan = ok(&mesh, &["plan", "assign", "hello", "n1"]);
+    assert!(
+        plan.contains(&format!("runs version {fourth} of hello)")),
+        "{plan}"
+    );
     ok(
         &mesh,
         &["assign", "hello", "n1", "--wait", "--timeout", "90s"],
@@ -508,6 +488,41 @@ async fn builds_are_done_by_build_machines_and_recorded_once() {
     let all = builds(&mesh);
     assert_eq!(with_id(&all, "twice-1").len(), 1, "{all:?}");
     assert_eq!(with_id(&all, "twice-1")[0]["failure"], "said twice");
+    cases += 1;
+
+    // A third party hears the same outcomes: the stored `built` events,
+    // read as an operator reads them, answer the recorded builds by id.
+    let tail = ok(
+        &mesh,
+        &[
+            "events",
+            "tail",
+            "seat:mesh-build-machine.built",
+            "--all",
+            "--count",
+            "3",
+            "--output",
+            "json",
+        ],
+    );
+    let recorded = builds(&mesh);
+    let heard: Vec<serde_json::Value> = tail
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert_eq!(heard.len(), 3, "{tail}");
+    for e in &heard {
+        let id = e["envelope"]["payload"]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(e["envelope"]["payload"]["module"], "hello", "{e}");
+        assert_eq!(
+            with_id(&recorded, &id).len(),
+            1,
+            "{id} heard, not recorded: {recorded:?}"
+        );
+    }
     cases += 1;
 
     drop(_hosts);

@@ -118,18 +118,29 @@ fn the_example_catalogue_svg_has_no_overlap_and_no_edge_through_a_box() {
     assert_eq!(pts[pts.len() - 1].1, rect("seat:git").0, "{pts:?}");
     // nats-broker and its role are a part of their own, nothing pulls
     // them towards the rest: slid left, they stand one box gap (28) from
-    // node-worker instead of floating off to the right.
-    let x = |id: &str, attr: &str| -> f64 {
-        doc.descendants()
-            .find(|n| n.attribute("data-id") == Some(id))
-            .and_then(|g| g.children().find(|c| c.has_tag_name("rect")))
-            .and_then(|r| r.attribute(attr)?.parse().ok())
-            .unwrap()
-    };
-    let gap = x("module:nats-broker", "x")
-        - x("module:node-worker", "x")
-        - x("module:node-worker", "width");
-    assert_eq!(gap, 28.0, "{svg}");
+    // the box left of them in their row instead of floating off to the
+    // right.
+    let boxes: Vec<(String, f64, f64, f64)> = doc
+        .descendants()
+        .filter_map(|n| {
+            let id = n.attribute("data-id")?;
+            let r = n.children().find(|c| c.has_tag_name("rect"))?;
+            let num = |a: &str| r.attribute(a)?.parse::<f64>().ok();
+            Some((id.to_string(), num("x")?, num("y")?, num("width")?))
+        })
+        .collect();
+    let broker = boxes.iter().find(|b| b.0 == "module:nats-broker").unwrap();
+    let left = boxes
+        .iter()
+        .filter(|b| b.2 == broker.2 && b.1 < broker.1)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .unwrap();
+    let gap = broker.1 - left.1 - left.3;
+    assert_eq!(
+        gap, 28.0,
+        "{} stands {gap} from {}: {svg}",
+        broker.0, left.0
+    );
 }
 
 #[test]

@@ -360,7 +360,7 @@ fn mesh_up_says_in_plain_lines_how_its_modules_came_out() {
         "up: enrolling node local\n",
         "up: node local enrolled\n",
         "up: waiting for node local to report",
-        "up: node local reports echo running, greeter running, ",
+        "up: node local reports build-machine running, echo running, greeter running, ",
     ];
     let mut at = 0;
     for s in steps {

@@ -99,6 +99,35 @@ fn ensure_example_built(bins: &Path) {
     });
 }
 
+/// A command's stdout and stderr, as one text for a failure's message.
+pub fn out_text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `mesh ARGS` against `mesh`, which must succeed: its output.
+pub fn ok(mesh: &Mesh, args: &[&str]) -> String {
+    let o = mesh.mesh(args);
+    assert!(o.status.success(), "mesh {args:?}: {}", out_text(&o));
+    out_text(&o)
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// `module`'s pid on `host`, from the driver's record, while it lives.
+pub fn module_pid(mesh: &Mesh, host: &str, module: &str) -> Option<u32> {
+    let text = std::fs::read_to_string(mesh.module_dir(host, module).join("pid")).ok()?;
+    let pid: u32 = text.split_whitespace().next()?.parse().ok()?;
+    mesh_testkit::pid_alive(pid).then_some(pid)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sqlite,
