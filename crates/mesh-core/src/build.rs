@@ -87,14 +87,6 @@ pub enum Outcome {
     },
 }
 
-impl Outcome {
-    pub fn id(&self) -> &str {
-        match self {
-            Outcome::Succeeded { id, .. } | Outcome::Failed { id, .. } => id,
-        }
-    }
-}
-
 /// Why a `built` event cannot be recorded as it is: it is terminated and
 /// logged, never redelivered forever.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -607,3 +607,37 @@ fn a_persons_tools_read_as_written() {
         Err(ToolListError::BadTool { written, .. }) if written == "audit-log"
     ));
 }
+
+#[test]
+fn only_the_build_machine_role_writes_the_artifact_store() {
+    // The holder of another of the mesh's roles, and of a seat of its own,
+    // gets none of the artifact store.
+    const STORE: &str = r#"
+[module]
+name = "db"
+
+[[seat]]
+name = "cache"
+scope = "mesh"
+protocol = ""
+
+[holds]
+seats = ["mesh-store", "cache"]
+"#;
+    let ms = vec![manifest::parse("db/mesh.toml", STORE).expect("fixture parses")];
+    let cat = Catalogue::build(ms, Aliases::new());
+    let records = Records {
+        nodes: vec![n("n1")],
+        assignments: vec![Assignment::new(n("n1"), n("db"))],
+        ..Records::default()
+    };
+    let ps = derive(&cat, &records, &ControllerSpec::default()).unwrap();
+    let db = find(&ps, "module_n1_db");
+    for s in [
+        "$O.ARTIFACTS.C.abc",
+        "$O.ARTIFACTS.M.bmFtZQ==",
+        "$JS.API.DIRECT.GET.OBJ_ARTIFACTS.$O.ARTIFACTS.M.bmFtZQ==",
+    ] {
+        assert!(!can_publish(db, s), "{s}");
+    }
+}

@@ -263,3 +263,26 @@ fn build_machines_are_the_assigned_holders_of_the_role() {
     );
     assert!(build_machines(&c, [(&n1, &asker)]).is_empty());
 }
+
+#[test]
+fn a_compilers_page_of_errors_fits_in_a_tail() {
+    // Twenty lines of 400 characters (8,020 bytes with their newlines):
+    // under both bounds, so kept whole.
+    let page: String = (0..20)
+        .map(|i| format!("{i:03}{}\n", "e".repeat(396)))
+        .collect();
+    assert_eq!(log_tail(&page), page.trim_end());
+    assert_eq!(LOG_TAIL_BYTES, 8 * 1024);
+}
+
+#[test]
+fn a_tail_keeps_exactly_its_bound_in_bytes() {
+    let line = "x".repeat(LOG_TAIL_BYTES);
+    assert_eq!(
+        log_tail(&line),
+        line,
+        "a line of exactly the bound is kept whole"
+    );
+    let over = format!("y{line}");
+    assert_eq!(log_tail(&over), line, "one byte over: the first is cut");
+}

@@ -236,4 +236,31 @@ mod pooled_tests {
         assert_eq!(holder_conflict(&cat, &made, &n("n3"), &n("bm-b")), None);
         assert_eq!(holder_conflict(&cat, &made, &n("n1"), &n("bm-b")), None);
     }
+
+    #[test]
+    fn the_other_roles_keep_one_holder_in_the_mesh() {
+        let holder = |name: &str, role: &str| {
+            (
+                name.to_string(),
+                format!(
+                    "[module]\nname = \"{name}\"\n[run]\ncommand = [\"x\"]\n[holds]\nseats = [\"{role}\"]\n"
+                ),
+            )
+        };
+        let cat = registered(
+            &[holder("db-a", "mesh-store"), holder("db-b", "mesh-store")],
+            &[],
+        );
+        let made = vec![(n("n1"), n("db-a"))];
+        assert!(matches!(
+            holder_conflict(&cat, &made, &n("n2"), &n("db-b")),
+            Some(HolderConflict::Mesh { .. })
+        ));
+        assert!(matches!(
+            holder_conflict(&cat, &made, &n("n2"), &n("db-a")),
+            Some(HolderConflict::Mesh { .. })
+        ));
+        assert!(!super::super::roles::pooled(&n("mesh-store")));
+        assert!(!super::super::roles::pooled(&n("mesh-broker")));
+    }
 }
