@@ -387,7 +387,10 @@ pub fn run_build_machine(args: &BuildMachineArgs) -> anyhow::Result<ExitCode> {
         tokio::select! {
             r = mesh_builder::run(options) => {
                 mesh_builder::stop_all();
-                Err(anyhow::Error::new(r.unwrap_err()).context("the build machine stopped"))
+                match r {
+                    Ok(()) => Ok(ExitCode::SUCCESS),
+                    Err(e) => Err(anyhow::Error::new(e).context("the build machine stopped")),
+                }
             }
             () = signals.first() => {
                 // Unfinished builds come round again to whoever takes them.

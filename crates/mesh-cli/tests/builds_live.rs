@@ -488,6 +488,42 @@ async fn builds_are_done_by_build_machines_and_recorded_once() {
     let all = builds(&mesh);
     assert_eq!(with_id(&all, "twice-1").len(), 1, "{all:?}");
     assert_eq!(with_id(&all, "twice-1")[0]["failure"], "said twice");
+    // A success announcing an artifact ARTIFACTS does not hold is no
+    // version a host could ever fetch: recorded failed, naming it.
+    let absent = "1".repeat(64);
+    let claimed = serde_json::json!({
+        "id": "claimed-1", "module": "build-machine", "node": "n3", "at": 2,
+        "payload": {
+            "id": "claimed-1", "module": "hello", "version": "feedface",
+            "artifacts": [{"name": "hello", "reference": format!("artifact-store://hello/hello@sha256:{absent}"), "size": 5, "sha256": absent}],
+            "inputs": [], "log_tail": ""
+        }
+    });
+    js.publish(
+        "mesh.seat.mesh-build-machine.event.built",
+        claimed.to_string().into(),
+    )
+    .await
+    .unwrap()
+    .await
+    .expect("EVENTS stores the announcement");
+    assert!(
+        wait_until(LONG, || !with_id(&builds(&mesh), "claimed-1").is_empty()),
+        "the claimed build was never recorded: {}",
+        mesh.controller().log()
+    );
+    let all = builds(&mesh);
+    let claimed = with_id(&all, "claimed-1")[0];
+    assert_eq!(claimed["state"], "failed", "{claimed}");
+    assert!(claimed["version"].is_null(), "{claimed}");
+    assert!(
+        claimed["failure"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("which ARTIFACTS does not hold as announced"),
+        "{claimed}"
+    );
+    assert!(!all.iter().any(|b| b["version"] == "feedface"), "{all:?}");
     cases += 1;
 
     // A third party hears the same outcomes: the stored `built` events,

@@ -307,9 +307,13 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
         "the module sees the password in its environment: {:?}",
         read(&env_sha)
     );
+    // The module writes the file's digest after the environment's: waited
+    // for, not read the moment the first appears.
     assert!(
-        read(&file_sha).is_some_and(|s| s.contains(&sha256_hex(&token))),
-        "the module sees the token in its file"
+        wait_until(LONG, || read(&file_sha)
+            .is_some_and(|s| s.contains(&sha256_hex(&token)))),
+        "the module sees the token in its file: {:?}",
+        read(&file_sha)
     );
     let token_file = work(&mesh, "n1", "vault-user", "secrets/token");
     use std::os::unix::fs::PermissionsExt as _;
