@@ -293,10 +293,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "artifact_pins",
         sql: include_str!("../migrations/0018_artifact_pins.sql"),
     },
+    Migration {
+        version: 19,
+        name: "build_order",
+        sql: include_str!("../migrations/0019_build_order.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 18;
+pub const SCHEMA_VERSION: i64 = 19;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

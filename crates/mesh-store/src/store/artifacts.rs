@@ -74,6 +74,10 @@ fn read_row(r: Row) -> Result<ArtifactRow, StoreError> {
     })
 }
 
+/// The next recording position of a build, read inside the writing
+/// transaction: what orders builds finished in the same millisecond.
+pub(crate) const NEXT_SEQ: &str = "(SELECT COALESCE(MAX(seq), 0) + 1 FROM builds)";
+
 const ROWS: &str = "SELECT b.module, b.rev, a.name, a.digest, a.size, a.nuid, b.finished_at \
      FROM artifacts a JOIN builds b ON b.id = a.build_id \
      WHERE b.module IS NOT NULL AND b.state = 'succeeded'";
@@ -143,11 +147,12 @@ impl Store {
                 }
                 .into());
             }
-            sqlx::query(
-                "INSERT INTO builds (id, module, rev, state, failure, finished_at) \
-                 VALUES ($1, $2, $3, 'succeeded', NULL, $4) \
-                 ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at",
-            )
+            sqlx::query(&format!(
+                "INSERT INTO builds (id, module, rev, state, failure, finished_at, seq) \
+                     VALUES ($1, $2, $3, 'succeeded', NULL, $4, {NEXT_SEQ}) \
+                     ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, \
+                     seq = excluded.seq"
+            ))
             .bind(&id)
             .bind(u.module.as_str())
             .bind(&u.version)
@@ -187,7 +192,7 @@ impl Store {
         let rows: Vec<Row> = with_pool!(self, |pool| {
             let sql = format!(
                 "{ROWS} AND ($1 IS NULL OR b.module = $1) \
-                 ORDER BY b.finished_at DESC, b.rev, a.name"
+                 ORDER BY b.finished_at DESC, b.seq DESC, a.name"
             );
             let rows: Vec<Row> = sqlx::query_as(&sql)
                 .bind(module.map(Name::as_str))

@@ -53,7 +53,7 @@ impl Store {
                 None => sqlx::query_as::<_, (Option<String>,)>(
                     "SELECT b.rev FROM builds b WHERE b.module = $1 AND b.state = 'succeeded' \
                      AND EXISTS (SELECT 1 FROM artifacts a WHERE a.build_id = b.id) \
-                     ORDER BY b.finished_at DESC, b.rev LIMIT 1",
+                     ORDER BY b.finished_at DESC, b.seq DESC LIMIT 1",
                 )
                 .bind(module.as_str())
                 .fetch_optional(&mut *tx)

@@ -3,6 +3,7 @@
 
 use mesh_core::names::Name;
 
+use super::artifacts::NEXT_SEQ;
 use super::opt_name;
 use crate::error::{MalformedValue, StoreError};
 use crate::records::{Artifact, Build, BuildState};
@@ -30,10 +31,10 @@ impl Store {
             if let (Some(module), BuildState::Succeeded) = (&build.module, &build.state) {
                 must_exist!(tx, "module" in "modules", module);
             }
-            let inserted = sqlx::query(
-                "INSERT INTO builds (id, module, rev, state, failure, finished_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (id) DO NOTHING",
-            )
+            let inserted = sqlx::query(&format!(
+                "INSERT INTO builds (id, module, rev, state, failure, finished_at, seq) \
+                 VALUES ($1, $2, $3, $4, $5, $6, {NEXT_SEQ}) ON CONFLICT (id) DO NOTHING"
+            ))
             .bind(&build.id)
             .bind(build.module.as_ref().map(Name::as_str))
             .bind(build.rev.as_deref())
@@ -164,7 +165,7 @@ impl Store {
         let ids: Vec<(String,)> = with_pool!(self, |pool| {
             let ids: Vec<(String,)> = sqlx::query_as(
                 "SELECT id FROM builds WHERE ($1 IS NULL OR module = $1) \
-                 ORDER BY finished_at DESC, id",
+                 ORDER BY finished_at DESC, seq DESC",
             )
             .bind(module.map(Name::as_str))
             .fetch_all(pool)

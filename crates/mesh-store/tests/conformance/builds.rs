@@ -95,6 +95,47 @@ async fn builds_round_trip(fx: &Fixture) {
         by_digest,
         vec![("req-1".to_string(), build.artifacts[0].clone())]
     );
+
+    // Two builds finished in the same millisecond: the one recorded last is
+    // the newest, whatever their commits spell (ordering by commit made an
+    // unpinned assignment run the older one).
+    for (id, rev, digest) in [
+        ("req-5", "000", "sha256:5555"),
+        ("req-6", "fff", "sha256:6666"),
+    ] {
+        let mut b = build.clone();
+        b.id = id.into();
+        b.rev = Some(rev.into());
+        b.finished_at = 50;
+        b.artifacts.truncate(1);
+        b.artifacts[0].digest = digest.into();
+        s.record_build(&b).await.unwrap();
+    }
+    assert_eq!(
+        s.newest_version(&n("audit-log")).await.unwrap().as_deref(),
+        Some("fff")
+    );
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    assert_eq!(
+        s.assign_version(&n("n1"), &n("audit-log"), None)
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("fff"),
+        "an unpinned assignment pins the one recorded last"
+    );
+    let listed: Vec<String> = s
+        .builds(Some(&n("audit-log")))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|b| b.id)
+        .collect();
+    assert_eq!(
+        listed,
+        ["req-6", "req-5", "req-1"],
+        "recorded last, listed first"
+    );
 }
 
 conformance!(builds_round_trip,);
