@@ -261,17 +261,9 @@ fn put(args: &PutArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
-    let module = args
-        .module
-        .as_deref()
-        .map(|m| Name::new(m).with_context(|| format!("{m:?} is not a module name")))
-        .transpose()?;
-    let rows = crate::block_on(async {
-        let store = open_existing_store(&args.mesh.store_url()?).await?;
-        let rows = store.artifacts(module.as_ref()).await;
-        store.close().await;
-        anyhow::Ok(rows?)
-    })??;
+    let module = crate::authority::module_filter(args.module.as_deref())?;
+    let rows =
+        crate::authority::read_store(&args.mesh, async |s| s.artifacts(module.as_ref()).await)?;
     let views: Vec<ArtifactView> = rows
         .iter()
         .map(|r| ArtifactView {

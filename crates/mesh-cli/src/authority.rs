@@ -135,6 +135,33 @@ pub async fn open_existing_store(url: &str) -> anyhow::Result<Store> {
     opened(url, Store::open_existing(url).await)
 }
 
+/// Reads from the mesh's existing store with `read` and closes it again,
+/// whatever `read` returned (a listing's whole use of the store).
+pub fn read_store<T, E>(
+    mesh: &crate::state::MeshArgs,
+    read: impl AsyncFnOnce(&Store) -> Result<T, E>,
+) -> anyhow::Result<T>
+where
+    anyhow::Error: From<E>,
+{
+    crate::block_on(async {
+        let store = open_existing_store(&mesh.store_url()?).await?;
+        let got = read(&store).await;
+        store.close().await;
+        Ok(got?)
+    })?
+}
+
+/// The module a listing is narrowed to, if one is named.
+pub fn module_filter(module: Option<&str>) -> anyhow::Result<Option<mesh_core::names::Name>> {
+    use anyhow::Context as _;
+    module
+        .map(|m| {
+            mesh_core::names::Name::new(m).with_context(|| format!("{m:?} is not a module name"))
+        })
+        .transpose()
+}
+
 /// Opens an existing store to change its records, bringing an older one
 /// forward; none at `url` is an error, and nothing is created: a record
 /// written from the wrong directory must not start an empty mesh of its own.

@@ -288,17 +288,9 @@ pub struct BuildView {
 }
 
 pub fn run_builds(args: &BuildsArgs) -> anyhow::Result<ExitCode> {
-    let module = args
-        .module
-        .as_deref()
-        .map(|m| Name::new(m).with_context(|| format!("{m:?} is not a module name")))
-        .transpose()?;
-    let builds = crate::block_on(async {
-        let store = open_existing_store(&args.mesh.store_url()?).await?;
-        let b = store.builds(module.as_ref()).await;
-        store.close().await;
-        anyhow::Ok(b?)
-    })??;
+    let module = crate::authority::module_filter(args.module.as_deref())?;
+    let builds =
+        crate::authority::read_store(&args.mesh, async |s| s.builds(module.as_ref()).await)?;
     let views: Vec<BuildView> = builds
         .into_iter()
         // An upload is a version too, but no build machine made it.

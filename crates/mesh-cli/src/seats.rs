@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use clap::Args;
 
-use crate::authority::open_existing_store;
 use crate::output;
 use crate::output::ListFormat;
 use crate::state::MeshArgs;
@@ -28,12 +27,8 @@ fn or_dash(v: &[String]) -> String {
 }
 
 pub fn run(args: &SeatsArgs) -> anyhow::Result<ExitCode> {
-    let rows = crate::block_on(async {
-        let store = open_existing_store(&args.mesh.store_url()?).await?;
-        let read = mesh_state::views::seats(&store).await;
-        store.close().await;
-        anyhow::Ok(read?)
-    })??;
+    let rows =
+        crate::authority::read_store(&args.mesh, async |s| mesh_state::views::seats(s).await)?;
     if args.output == ListFormat::Json {
         crate::output::print_json(&rows)?;
         return Ok(ExitCode::SUCCESS);

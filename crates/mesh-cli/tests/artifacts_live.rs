@@ -360,19 +360,11 @@ async fn code_reaches_the_nodes_through_the_artifact_store() {
     // The server's own refusals, asked on the exact subjects: n3's host
     // (which runs v1 of runner and nothing of blob) and a module's key.
     let refused = |who: &str, seed: String| {
-        let cfg = mesh.bus(who, seed.trim(), Some(format!("_INBOX.{who}")));
+        let who = who.to_string();
         let big_name = format!("blob/data/sha256-{sha_big}");
+        let mesh = &mesh;
         async move {
-            let refusals = mesh_bus::Refusals::new();
-            let heard = refusals.clone();
-            let client = mesh_bus::connect_with(&cfg, move |o| {
-                o.event_callback(move |e| {
-                    let heard = heard.clone();
-                    async move { heard.note(&e) }
-                })
-            })
-            .await
-            .unwrap();
+            let (client, refusals) = mesh.connect_hearing(&who, &seed).await;
             let want = mesh_bus::artifacts::Wanted {
                 name: &big_name,
                 nuid: "ANYNUID",

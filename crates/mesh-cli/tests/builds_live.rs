@@ -95,26 +95,6 @@ fn building_on(mesh: &Mesh, host: &str) -> usize {
     std::fs::read_dir(dir).map(|d| d.count()).unwrap_or(0)
 }
 
-/// A connection as `principal` with `seed`, hearing the server's refusals.
-async fn connect(
-    mesh: &Mesh,
-    principal: &str,
-    seed: &str,
-) -> (async_nats::Client, mesh_bus::Refusals) {
-    let cfg = mesh.bus(principal, seed.trim(), Some(format!("_INBOX.{principal}")));
-    let refusals = mesh_bus::Refusals::new();
-    let heard = refusals.clone();
-    let client = mesh_bus::connect_with(&cfg, move |o| {
-        o.event_callback(move |e| {
-            let heard = heard.clone();
-            async move { heard.note(&e) }
-        })
-    })
-    .await
-    .unwrap();
-    (client, refusals)
-}
-
 /// Publishes on `subject` and waits for the server's refusal of exactly
 /// it, after a flush (the round trip that makes the answer arrive).
 async fn refused(client: &async_nats::Client, refusals: &mesh_bus::Refusals, subject: &str) {
@@ -431,7 +411,7 @@ async fn builds_are_done_by_build_machines_and_recorded_once() {
     // role's own: reading a meta, announcing.
     let seed =
         std::fs::read_to_string(mesh.module_dir("n3", "build-machine").join("nkey.seed")).unwrap();
-    let (client, refusals) = connect(&mesh, "module_n3_build-machine", &seed).await;
+    let (client, refusals) = mesh.connect_hearing("module_n3_build-machine", &seed).await;
     for subject in [
         "mesh.mod.hello.event.said",
         "mesh.node.n1.declaration",

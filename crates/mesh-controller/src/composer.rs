@@ -339,6 +339,8 @@ async fn compose_once(
     let result = publish::execute(&steps, &target, &mut done).await;
     // The steps (the file's one copy) go before anything is kept.
     drop(steps);
+    drop(principals);
+    crate::memory::give_back();
     let outcome = judge(result, done, generation, canary.public_key(), omitted);
     if matches!(outcome, Outcome::Live { .. }) {
         *last_live = Some(digest);

@@ -297,6 +297,7 @@ pub async fn run(
     opts: ControllerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<CountersView, DaemonError> {
+    crate::memory::bound_arenas();
     let genesis = Genesis::open(&opts.dir)?;
     let store = Store::open(&opts.store_url).await?;
     check_controller_key(&store, &genesis).await?;
@@ -511,34 +512,41 @@ async fn assert_on_start(
     }
 }
 
-async fn bind_control(ctx: &Ctx) -> Result<push::Messages, DaemonError> {
-    let bind = |e: Box<dyn std::error::Error + Send + Sync>| DaemonError::Bind(e);
-    let consumer: jetstream::consumer::Consumer<push::Config> = ctx
-        .js
-        .get_consumer_from_stream(consumer::CONTROLLER_CONTROL, STREAM_CONTROL)
-        .await
-        .map_err(|e| bind(Box::new(e)))?;
-    consumer.messages().await.map_err(|e| bind(Box::new(e)))
+/// Binds the controller's push consumer `name` of `stream`, retried with
+/// backoff while the server fails it (a consumer just asserted, a broker
+/// just restarted): a failed bind is never the end of the controller.
+pub(crate) async fn bind_consumer(ctx: &Ctx, stream: &str, name: &str) -> push::Messages {
+    let mut waits = retry_waits();
+    loop {
+        let bound = async {
+            let consumer: jetstream::consumer::Consumer<push::Config> = ctx
+                .js
+                .get_consumer_from_stream(name, stream)
+                .await
+                .map_err(|e| DaemonError::Bind(Box::new(e)))?;
+            consumer
+                .messages()
+                .await
+                .map_err(|e| DaemonError::Bind(Box::new(e)))
+        };
+        match bound.await {
+            Ok(m) => return m,
+            Err(e) => {
+                let wait = waits.next().unwrap_or(Duration::from_secs(5));
+                warn!(error = %error_chain(&e), consumer = name, %stream, retry_in = ?wait, "cannot bind the consumer yet");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
 }
 
 /// Takes what CONTROL delivers: enrolments (several at once: each waits for
 /// a composition) and reports (in order). Binds, and binds again whenever
-/// the delivery ends; a bind the server fails (a consumer just asserted,
-/// a broker just restarted) is retried, never the end of the controller.
+/// the delivery ends.
 async fn take_control(ctx: Arc<Ctx>) {
     let permits = Arc::new(Semaphore::new(ctx.opts.enrolments_at_once));
     loop {
-        let mut waits = retry_waits();
-        let mut messages = loop {
-            match bind_control(&ctx).await {
-                Ok(m) => break m,
-                Err(e) => {
-                    let wait = waits.next().unwrap_or(Duration::from_secs(5));
-                    warn!(error = %error_chain(&e), retry_in = ?wait, "cannot bind CONTROL yet");
-                    tokio::time::sleep(wait).await;
-                }
-            }
-        };
+        let mut messages = bind_consumer(&ctx, STREAM_CONTROL, consumer::CONTROLLER_CONTROL).await;
         deliver(&ctx, &permits, &mut messages).await;
         warn!("the CONTROL consumer stopped delivering; binding again");
     }

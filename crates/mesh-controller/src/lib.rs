@@ -7,6 +7,7 @@ mod counters;
 pub mod daemon;
 pub mod genesis;
 pub mod http;
+mod memory;
 pub mod safe_write;
 
 pub use composer::Snapshot;

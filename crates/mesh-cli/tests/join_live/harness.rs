@@ -445,6 +445,27 @@ impl Mesh {
 
     /// A client with the controller's own key: what the tests observe the
     /// bus through (consumer info), as the controller would.
+    /// A connection as `principal` with `seed`, hearing the server's
+    /// refusals (a refused publish is otherwise silent).
+    pub async fn connect_hearing(
+        &self,
+        principal: &str,
+        seed: &str,
+    ) -> (async_nats::Client, mesh_bus::Refusals) {
+        let cfg = self.bus(principal, seed.trim(), Some(format!("_INBOX.{principal}")));
+        let refusals = mesh_bus::Refusals::new();
+        let heard = refusals.clone();
+        let client = mesh_bus::connect_with(&cfg, move |o| {
+            o.event_callback(move |e| {
+                let heard = heard.clone();
+                async move { heard.note(&e) }
+            })
+        })
+        .await
+        .unwrap();
+        (client, refusals)
+    }
+
     pub async fn observer(&self) -> async_nats::Client {
         let seed = std::fs::read_to_string(self.dir.join("controller/nkey.seed")).unwrap();
         mesh_bus::connect(&self.bus("controller", seed.trim(), Some("_INBOX.controller".into())))

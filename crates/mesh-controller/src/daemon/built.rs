@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, AckKind, consumer::push};
+use async_nats::jetstream::{self, AckKind};
 use futures::StreamExt as _;
 use mesh_core::build::{Built, Outcome};
 use mesh_core::event;
@@ -18,7 +18,7 @@ use mesh_core::subjects::{STREAM_EVENTS, consumer};
 use mesh_store::{Artifact, Build, BuildState, StoreError};
 use tracing::{info, warn};
 
-use super::{Counters, Ctx, DaemonError, error_chain, retry_waits};
+use super::{Counters, Ctx, error_chain};
 
 /// How long an announcement the store or the bus cannot take now waits in
 /// EVENTS before it comes round again.
@@ -28,17 +28,8 @@ const RETRY: Duration = Duration::from_secs(2);
 /// binding again whenever the delivery ends.
 pub(crate) async fn take(ctx: Arc<Ctx>) {
     loop {
-        let mut waits = retry_waits();
-        let mut messages = loop {
-            match bind(&ctx).await {
-                Ok(m) => break m,
-                Err(e) => {
-                    let wait = waits.next().unwrap_or(Duration::from_secs(5));
-                    warn!(error = %error_chain(&e), retry_in = ?wait, "cannot bind the controller's EVENTS consumer yet");
-                    tokio::time::sleep(wait).await;
-                }
-            }
-        };
+        let mut messages =
+            super::bind_consumer(&ctx, STREAM_EVENTS, consumer::CONTROLLER_EVENTS).await;
         while let Some(next) = messages.next().await {
             match next {
                 Ok(msg) => take_one(&ctx, msg).await,
@@ -47,16 +38,6 @@ pub(crate) async fn take(ctx: Arc<Ctx>) {
         }
         warn!("the controller's EVENTS consumer stopped delivering; binding again");
     }
-}
-
-async fn bind(ctx: &Ctx) -> Result<push::Messages, DaemonError> {
-    let bind = |e: Box<dyn std::error::Error + Send + Sync>| DaemonError::Bind(e);
-    let consumer: jetstream::consumer::Consumer<push::Config> = ctx
-        .js
-        .get_consumer_from_stream(consumer::CONTROLLER_EVENTS, STREAM_EVENTS)
-        .await
-        .map_err(|e| bind(Box::new(e)))?;
-    consumer.messages().await.map_err(|e| bind(Box::new(e)))
 }
 
 /// What to do with one delivery: decided from the announcement and what
