@@ -297,7 +297,6 @@ pub async fn run(
     opts: ControllerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<CountersView, DaemonError> {
-    crate::memory::bound_arenas();
     let genesis = Genesis::open(&opts.dir)?;
     let store = Store::open(&opts.store_url).await?;
     check_controller_key(&store, &genesis).await?;

@@ -234,9 +234,11 @@ pub fn derive(
 
     let mut nodes: Vec<&Name> = records.nodes.iter().collect();
     nodes.sort();
+    let by_node = records.modules_by_node();
     for node in nodes {
         let mut host = host_principal(node);
-        artifact_grants::add_host_reads(&mut host.permissions, catalogue, records, node);
+        let modules = by_node.get(node).map(Vec::as_slice).unwrap_or_default();
+        artifact_grants::add_host_reads(&mut host.permissions, catalogue, records, node, modules);
         host.permissions.normalise();
         add(host, &mut out)?;
     }

@@ -249,14 +249,16 @@ pub fn plan(before: &Side<'_>, after: &Side<'_>) -> Result<Vec<Entry>, ChangeErr
 
 /// The modules each node of `side` is declared, and those left out.
 pub fn composed(side: &Side<'_>) -> BTreeMap<Name, NodeModules> {
+    let by_node = side.inputs.records.modules_by_node();
     side.inputs
         .records
         .nodes
         .iter()
         .map(|node| {
+            let modules = by_node.get(node).map(Vec::as_slice).unwrap_or_default();
             (
                 node.clone(),
-                declaration::compose_modules(&side.inputs, node),
+                declaration::compose_assigned(&side.inputs, node, modules),
             )
         })
         .collect()

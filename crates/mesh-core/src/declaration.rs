@@ -28,7 +28,9 @@ pub use crate::manifest::Driver;
 pub use apply::{ApplyStep, Running, plan_apply};
 #[cfg(test)]
 pub(crate) use compose::NoSecrets;
-pub use compose::{ComposeError, Inputs, NodeModules, Secrets, compose_modules, next_declaration};
+pub use compose::{
+    ComposeError, Inputs, NodeModules, Secrets, compose_assigned, compose_modules, next_declaration,
+};
 
 /// A declaration larger than this is refused unread (a node's modules and
 /// files; the users file for a broker holder is the largest part).

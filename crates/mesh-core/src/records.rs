@@ -112,6 +112,36 @@ pub struct Records {
 }
 
 impl Records {
+    /// Each node's assigned modules, sorted, read in one pass over the
+    /// assignments: a scan of them per node was 10,000 × 50,000 name
+    /// comparisons at 10,000 nodes, most of a composition's time.
+    pub fn modules_by_node(&self) -> std::collections::BTreeMap<&Name, Vec<&Name>> {
+        let mut out: std::collections::BTreeMap<&Name, Vec<&Name>> =
+            std::collections::BTreeMap::new();
+        for a in &self.assignments {
+            out.entry(&a.node).or_default().push(&a.module);
+        }
+        for modules in out.values_mut() {
+            modules.sort();
+            modules.dedup();
+        }
+        out
+    }
+
+    /// The modules assigned to `node`, sorted (one node's; a pass over every
+    /// node reads [`Records::modules_by_node`] once).
+    pub fn modules_of(&self, node: &Name) -> Vec<&Name> {
+        let mut modules: Vec<&Name> = self
+            .assignments
+            .iter()
+            .filter(|a| a.node == *node)
+            .map(|a| &a.module)
+            .collect();
+        modules.sort();
+        modules.dedup();
+        modules
+    }
+
     /// These records without the assignments of the modules left out
     /// (module → why): what authority and the bus objects are derived from,
     /// so one module that does not derive cannot stop the rest.
@@ -152,6 +182,44 @@ mod tests {
 
     fn written(l: &[&str]) -> Vec<String> {
         l.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn each_nodes_modules_are_read_once_sorted_and_once_each() {
+        let n = |s: &str| Name::new(s).unwrap();
+        let records = Records {
+            nodes: vec![n("n2"), n("n1"), n("n3")],
+            assignments: [
+                ("n2", "b"),
+                ("n1", "c"),
+                ("n2", "a"),
+                ("n1", "a"),
+                ("n2", "b"),
+            ]
+            .iter()
+            .map(|(node, m)| Assignment::new(n(node), n(m)))
+            .collect(),
+            ..Records::default()
+        };
+        let by_node = records.modules_by_node();
+        let names = |v: &[&Name]| v.iter().map(|m| m.as_str().to_string()).collect::<Vec<_>>();
+        assert_eq!(names(&by_node[&n("n1")]), ["a", "c"]);
+        assert_eq!(
+            names(&by_node[&n("n2")]),
+            ["a", "b"],
+            "sorted, a repeat once"
+        );
+        assert!(
+            !by_node.contains_key(&n("n3")),
+            "a node with nothing assigned"
+        );
+        for node in &records.nodes {
+            assert_eq!(
+                by_node.get(node).cloned().unwrap_or_default(),
+                records.modules_of(node),
+                "{node}"
+            );
+        }
     }
 
     #[test]

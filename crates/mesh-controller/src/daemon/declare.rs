@@ -181,8 +181,10 @@ pub(crate) async fn declare_from(
     let composing = async {
         let mut republished = 0;
         let mut next = Vec::new();
+        let by_node = derived.snapshot.records.modules_by_node();
         for node in &nodes {
-            let composed = declaration::compose_modules(&inputs, node);
+            let assigned = by_node.get(node).map(Vec::as_slice).unwrap_or_default();
+            let composed = declaration::compose_assigned(&inputs, node, assigned);
             for e in &composed.left_out {
                 left_out.push((node.clone(), e.module().clone(), e.to_string()));
             }

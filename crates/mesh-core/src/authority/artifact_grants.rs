@@ -12,23 +12,16 @@ use crate::records::Records;
 use crate::subjects::artifact::{Nuid, reader_publish};
 
 /// Adds to `p` (node `node`'s host) the reads of every artifact its
-/// assigned modules run. A module whose artifacts do not resolve is left
+/// assigned `modules` run. A module whose artifacts do not resolve is left
 /// out of the declaration, and gets no grant.
 pub(super) fn add_host_reads(
     p: &mut Permissions,
     catalogue: &Catalogue,
     records: &Records,
     node: &Name,
+    modules: &[&Name],
 ) {
-    let mut modules: Vec<&Name> = records
-        .assignments
-        .iter()
-        .filter(|a| a.node == *node)
-        .map(|a| &a.module)
-        .collect();
-    modules.sort();
-    modules.dedup();
-    for module in modules {
+    for &module in modules {
         let Some(manifest) = catalogue.module(module) else {
             continue;
         };

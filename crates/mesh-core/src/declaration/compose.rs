@@ -143,17 +143,15 @@ pub struct NodeModules {
 
 /// The modules node `node` runs, sorted by name, and those left out.
 pub fn compose_modules(inputs: &Inputs<'_>, node: &Name) -> NodeModules {
-    let mut modules: Vec<&Name> = inputs
-        .records
-        .assignments
-        .iter()
-        .filter(|a| a.node == *node)
-        .map(|a| &a.module)
-        .collect();
-    modules.sort();
-    modules.dedup();
+    compose_assigned(inputs, node, &inputs.records.modules_of(node))
+}
+
+/// [`compose_modules`] given the node's assigned modules (sorted, from
+/// [`Records::modules_by_node`](crate::records::Records::modules_by_node)
+/// when every node is composed).
+pub fn compose_assigned(inputs: &Inputs<'_>, node: &Name, modules: &[&Name]) -> NodeModules {
     let mut out = NodeModules::default();
-    for module in modules {
+    for &module in modules {
         match compose_module(inputs, node, module) {
             Ok(m) => out.modules.push(m),
             Err(e) => out.left_out.push(e),
