@@ -87,7 +87,22 @@ impl DirLock {
             .mode(0o700)
             .create(dir)
             .map_err(io("create", dir))?;
-        let path = dir.join(LOCK_FILE);
+        Self::acquire_file(&dir.join(LOCK_FILE), dir, claim)
+    }
+
+    /// Takes the lock of the file at `path` (created 0600 if missing) at
+    /// once, or refuses naming its holder; `guards` is what a refusal names
+    /// (a directory, or the file a lock beside it guards).
+    pub fn acquire_file(path: &Path, guards: &Path, claim: Claim) -> Result<DirLock, LockError> {
+        let io = |action, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| LockError::Io {
+                action,
+                path,
+                source,
+            }
+        };
+        let dir = guards;
         // Not truncated on open: until the lock is ours, the text names the
         // holder. Opened close-on-exec (std's default), so no child of
         // ours (the broker, a module) inherits the lock and outlives us
@@ -98,8 +113,8 @@ impl DirLock {
             .create(true)
             .truncate(false)
             .mode(0o600)
-            .open(&path)
-            .map_err(io("open", &path))?;
+            .open(path)
+            .map_err(io("open", path))?;
         loop {
             // SAFETY: flock(2) on a descriptor this function owns.
             if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
@@ -111,17 +126,17 @@ impl DirLock {
                 Some(libc::EWOULDBLOCK) => {
                     return Err(LockError::Held {
                         dir: dir.to_path_buf(),
-                        holder: read_holder(&path),
+                        holder: read_holder(path),
                         claim,
                     });
                 }
-                _ => return Err(io("lock", &path)(e)),
+                _ => return Err(io("lock", path)(e)),
             }
         }
         let text = format!("{} {}\n", std::process::id(), claim.holder);
         file.set_len(0)
             .and_then(|()| file.write_all(text.as_bytes()))
-            .map_err(io("write", &path))?;
+            .map_err(io("write", path))?;
         Ok(DirLock {
             _file: file,
             dir: dir.to_path_buf(),

@@ -106,6 +106,17 @@ pub enum StoreError {
     /// A value handed to the store is out of range for it.
     #[error("{what} cannot be stored: {detail}")]
     Invalid { what: &'static str, detail: String },
+    /// A controller's write after its lease passed to another controller:
+    /// refused, so a deposed controller writes nothing more.
+    #[error(
+        "this controller's lease (epoch {epoch}) has passed to another controller; it writes nothing more"
+    )]
+    Deposed { epoch: i64 },
+    /// A second controller on a SQLite store, which holds one.
+    #[error(
+        "the store {store} has a controller running already: {holder}; a SQLite store holds one controller: stop that one first, or run a standby controller against a PostgreSQL store (--store postgres://…)"
+    )]
+    ControllerRunning { store: String, holder: String },
     #[error("hashing a credential failed")]
     Hash {
         #[source]

@@ -11,6 +11,7 @@
 
 mod error;
 mod files;
+mod lease;
 mod migrations;
 pub mod principal;
 mod records;
@@ -18,6 +19,7 @@ mod secret;
 mod store;
 mod url;
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::postgres::{PgPool, PgPoolOptions};
@@ -27,6 +29,7 @@ pub use error::{
     BackendKind, DriverError, HashError, MalformedValue, RefusalKind, RefusalReason, StoreError,
     TokenRefused,
 };
+pub use lease::{Candidate, Lease, LeaseLost};
 pub use migrations::SCHEMA_VERSION;
 pub use records::*;
 pub use secret::{PERSON_BCRYPT_COST, Secret, new_user_key, sha256_digest};
@@ -63,6 +66,11 @@ pub struct StoreOptions {
     /// SQLite only: how long a writer waits for another writer's lock before
     /// giving up (without it a concurrent write fails at once with BUSY).
     pub busy_timeout: Duration,
+    /// PostgreSQL only: how long a session may sit in an open transaction
+    /// saying nothing before the server ends it. A controller sets its
+    /// lease's length: frozen mid-transaction, it would otherwise hold the
+    /// lease row's share lock, and no standby could move the epoch past it.
+    pub idle_in_transaction: Option<Duration>,
 }
 
 impl Default for StoreOptions {
@@ -71,6 +79,7 @@ impl Default for StoreOptions {
             max_connections: 8,
             acquire_timeout: Duration::from_secs(5),
             busy_timeout: Duration::from_secs(10),
+            idle_in_transaction: None,
         }
     }
 }
@@ -94,6 +103,9 @@ pub struct Store {
     pub(crate) backend: Backend,
     /// The URL with any password replaced, for messages.
     redacted_url: String,
+    /// Set on a controller's store once it holds the lease: every write
+    /// transaction checks the epoch first (see [`lease`]).
+    pub(crate) fence: Option<Arc<lease::Fence>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -152,6 +164,12 @@ pub(crate) use with_pool;
 pub(crate) trait BeginWrite {
     type Db: sqlx::Database;
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, Self::Db>, sqlx::Error>;
+    /// Whether the lease is still at `epoch`, read in `tx` so that the
+    /// epoch cannot move until `tx` ends (see [`lease`]).
+    async fn epoch_holds(
+        tx: &mut sqlx::Transaction<'static, Self::Db>,
+        epoch: i64,
+    ) -> Result<bool, sqlx::Error>;
 }
 
 impl BeginWrite for SqlitePool {
@@ -162,12 +180,67 @@ impl BeginWrite for SqlitePool {
         // once with BUSY when another writer got in between.
         self.begin_with("BEGIN IMMEDIATE").await
     }
+
+    async fn epoch_holds(
+        tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>,
+        epoch: i64,
+    ) -> Result<bool, sqlx::Error> {
+        // The write lock IMMEDIATE took keeps every other writer out.
+        let row: Option<(i64,)> =
+            sqlx::query_as("SELECT epoch FROM controller_lease WHERE id = 1 AND epoch = $1")
+                .bind(epoch)
+                .fetch_optional(&mut **tx)
+                .await?;
+        Ok(row.is_some())
+    }
 }
 
 impl BeginWrite for PgPool {
     type Db = sqlx::Postgres;
     async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, sqlx::Error> {
         self.begin().await
+    }
+
+    async fn epoch_holds(
+        tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+        epoch: i64,
+    ) -> Result<bool, sqlx::Error> {
+        // FOR SHARE: a standby's move of the epoch waits for this
+        // transaction to end, and one that moved it first leaves no row
+        // here (the condition is checked again on the newest row).
+        let row: Option<(i64,)> = sqlx::query_as(
+            "SELECT epoch FROM controller_lease WHERE id = 1 AND epoch = $1 FOR SHARE",
+        )
+        .bind(epoch)
+        .fetch_optional(&mut **tx)
+        .await?;
+        Ok(row.is_some())
+    }
+}
+
+impl Store {
+    /// Begins a write transaction on `pool` (this store's own): on a
+    /// fenced store, refused as [`StoreError::Deposed`] once the lease has
+    /// moved past its epoch.
+    pub(crate) async fn begin_write_on<P: BeginWrite>(
+        &self,
+        pool: &P,
+    ) -> Result<sqlx::Transaction<'static, P::Db>, Fail> {
+        let mut tx = pool.begin_write().await?;
+        if let Some(fence) = &self.fence {
+            let epoch = fence.epoch();
+            if !P::epoch_holds(&mut tx, epoch).await? {
+                // Taken again meanwhile (after a lost session): the fence
+                // moved with the lease, and this write is still ours.
+                let now = fence.epoch();
+                if now == epoch || !P::epoch_holds(&mut tx, now).await? {
+                    drop(tx);
+                    fence.deposed(now);
+                    return Err(StoreError::Deposed { epoch: now }.into());
+                }
+            }
+        }
+        Ok(tx)
     }
 }
 
@@ -227,6 +300,7 @@ impl Store {
         Store {
             backend,
             redacted_url: redact_url(url),
+            fence: None,
         }
     }
 
@@ -298,6 +372,13 @@ impl Store {
                     // The server itself refuses any write on these sessions.
                     Mode::Existing => connect.options([("default_transaction_read_only", "on")]),
                     Mode::Create => *connect,
+                };
+                let connect = match options.idle_in_transaction {
+                    Some(d) => connect.options([(
+                        "idle_in_transaction_session_timeout",
+                        format!("{}ms", d.as_millis().max(1)),
+                    )]),
+                    None => connect,
                 };
                 let pool = PgPoolOptions::new()
                     .max_connections(options.max_connections)

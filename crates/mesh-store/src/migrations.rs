@@ -298,10 +298,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "build_order",
         sql: include_str!("../migrations/0019_build_order.sql"),
     },
+    Migration {
+        version: 20,
+        name: "controller_lease",
+        sql: include_str!("../migrations/0020_controller_lease.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 19;
+pub const SCHEMA_VERSION: i64 = 20;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -269,6 +269,18 @@ pub struct LiveComposition {
     pub live_at: Millis,
 }
 
+/// The controller lease as recorded: who took it last, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// Moved by each take: a write fenced at an older one is refused.
+    pub epoch: i64,
+    /// Who took it (`mesh controller on HOST (pid N, DIR)`).
+    pub holder: String,
+    /// Where the holder serves HTTP, as it said when it took the lease.
+    pub http: Option<String>,
+    pub since: Millis,
+}
+
 /// An assigned module the controller leaves out of its node's declaration.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeftOut {

@@ -11,7 +11,7 @@ use mesh_core::names::Name;
 
 use super::name;
 use crate::error::StoreError;
-use crate::{BeginWrite, Store, now_ms, with_pool};
+use crate::{Store, now_ms, with_pool};
 
 /// An artifact to record: its version, name, digest, size and chunk token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +108,7 @@ impl Store {
         };
         let now = now_ms();
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "module" in "modules", &u.module);
             // A build machine's build of the same version is the same
             // version: its artifacts and the uploads' are one set.

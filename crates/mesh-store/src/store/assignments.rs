@@ -5,7 +5,7 @@ use mesh_core::names::Name;
 use super::name;
 use crate::error::StoreError;
 use crate::records::Assignment;
-use crate::{BeginWrite, Store, now_ms, with_pool};
+use crate::{Store, now_ms, with_pool};
 
 impl Store {
     /// Assigns `module` to `node`. Assigning twice changes nothing. A
@@ -29,7 +29,7 @@ impl Store {
     ) -> Result<Option<String>, StoreError> {
         let now = now_ms();
         let refused = with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "node" in "nodes", node);
             must_exist!(tx, "module" in "modules", module);
             // Refused: the transaction is dropped, nothing written.
@@ -101,7 +101,7 @@ impl Store {
     /// the node. Returns whether it was assigned.
     pub async fn unassign(&self, node: &Name, module: &Name) -> Result<bool, StoreError> {
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             sqlx::query("DELETE FROM credentials WHERE node = $1 AND module = $2")
                 .bind(node.as_str())
                 .bind(module.as_str())

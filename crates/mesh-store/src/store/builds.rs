@@ -7,7 +7,7 @@ use super::artifacts::NEXT_SEQ;
 use super::opt_name;
 use crate::error::{MalformedValue, StoreError};
 use crate::records::{Artifact, Build, BuildState};
-use crate::{BeginWrite, Store, with_pool};
+use crate::{Store, with_pool};
 
 impl Store {
     /// Records a finished build with its inputs and artifacts, and a
@@ -27,7 +27,7 @@ impl Store {
             BuildState::Failed { reason } => ("failed", Some(reason.as_str())),
         };
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             if let (Some(module), BuildState::Succeeded) = (&build.module, &build.state) {
                 must_exist!(tx, "module" in "modules", module);
             }

@@ -15,6 +15,7 @@ impl Store {
         at: Millis,
     ) -> Result<(), StoreError> {
         with_pool!(self, |pool| {
+            let mut tx = self.begin_write_on(pool).await?;
             sqlx::query(
                 "INSERT INTO composition_live (id, records_revision, live_at) VALUES (1, $1, $2) \
                  ON CONFLICT (id) DO UPDATE \
@@ -23,8 +24,9 @@ impl Store {
             )
             .bind(revision)
             .bind(at)
-            .execute(pool)
+            .execute(&mut *tx)
             .await?;
+            tx.commit().await?;
             Ok(())
         })
     }

@@ -12,7 +12,7 @@ use crate::records::{Credential, CredentialKind};
 use crate::secret::{
     self, PERSON_BCRYPT_COST, Secret, bcrypt_hash, bcrypt_verify, check_user_key, user_public_key,
 };
-use crate::{BeginWrite, Store, now_ms, principal, with_pool};
+use crate::{Store, now_ms, principal, with_pool};
 
 /// How a missing assignment is named in `NotFound`.
 fn assignment_key(node: &Name, module: &Name) -> String {
@@ -204,7 +204,7 @@ impl Store {
         };
         let now = now_ms();
         let result = with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             if let Some(node) = node {
                 must_exist!(tx, "node" in "nodes", node);
                 if let Some(module) = module {

@@ -5,7 +5,7 @@ use mesh_core::names::Name;
 use super::name;
 use crate::error::StoreError;
 use crate::records::Declaration;
-use crate::{BeginWrite, Millis, Store, now_ms, with_pool};
+use crate::{Millis, Store, now_ms, with_pool};
 
 impl Store {
     /// Records a declaration. Refused unless its version is newer than every
@@ -14,7 +14,7 @@ impl Store {
     pub async fn record_declaration(&self, d: &Declaration) -> Result<(), StoreError> {
         let now = now_ms();
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "node" in "nodes", &d.node);
             let done = sqlx::query(
                 "INSERT INTO declarations (node, version, digest, body, created_at) \
@@ -54,7 +54,7 @@ impl Store {
     pub async fn record_declarations(&self, ds: &[Declaration]) -> Result<(), StoreError> {
         let now = now_ms();
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             for d in ds {
                 must_exist!(tx, "node" in "nodes", &d.node);
                 let done = sqlx::query(

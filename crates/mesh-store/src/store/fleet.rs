@@ -18,7 +18,7 @@ use crate::records::{CredentialKind, Forgotten};
 use crate::secret::{
     self, PERSON_BCRYPT_COST, Secret, bcrypt_hash, check_user_key, new_user_key, sha256_digest,
 };
-use crate::{BeginWrite, Store, duration_ms, now_ms, with_pool};
+use crate::{Store, duration_ms, now_ms, with_pool};
 
 /// A credential ready to record: a machine's public key or a person's hash
 /// (whose password went to the caller).
@@ -162,7 +162,7 @@ impl Store {
             .collect();
         with_pool!(self, |pool| {
             let mut out = FleetApplied::default();
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             for ((module, source), digest) in change.modules.iter().zip(&digests) {
                 sqlx::query(
                     "INSERT INTO modules (name, manifest_source, manifest_digest, registered_at, updated_at) \

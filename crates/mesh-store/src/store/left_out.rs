@@ -8,7 +8,7 @@ use mesh_core::names::Name;
 
 use super::name;
 use crate::records::LeftOut;
-use crate::{BeginWrite, Store, StoreError, now_ms, with_pool};
+use crate::{Store, StoreError, now_ms, with_pool};
 
 impl Store {
     /// Replaces the record of what is left out with `now` (node, module,
@@ -29,7 +29,7 @@ impl Store {
         }
         let at = now_ms();
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             for (node, module, _) in was
                 .iter()
                 .filter(|w| !is.iter().any(|i| (i.0, i.1) == (w.0, w.1)))

@@ -7,7 +7,7 @@ use super::name;
 use crate::error::StoreError;
 use crate::records::{Module, ModuleVersion};
 use crate::secret::sha256_digest;
-use crate::{BeginWrite, Store, now_ms, with_pool};
+use crate::{Store, now_ms, with_pool};
 
 type ModuleRow = (String, String, String, i64, i64);
 
@@ -93,7 +93,7 @@ impl Store {
     /// declares). Refused while it is assigned to any node.
     pub async fn remove_module(&self, module: &Name) -> Result<bool, StoreError> {
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             let (assigned,): (i64,) =
                 sqlx::query_as("SELECT COUNT(*) FROM assignments WHERE module = $1")
                     .bind(module.as_str())
@@ -138,7 +138,7 @@ impl Store {
     ) -> Result<ModuleVersion, StoreError> {
         let now = now_ms();
         let row = with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "module" in "modules", module);
             let row: ModuleVersionRow = sqlx::query_as(&format!(
                 "INSERT INTO module_versions ({MODULE_VERSION_COLUMNS}) \

@@ -8,7 +8,7 @@ use mesh_core::names::Name;
 use super::{name, not_found};
 use crate::error::{MalformedValue, StoreError};
 use crate::records::{Forgotten, Node};
-use crate::{BeginWrite, Millis, Store, now_ms, with_pool};
+use crate::{Millis, Store, now_ms, with_pool};
 
 /// Records `$ports` (checked, see `check_ports`) for `$node` in `$tx`.
 macro_rules! insert_ports {
@@ -117,7 +117,7 @@ impl Store {
         let ports = check_ports(ports)?;
         let now = now_ms();
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             let inserted = sqlx::query(
                 "INSERT INTO nodes (name, created_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
             )
@@ -162,7 +162,7 @@ impl Store {
             })?;
         }
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "node" in "nodes", node);
             sqlx::query(
                 "UPDATE nodes SET address = $1 WHERE name = $2 AND address IS DISTINCT FROM $1",
@@ -191,7 +191,7 @@ impl Store {
             });
         }
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "node" in "nodes", node);
             match port {
                 Some(p) => {
@@ -237,7 +237,7 @@ impl Store {
     pub async fn set_node_ports(&self, node: &Name, ports: &[u16]) -> Result<(), StoreError> {
         let ports = check_ports(ports)?;
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "node" in "nodes", node);
             sqlx::query("DELETE FROM node_ports WHERE node = $1")
                 .bind(node.as_str())
@@ -299,14 +299,15 @@ impl Store {
     /// Records that `node` was heard from at `at` (a heartbeat).
     pub async fn node_seen(&self, node: &Name, at: Millis) -> Result<(), StoreError> {
         let done = with_pool!(self, |pool| {
-            Ok(
-                sqlx::query("UPDATE nodes SET last_seen_at = $1 WHERE name = $2")
-                    .bind(at)
-                    .bind(node.as_str())
-                    .execute(pool)
-                    .await?
-                    .rows_affected(),
-            )
+            let mut tx = self.begin_write_on(pool).await?;
+            let done = sqlx::query("UPDATE nodes SET last_seen_at = $1 WHERE name = $2")
+                .bind(at)
+                .bind(node.as_str())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            tx.commit().await?;
+            Ok(done)
         })?;
         if done == 0 {
             return Err(not_found("node", node));
@@ -322,7 +323,7 @@ impl Store {
             return Ok(0);
         }
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             let mut done = 0;
             for (node, at) in seen {
                 // Never backwards: a batch delayed behind a newer one.
@@ -372,7 +373,7 @@ impl Store {
     /// on it, its assignments, tokens, ports, declarations and reports.
     pub async fn forget_node(&self, node: &Name) -> Result<Forgotten, StoreError> {
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "node" in "nodes", node);
             let forgotten = forget_node_in!(tx, node);
             tx.commit().await?;

@@ -9,7 +9,7 @@ use super::name;
 use crate::error::{MalformedValue, StoreError};
 use crate::records::Person;
 use crate::secret::check_user_key;
-use crate::{BeginWrite, Store, now_ms, principal, with_pool};
+use crate::{Store, now_ms, principal, with_pool};
 
 const PERSON_COLUMNS: &str = "name, all_tools, created_at";
 
@@ -53,7 +53,7 @@ impl Store {
     pub async fn put_person(&self, person: &Name, tools: &ToolAccess) -> Result<(), StoreError> {
         let now = now_ms();
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             put_person_in!(tx, person, tools, now);
             tx.commit().await?;
             Ok(())
@@ -109,7 +109,7 @@ impl Store {
     /// Removes `person` and their credential. Returns whether they existed.
     pub async fn remove_person(&self, person: &Name) -> Result<bool, StoreError> {
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             sqlx::query("DELETE FROM credentials WHERE principal = $1 AND kind = 'person'")
                 .bind(principal::person(person))
                 .execute(&mut *tx)
@@ -134,7 +134,7 @@ impl Store {
         check_user_key("a person's key", key)?;
         let now = now_ms();
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             let owner: Option<(String,)> =
                 sqlx::query_as("SELECT person FROM person_keys WHERE nkey = $1")
                     .bind(key)

@@ -8,7 +8,7 @@ use super::seats::scope_text;
 use crate::error::StoreError;
 use crate::records::Seat;
 use crate::secret::sha256_digest;
-use crate::{BeginWrite, Store, now_ms, with_pool};
+use crate::{Store, now_ms, with_pool};
 
 /// What one registration records.
 #[derive(Debug, Clone, Default)]
@@ -28,7 +28,7 @@ impl Store {
     pub async fn register_catalogue(&self, r: &Registration) -> Result<(), StoreError> {
         let now = now_ms();
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             for (module, source) in &r.modules {
                 sqlx::query(
                     "INSERT INTO modules (name, manifest_source, manifest_digest, registered_at, updated_at) \

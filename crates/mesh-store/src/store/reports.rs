@@ -8,7 +8,7 @@ use mesh_core::names::Name;
 use super::{name, not_found};
 use crate::error::{MalformedValue, RefusalKind, StoreError};
 use crate::records::{ModuleOutcome, ModuleState, Recorded, Report, StoredReport};
-use crate::{BeginWrite, Millis, Store, with_pool};
+use crate::{Millis, Store, with_pool};
 
 fn outcome_from(
     module: String,
@@ -41,13 +41,13 @@ fn outcome_from(
     })
 }
 
-/// Rows per multi-row insert: under SQLite's 32,766 bound parameters (5
+/// Rows per multi-row insert: under SQLite's 32,766 bound parameters (6
 /// per report row, 5 per outcome row) and PostgreSQL's 65,535.
 const REPORTS_PER_STATEMENT: usize = 1000;
 const OUTCOMES_PER_STATEMENT: usize = 1000;
 
-const INSERT_REPORT: &str = "INSERT INTO reports (node, declaration_version, received_at, refused, report_id) \
-     VALUES ($1, $2, $3, $4, $5) \
+const INSERT_REPORT: &str = "INSERT INTO reports (node, declaration_version, received_at, refused, report_id, epoch) \
+     VALUES ($1, $2, $3, $4, $5, $6) \
      ON CONFLICT (node, report_id) DO NOTHING RETURNING id";
 const INSERT_OUTCOME: &str = "INSERT INTO report_outcomes (report_id, module, state, reason, restarts) \
      VALUES ($1, $2, $3, $4, $5)";
@@ -115,14 +115,15 @@ impl Store {
                 }
             }
         }
+        let epoch = self.fence_epoch();
         let result = with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             // A handful of statements for the whole batch: one insert of the
             // reports, one of their outcomes per chunk (bind limits).
             let mut ids: BTreeMap<usize, i64> = BTreeMap::new();
             for chunk in fresh.chunks(REPORTS_PER_STATEMENT) {
                 let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO reports (node, declaration_version, received_at, refused, report_id) ",
+                    "INSERT INTO reports (node, declaration_version, received_at, refused, report_id, epoch) ",
                 );
                 q.push_values(chunk, |mut b, &i| {
                     let r = &reports[i];
@@ -130,7 +131,8 @@ impl Store {
                         .push_bind(r.declaration_version)
                         .push_bind(r.received_at)
                         .push_bind(r.refused.as_deref())
-                        .push_bind(r.report_id.as_deref());
+                        .push_bind(r.report_id.as_deref())
+                        .push_bind(epoch);
                 });
                 q.push(" ON CONFLICT (node, report_id) DO NOTHING RETURNING id, node, report_id");
                 let rows: Vec<(i64, String, Option<String>)> =
@@ -194,7 +196,7 @@ impl Store {
         reports: &[Report],
     ) -> Result<Vec<Recorded>, StoreError> {
         let result = with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             let mut out = Vec::with_capacity(reports.len());
             for report in reports {
                 let inserted: Option<(i64,)> = sqlx::query_as(INSERT_REPORT)
@@ -203,6 +205,7 @@ impl Store {
                     .bind(report.received_at)
                     .bind(report.refused.as_deref())
                     .bind(report.report_id.as_deref())
+                    .bind(self.fence_epoch())
                     .fetch_optional(&mut *tx)
                     .await?;
                 let Some((id,)) = inserted else {

@@ -7,7 +7,7 @@ use mesh_core::names::Name;
 use super::{name, opt_name};
 use crate::error::{MalformedValue, StoreError};
 use crate::records::Seat;
-use crate::{BeginWrite, Store, now_ms, with_pool};
+use crate::{Store, now_ms, with_pool};
 
 // Spelled out rather than taken from `Scope`'s Display: that is the
 // manifest's wording, and changing it must not change what the store has
@@ -55,7 +55,7 @@ impl Store {
     pub async fn put_seat(&self, seat: &Seat) -> Result<(), StoreError> {
         let now = now_ms();
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             // One name, one meaning: a seat may not shadow an alias.
             let alias: Option<(String,)> =
                 sqlx::query_as("SELECT seat FROM seat_aliases WHERE alias = $1")
@@ -117,7 +117,7 @@ impl Store {
     /// Makes `alias` another name for `seat`.
     pub async fn add_seat_alias(&self, alias: &Name, seat: &Name) -> Result<(), StoreError> {
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "seat" in "seats", seat);
             let clash: Option<(String,)> = sqlx::query_as("SELECT name FROM seats WHERE name = $1")
                 .bind(alias.as_str())

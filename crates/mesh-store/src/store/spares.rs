@@ -12,7 +12,7 @@ use super::name;
 use crate::error::StoreError;
 use crate::records::CredentialKind;
 use crate::secret::check_user_key;
-use crate::{BeginWrite, Store, now_ms, with_pool};
+use crate::{Store, now_ms, with_pool};
 
 impl Store {
     /// Records the spare keys each node announced (node → its whole set),
@@ -43,7 +43,7 @@ impl Store {
             return Ok(());
         }
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             for (node, keys) in &changed {
                 sqlx::query("DELETE FROM spare_keys WHERE node = $1")
                     .bind(node.as_str())
@@ -99,7 +99,7 @@ impl Store {
         }
         let now = now_ms();
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             let mut given = Vec::new();
             for (node, module, key) in gifts {
                 let taken = sqlx::query(

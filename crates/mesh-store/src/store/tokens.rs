@@ -11,7 +11,7 @@ use super::name;
 use crate::error::{RefusalReason, StoreError, TokenRefused};
 use crate::records::{CredentialKind, Enrolled, HostKeys, IssuedToken, LiveToken};
 use crate::secret::{check_user_key, check_xkey, new_user_key};
-use crate::{BeginWrite, Millis, Store, duration_ms, now_ms, principal, with_pool};
+use crate::{Millis, Store, duration_ms, now_ms, principal, with_pool};
 
 impl Store {
     /// Issues a one-time enrolment token for `node`, valid for `ttl`. Any
@@ -24,7 +24,7 @@ impl Store {
         let issued_at = now_ms();
         let expires_at = issued_at.saturating_add(duration_ms(ttl));
         with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "node" in "nodes", node);
             sqlx::query("DELETE FROM enrolment_tokens WHERE node = $1 AND spent_at IS NULL")
                 .bind(node.as_str())
@@ -76,7 +76,7 @@ impl Store {
         let now = now_ms();
         let host = principal::host(node);
         let spent = with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             let won: Option<(String,)> = sqlx::query_as(
                 "UPDATE enrolment_tokens SET spent_at = $1 \
                  WHERE node = $2 AND enrolment_key = $3 AND spent_at IS NULL AND expires_at > $1 \
@@ -205,7 +205,7 @@ impl Store {
     ) -> Result<Option<IssuedToken>, StoreError> {
         let host = principal::host(node);
         let reset = with_pool!(self, |pool| {
-            let mut tx = pool.begin_write().await?;
+            let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "node" in "nodes", node);
             let done = sqlx::query(
                 "UPDATE nodes SET public_key = NULL, xkey = NULL, enrolled_at = NULL \

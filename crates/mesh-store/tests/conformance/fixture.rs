@@ -17,6 +17,7 @@ pub(crate) fn options() -> StoreOptions {
         max_connections: 8,
         acquire_timeout: Duration::from_secs(3),
         busy_timeout: Duration::from_secs(20),
+        idle_in_transaction: None,
     }
 }
 

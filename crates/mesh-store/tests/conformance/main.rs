@@ -38,6 +38,7 @@ mod credentials;
 mod declarations;
 mod fixture;
 mod fleet;
+mod lease;
 mod nodes;
 mod open;
 mod outage;
