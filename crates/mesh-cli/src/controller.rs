@@ -31,6 +31,11 @@ pub struct ControllerArgs {
     /// Serve no HTTP at all.
     #[arg(long)]
     pub no_http: bool,
+    /// How long the store waits for a word from the active controller
+    /// before a standby may take over (PostgreSQL: any number of
+    /// controllers may run against one store, one of them active).
+    #[arg(long, default_value = "5s", value_parser = crate::node::parse_ttl)]
+    pub lease: std::time::Duration,
 }
 
 /// One mesh per directory: the controller's lock on `--dir`.
@@ -50,12 +55,20 @@ pub fn run(args: &ControllerArgs) -> anyhow::Result<ExitCode> {
     // would fight the first over the users file and the broker. A missing
     // directory is not made here: the genesis's absence is the error.
     let dir = args.mesh.dir()?;
-    let _lock = match dir.is_dir() {
+    let store_url = args.mesh.store_url()?;
+    // On PostgreSQL the store's lease decides which controller writes, so
+    // a standby may share the directory (and the broker's users file).
+    let standby_possible = matches!(
+        mesh_store::url_kind(&store_url),
+        Ok(mesh_store::BackendKind::Postgres)
+    );
+    let _lock = match dir.is_dir() && !standby_possible {
         true => Some(DirLock::acquire(&dir, CLAIM)?),
         false => None,
     };
-    let mut opts = ControllerOptions::new(dir.clone(), args.mesh.store_url()?);
+    let mut opts = ControllerOptions::new(dir.clone(), store_url);
     opts.store_window = args.store_window;
+    opts.lease_ttl = args.lease;
     opts.http = http_listen(args.no_http, args.http);
     shutdown::block_on(controller(opts))?
         .with_context(|| format!("starting the controller of {}", dir.display()))?;

@@ -119,16 +119,32 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
     // address, still checked against the store's key.
     let dir = args.mesh.find().ok();
     let url = args.mesh.store_url()?;
-    let addr = args
-        .http
-        .clone()
-        .or_else(|| dir.as_deref().and_then(mesh_controller::http::served_at))
-        .unwrap_or_else(|| mesh_controller::http::DEFAULT_ADDR.to_string());
     let status = crate::block_on(async {
         let store = open_existing_store(&url).await?;
         let read = async {
             let ours = our_key(&store, dir.as_deref()).await?;
-            let controller = ask_controller(&addr, ours.as_deref());
+            // The active controller where its lease says it serves, then
+            // where a controller of this directory wrote it serves (a
+            // standby's answer still names the active one), then the
+            // default; `--http` alone when given.
+            let mut addrs = Vec::new();
+            match &args.http {
+                Some(a) => addrs.push(a.clone()),
+                None => {
+                    let lease = store.lease_record().await?;
+                    addrs.extend(lease.and_then(|l| l.http));
+                    addrs.extend(dir.as_deref().and_then(mesh_controller::http::served_at));
+                    addrs.push(mesh_controller::http::DEFAULT_ADDR.to_string());
+                    addrs.dedup();
+                }
+            }
+            let mut controller = ControllerView::default();
+            for addr in &addrs {
+                controller = ask_controller(addr, ours.as_deref());
+                if controller.reachable && controller.other_mesh.is_none() {
+                    break;
+                }
+            }
             let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
             anyhow::Ok(views::status(&store, now, controller).await?)
         }
@@ -178,6 +194,20 @@ fn print_text(s: &StatusView) -> anyhow::Result<()> {
         ),
     };
     out.line(format_args!("controller   {controller}"))?;
+    if let Some(l) = &s.lease {
+        let now = mesh_store::now_ms();
+        let since = std::time::Duration::from_millis(u64::try_from(now - l.since).unwrap_or(0));
+        out.line(format_args!(
+            "lease        epoch {}: {}{} for {}",
+            l.epoch,
+            l.holder,
+            l.http
+                .as_deref()
+                .map(|h| format!(" at http://{h}"))
+                .unwrap_or_default(),
+            crate::node::humane(since)
+        ))?;
+    }
     out.line(format_args!(
         "broker       {}",
         yes_no(c.broker_connected, "connected", "not connected")

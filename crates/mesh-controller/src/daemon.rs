@@ -13,12 +13,14 @@ mod built;
 mod declare;
 mod enrol;
 mod keys;
+mod lease;
 mod live;
 mod report;
 mod sealing;
 mod seen;
 mod watch;
 
+pub(crate) use lease::Role;
 pub use report::{Ingested, record as record_report, record_batch as record_reports};
 
 use std::future::Future;
@@ -68,6 +70,9 @@ pub struct ControllerOptions {
     pub http: Option<HttpListen>,
     /// Told where HTTP is served (or that it is not) once it is bound.
     pub http_bound: Option<crate::http::BoundTx>,
+    /// The lease's length: how long the store waits for a word from the
+    /// active controller before a standby may take over (PostgreSQL).
+    pub lease_ttl: Duration,
 }
 
 impl ControllerOptions {
@@ -83,6 +88,7 @@ impl ControllerOptions {
             controller: ControllerSpec::default(),
             http: Some(HttpListen::default()),
             http_bound: None,
+            lease_ttl: Duration::from_secs(5),
         }
     }
 }
@@ -115,6 +121,8 @@ pub enum DaemonError {
     Pin(#[from] mesh_bus::PinError),
     #[error("could not serve HTTP")]
     Http(#[from] crate::http::HttpError),
+    #[error("{0}")]
+    Lease(String),
 }
 
 /// What every task shares.
@@ -292,55 +300,31 @@ async fn check_controller_key(store: &Store, genesis: &Genesis) -> Result<(), Da
     }
 }
 
-/// Runs until `shutdown` resolves.
+/// Runs until `shutdown` resolves: standing by while another controller
+/// holds the store's lease, active while this one does ([`lease`]).
 pub async fn run(
     opts: ControllerOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<CountersView, DaemonError> {
     let genesis = Genesis::open(&opts.dir)?;
-    let store = Store::open(&opts.store_url).await?;
+    let store = Store::open_with(
+        &opts.store_url,
+        mesh_store::StoreOptions {
+            // Frozen mid-transaction, this controller would hold the lease
+            // row's share lock past its lease; the server ends it instead.
+            idle_in_transaction: Some(opts.lease_ttl),
+            ..mesh_store::StoreOptions::default()
+        },
+    )
+    .await?;
     check_controller_key(&store, &genesis).await?;
     let bus = bus_config(&genesis)?;
-    let signing_key = declare::signing_key(&genesis)?;
-    let xkey_seed = read_seed(&genesis, genesis::XKEY_SEED)?;
-
-    // Read before the records are: a change made between the two is then
-    // seen as a change, not taken for the state started from.
-    let revision = store.records_revision().await?;
-    // Derived before anything is written: records that derive to nothing
-    // are refused at start, naming why, not discovered by a host.
-    let derived = mesh_state::derive(&store, &opts.controller).await?;
-    info!(
-        principals = derived.principals.len(),
-        streams = derived.objects.streams.len(),
-        consumers = derived.objects.consumers.len(),
-        "records read"
-    );
-
-    let source_store = store.clone();
-    let spec = opts.controller.clone();
-    let source = move || {
-        let store = source_store.clone();
-        let spec = spec.clone();
-        async move {
-            let d = mesh_state::derive(&store, &spec)
-                .await
-                .map_err(|e| Box::new(e) as SourceError)?;
-            Ok::<Snapshot, SourceError>((d.principals, d.snapshot.credentials))
-        }
+    let keys = Keys {
+        signing_key: declare::signing_key(&genesis)?,
+        xkey_seed: read_seed(&genesis, genesis::XKEY_SEED)?,
     };
-    let composer_config = ComposerConfig::new(
-        genesis.path(genesis::USERS_FILE),
-        Reloader::PidFile(genesis.path(genesis::BROKER_PID)),
-        bus.clone(),
-    );
-    let (composer, composer_task) = Composer::spawn(composer_config, source);
-    // Before the broker answers: /readyz says what the start waits for.
-    let shared = crate::http::Shared::new(
-        store.clone(),
-        genesis.controller_nkey.clone(),
-        composer.watch(),
-    );
+    // Before the lease: /readyz says whether this one stands by, and why.
+    let shared = crate::http::Shared::new(store.clone(), genesis.controller_nkey.clone());
     let http = crate::http::serve(
         opts.http,
         shared.clone(),
@@ -351,90 +335,213 @@ pub async fn run(
     if let Some(s) = &http {
         info!(url = %format!("http://{}/", s.addr), "serving HTTP");
     }
+    let me = lease::candidate(&opts.dir, http.as_ref().map(|s| s.addr));
+    let held = store.lease(me, opts.lease_ttl);
+    let fenced = store.fenced_by(&held);
+    let (mut roles, keeper) = lease::keep(held, fenced.clone());
+    shared.follow_roles(roles.clone());
 
     tokio::pin!(shutdown);
-    let client = tokio::select! {
-        c = connect(&bus) => c,
-        () = &mut shutdown => {
-            composer_task.abort();
-            return Ok(CountersView::default());
+    let view = loop {
+        let taken = tokio::select! {
+            r = lease::active(&mut roles) => r.map_err(DaemonError::Lease)?,
+            () = &mut shutdown => break CountersView::default(),
+        };
+        info!(epoch = taken, "lease taken: this controller is active");
+        let term = Term {
+            opts: &opts,
+            genesis: &genesis,
+            bus: &bus,
+            keys: &keys,
+            shared: &shared,
+        };
+        match term.run(fenced.clone(), &mut roles, &mut shutdown).await? {
+            lease::Ended::Shutdown(view) => break view,
+            lease::Ended::Deposed(why) => {
+                warn!(reason = %why, "stepping down: this controller stands by");
+                shared.step_down();
+            }
         }
     };
-    shared.set_phase("asserting the bus objects");
-    let js = jetstream::new(client.clone());
-    assert_on_start(&js, &derived.objects).await?;
-
-    let ctx = Arc::new(Ctx {
-        store,
-        client,
-        js,
-        composer,
-        counters: Counters::default(),
-        opts,
-        signing_key,
-        xkey_seed,
-        xkey_public: genesis.xkey.clone(),
-        window: std::sync::Mutex::new(Window::default()),
-        lag: crate::http::ApplyLag::default(),
-        covered: live::Covered::new(revision),
-        genesis_bus_urls: genesis.bus_urls(),
-        connected_url: bus.url.clone(),
-        followed_bus: tokio::sync::Mutex::new(genesis.bus_urls()),
-        awaiting_spares: std::sync::Mutex::new(Default::default()),
-        declare_again: tokio::sync::Notify::new(),
-    });
-    let _ = shared.ctx.set(ctx.clone());
-    let published = declare::declare_all(&ctx, true).await;
-    info!(published, "declarations composed");
-
-    let heartbeats = ctx
-        .client
-        .subscribe(subjects::ALL_HEARTBEATS)
-        .await
-        .map_err(|e| DaemonError::Bind(Box::new(e)))?;
-    let seen = seen::LastSeen::default();
-
-    let tasks = vec![
-        tokio::spawn(watch::log_compositions(ctx.composer.watch())),
-        tokio::spawn(live::record(ctx.clone(), ctx.composer.watch())),
-        tokio::spawn(watch::follow(
-            ctx.clone(),
-            revision,
-            derived.objects.clone(),
-        )),
-        tokio::spawn(take_control(ctx.clone())),
-        tokio::spawn(built::take(ctx.clone())),
-        tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
-        tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),
-    ];
-    info!(url = %genesis.local_url(), "controller running");
-    shutdown.await;
-
-    info!("controller stopping");
-    for t in &tasks {
-        t.abort();
-    }
+    // Its session ends with it: a standby takes over at once.
+    drop(keeper);
     // Stops serving and removes the address file.
     drop(http);
-    seen.flush(&ctx.store).await;
-    let view = CountersView::of(&ctx.counters);
-    info!(
-        enrolled = view.enrolled,
-        refused = view.refused,
-        terminated = view.terminated,
-        heartbeats = view.heartbeats,
-        reports = view.reports,
-        duplicates = view.duplicates,
-        superseded = view.superseded,
-        let_go = view.let_go,
-        "controller stopped"
-    );
-    composer_task.abort();
-    // Bounded: a broker already gone would keep the flush waiting for a
-    // reconnection that may never come.
-    let _ = tokio::time::timeout(Duration::from_secs(2), ctx.client.flush()).await;
-    ctx.store.close().await;
+    store.close().await;
     Ok(view)
+}
+
+/// The controller's keys, read once at start.
+struct Keys {
+    signing_key: ed25519_dalek::SigningKey,
+    xkey_seed: Secret,
+}
+
+/// One term as the active controller.
+struct Term<'a> {
+    opts: &'a ControllerOptions,
+    genesis: &'a Genesis,
+    bus: &'a BusConfig,
+    keys: &'a Keys,
+    shared: &'a Arc<crate::http::Shared>,
+}
+
+impl Term<'_> {
+    /// Active until `shutdown` resolves or the lease passes to another
+    /// controller; everything the term started is stopped when it ends.
+    async fn run(
+        &self,
+        store: Store,
+        roles: &mut tokio::sync::watch::Receiver<lease::Role>,
+        shutdown: &mut std::pin::Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<lease::Ended, DaemonError> {
+        let Term {
+            opts,
+            genesis,
+            bus,
+            keys,
+            shared,
+        } = *self;
+        shared.set_phase("reading the records");
+        // Read before the records are: a change made between the two is then
+        // seen as a change, not taken for the state started from.
+        let revision = store.records_revision().await?;
+        // Derived before anything is written: records that derive to nothing
+        // are refused at start, naming why, not discovered by a host.
+        let derived = mesh_state::derive(&store, &opts.controller).await?;
+        info!(
+            principals = derived.principals.len(),
+            streams = derived.objects.streams.len(),
+            consumers = derived.objects.consumers.len(),
+            "records read"
+        );
+
+        let source_store = store.clone();
+        let spec = opts.controller.clone();
+        let source = move || {
+            let store = source_store.clone();
+            let spec = spec.clone();
+            async move {
+                let d = mesh_state::derive(&store, &spec)
+                    .await
+                    .map_err(|e| Box::new(e) as SourceError)?;
+                Ok::<Snapshot, SourceError>((d.principals, d.snapshot.credentials))
+            }
+        };
+        let composer_config = ComposerConfig::new(
+            genesis.path(genesis::USERS_FILE),
+            Reloader::PidFile(genesis.path(genesis::BROKER_PID)),
+            bus.clone(),
+        );
+        shared.set_phase("connecting to the broker");
+        let client = tokio::select! {
+            c = connect(bus) => c,
+            () = shutdown.as_mut() => return Ok(lease::Ended::Shutdown(CountersView::default())),
+            why = lease::lost(roles) => return Ok(lease::Ended::Deposed(why)),
+        };
+        // Only once the lease is this controller's: a standby writes no
+        // users file.
+        let (composer, composer_task) = Composer::spawn(composer_config, source);
+        let _composer_task = AbortOnDrop(composer_task);
+        shared.set_composer(composer.watch());
+        shared.set_phase("asserting the bus objects");
+        let js = jetstream::new(client.clone());
+        tokio::select! {
+            r = assert_on_start(&js, &derived.objects) => r?,
+            () = shutdown.as_mut() => return Ok(lease::Ended::Shutdown(CountersView::default())),
+            why = lease::lost(roles) => return Ok(lease::Ended::Deposed(why)),
+        }
+
+        let ctx = Arc::new(Ctx {
+            store,
+            client,
+            js,
+            composer,
+            counters: Counters::default(),
+            opts: opts.clone(),
+            signing_key: keys.signing_key.clone(),
+            xkey_seed: keys.xkey_seed.clone(),
+            xkey_public: genesis.xkey.clone(),
+            window: std::sync::Mutex::new(Window::default()),
+            lag: crate::http::ApplyLag::default(),
+            covered: live::Covered::new(revision),
+            genesis_bus_urls: genesis.bus_urls(),
+            connected_url: bus.url.clone(),
+            followed_bus: tokio::sync::Mutex::new(genesis.bus_urls()),
+            awaiting_spares: std::sync::Mutex::new(Default::default()),
+            declare_again: tokio::sync::Notify::new(),
+        });
+        shared.set_running(ctx.clone());
+        let published = tokio::select! {
+            n = declare::declare_all(&ctx, true) => n,
+            () = shutdown.as_mut() => return Ok(lease::Ended::Shutdown(CountersView::of(&ctx.counters))),
+            why = lease::lost(roles) => return Ok(lease::Ended::Deposed(why)),
+        };
+        info!(published, "declarations composed");
+
+        let heartbeats = ctx
+            .client
+            .subscribe(subjects::ALL_HEARTBEATS)
+            .await
+            .map_err(|e| DaemonError::Bind(Box::new(e)))?;
+        let seen = seen::LastSeen::default();
+
+        let tasks: Vec<AbortOnDrop> = [
+            tokio::spawn(watch::log_compositions(ctx.composer.watch())),
+            tokio::spawn(live::record(ctx.clone(), ctx.composer.watch())),
+            tokio::spawn(watch::follow(
+                ctx.clone(),
+                revision,
+                derived.objects.clone(),
+            )),
+            tokio::spawn(take_control(ctx.clone())),
+            tokio::spawn(built::take(ctx.clone())),
+            tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
+            tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),
+        ]
+        .into_iter()
+        .map(AbortOnDrop)
+        .collect();
+        info!(url = %genesis.local_url(), "controller running");
+        let ended = tokio::select! {
+            () = shutdown.as_mut() => None,
+            why = lease::lost(roles) => Some(why),
+        };
+        // Nothing of this term acts after it: not a delivery taken, not a
+        // composition written.
+        drop(tasks);
+        if let Some(why) = ended {
+            return Ok(lease::Ended::Deposed(why));
+        }
+
+        info!("controller stopping");
+        seen.flush(&ctx.store).await;
+        let view = CountersView::of(&ctx.counters);
+        info!(
+            enrolled = view.enrolled,
+            refused = view.refused,
+            terminated = view.terminated,
+            heartbeats = view.heartbeats,
+            reports = view.reports,
+            duplicates = view.duplicates,
+            superseded = view.superseded,
+            let_go = view.let_go,
+            "controller stopped"
+        );
+        // Bounded: a broker already gone would keep the flush waiting for a
+        // reconnection that may never come.
+        let _ = tokio::time::timeout(Duration::from_secs(2), ctx.client.flush()).await;
+        Ok(lease::Ended::Shutdown(view))
+    }
+}
+
+/// A task that ends with its holder.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Connects, retrying with backoff: the broker may start after the

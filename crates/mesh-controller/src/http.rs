@@ -16,7 +16,7 @@ mod metrics;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -77,18 +77,21 @@ pub struct HttpError {
     pub source: std::io::Error,
 }
 
-/// What the HTTP handlers read: the store and the composer from the start,
-/// the daemon's context once it is made.
+/// What the HTTP handlers read: the store from the start; the composer
+/// and the daemon's context while this controller is the active one.
 pub(crate) struct Shared {
     pub store: Store,
     /// The controller's NKey public key (`U…`), from its genesis: which
     /// mesh this controller is.
     pub controller_key: String,
-    pub composer: watch::Receiver<ComposerStatus>,
-    /// What the start is doing until the context exists.
+    /// The active term's composer; a standby's says nothing was composed.
+    composer: Mutex<watch::Receiver<ComposerStatus>>,
+    /// What the start (or a term's start) is doing until the context exists.
     pub phase: Mutex<&'static str>,
-    /// The running controller, once its start got that far.
-    pub(crate) ctx: OnceLock<Arc<dyn Running>>,
+    /// The running controller, while this one is active.
+    running: Mutex<Option<Arc<dyn Running>>>,
+    /// Whether this controller holds the store's lease.
+    role: Mutex<Option<watch::Receiver<crate::daemon::Role>>>,
 }
 
 /// What HTTP reads of the running controller (implemented by the daemon's
@@ -102,36 +105,81 @@ pub(crate) trait Running: Send + Sync {
     fn lag(&self) -> &ApplyLag;
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Shared {
-    pub fn new(
-        store: Store,
-        controller_key: String,
-        composer: watch::Receiver<ComposerStatus>,
-    ) -> Arc<Shared> {
+    pub fn new(store: Store, controller_key: String) -> Arc<Shared> {
         Arc::new(Shared {
             store,
             controller_key,
-            composer,
-            phase: Mutex::new("connecting to the broker"),
-            ctx: OnceLock::new(),
+            composer: Mutex::new(watch::channel(ComposerStatus::default()).1),
+            phase: Mutex::new("asking the store for the lease"),
+            running: Mutex::new(None),
+            role: Mutex::new(None),
         })
     }
 
     pub fn set_phase(&self, phase: &'static str) {
-        *self.phase.lock().unwrap_or_else(|p| p.into_inner()) = phase;
+        *lock(&self.phase) = phase;
     }
 
-    /// Why the controller is not ready; none once it is: connected to the
-    /// broker, the bus objects asserted, and the newest composition live.
+    pub fn set_composer(&self, composer: watch::Receiver<ComposerStatus>) {
+        *lock(&self.composer) = composer;
+    }
+
+    pub fn set_running(&self, running: Arc<dyn Running>) {
+        *lock(&self.running) = Some(running);
+    }
+
+    pub fn follow_roles(&self, roles: watch::Receiver<crate::daemon::Role>) {
+        *lock(&self.role) = Some(roles);
+    }
+
+    /// A term ended: nothing of it is read any more.
+    pub fn step_down(&self) {
+        *lock(&self.running) = None;
+        self.set_composer(watch::channel(ComposerStatus::default()).1);
+        self.set_phase("asking the store for the lease");
+    }
+
+    pub fn composer_status(&self) -> ComposerStatus {
+        lock(&self.composer).borrow().clone()
+    }
+
+    pub fn running(&self) -> Option<Arc<dyn Running>> {
+        lock(&self.running).clone()
+    }
+
+    /// The lease as this controller's keeper last found it.
+    pub fn role(&self) -> Option<crate::daemon::Role> {
+        lock(&self.role).as_ref().map(|r| r.borrow().clone())
+    }
+
+    /// Why the controller is not ready; none once it is: the active one,
+    /// connected to the broker, the bus objects asserted, and the newest
+    /// composition live. A standby is never ready: it serves nothing.
     pub fn not_ready(&self) -> Option<String> {
-        let Some(ctx) = self.ctx.get() else {
-            let phase = *self.phase.lock().unwrap_or_else(|p| p.into_inner());
+        use crate::daemon::Role;
+        match self.role() {
+            Some(Role::Standby { active }) => {
+                return Some(match active {
+                    Some(holder) => format!("standby: {holder} is active"),
+                    None => "standby: no controller holds the lease yet".into(),
+                });
+            }
+            Some(Role::Refused(why)) => return Some(why),
+            Some(Role::Starting) | Some(Role::Active { .. }) | None => {}
+        }
+        let Some(ctx) = self.running() else {
+            let phase = *lock(&self.phase);
             return Some(format!("starting: {phase}"));
         };
         if !ctx.broker_connected() {
             return Some("not connected to the broker (reconnecting)".into());
         }
-        let status = self.composer.borrow().clone();
+        let status = self.composer_status();
         match &status.last {
             None => Some("the users file has not been composed yet".into()),
             Some(o @ crate::Outcome::NotLive { error, .. }) => Some(format!(
@@ -144,7 +192,7 @@ impl Shared {
     }
 
     pub fn window_open(&self) -> bool {
-        self.ctx.get().is_some_and(|c| c.window_open())
+        self.running().is_some_and(|c| c.window_open())
     }
 }
 

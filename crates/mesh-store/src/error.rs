@@ -189,6 +189,13 @@ impl StoreError {
         matches!(self, StoreError::Unavailable { .. })
     }
 
+    /// True when a controller's write was refused because its lease passed
+    /// to another controller: nothing is decided on it (a message stays for
+    /// the active controller), and the controller steps down.
+    pub fn is_deposed(&self) -> bool {
+        matches!(self, StoreError::Deposed { .. })
+    }
+
     /// A `what` record read back holding `value`, which mesh could not have
     /// written.
     pub(crate) fn malformed(what: &'static str, value: impl Into<MalformedValue>) -> StoreError {

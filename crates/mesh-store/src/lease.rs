@@ -175,8 +175,10 @@ impl Store {
             return std::future::pending().await;
         };
         let mut rx = fence.deposed.subscribe();
-        match rx.wait_for(Option::is_some).await {
+        let found = rx.wait_for(Option::is_some).await.map(|e| *e);
+        match found {
             Ok(e) => e.unwrap_or_default(),
+            // The fence lives as long as this store: never.
             Err(_) => std::future::pending().await,
         }
     }

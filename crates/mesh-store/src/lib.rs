@@ -250,6 +250,14 @@ pub fn check_url(url: &str) -> Result<(), StoreError> {
     url::parse(url).map(|_| ())
 }
 
+/// Which backend `url` names, without opening it.
+pub fn url_kind(url: &str) -> Result<BackendKind, StoreError> {
+    Ok(match url::parse(url)? {
+        url::Target::Sqlite(_) => BackendKind::Sqlite,
+        url::Target::Postgres(_) => BackendKind::Postgres,
+    })
+}
+
 impl Store {
     /// Opens the store at `url` (`sqlite://PATH` or `postgres://...`) and
     /// brings its schema up to [`SCHEMA_VERSION`].

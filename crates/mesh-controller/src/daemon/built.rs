@@ -71,6 +71,9 @@ async fn take_one(ctx: &Ctx, msg: jetstream::Message) {
                 info!(id = %build.id, "build recorded before; acknowledged again");
                 let _ = msg.ack().await;
             }
+            Err(e) if e.is_deposed() => {
+                info!(id = %build.id, error = %error_chain(&e), "build left to the active controller");
+            }
             Err(e) if e.is_unavailable() => {
                 warn!(id = %build.id, error = %error_chain(&e), "the store cannot take the build now");
                 let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;

@@ -19,6 +19,9 @@ enum Stop {
     /// Could not be decided now (the store is unavailable): handed back to
     /// CONTROL and tried again, nothing spent.
     Later(String),
+    /// Not this controller's to decide (its lease passed on): neither
+    /// answered nor acknowledged, so the active controller decides it.
+    Deposed(String),
 }
 
 /// How long a request the store could not take waits before it comes round.
@@ -47,6 +50,9 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
             warn!(node = %req.node, %reason, "enrolment refused");
             answer(ctx, &plan.to, &plan.refusal).await;
             let _ = msg.ack().await;
+        }
+        Err(Stop::Deposed(reason)) => {
+            info!(node = %req.node, %reason, "enrolment left to the active controller");
         }
         Err(Stop::Later(reason)) => {
             warn!(node = %req.node, %reason, retry_in = ?LATER, "enrolment deferred");
@@ -82,6 +88,7 @@ async fn execute(ctx: &Ctx, plan: &EnrolPlan, msg: &jetstream::Message) -> Resul
                     Err(StoreError::TokenRefused(t)) => {
                         return Err(Stop::Refused(t.reason.to_string()));
                     }
+                    Err(e) if e.is_deposed() => return Err(Stop::Deposed(error_chain(&e))),
                     Err(e) if e.is_unavailable() => return Err(Stop::Later(error_chain(&e))),
                     Err(e) => return Err(Stop::Refused(error_chain(&e))),
                 }

@@ -38,6 +38,10 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
             count(ctx, &report, outcome);
             let _ = msg.ack().await;
         }
+        // Neither acknowledged nor refused: the active controller takes it.
+        Err(e) if e.is_deposed() => {
+            debug!(node = %report.node, sequence = report.sequence, error = %error_chain(&e), "report left to the active controller");
+        }
         Err(e) if e.is_unavailable() => {
             warn!(node = %report.node, sequence = report.sequence, error = %error_chain(&e), "the store cannot take the report");
             let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
@@ -93,6 +97,9 @@ pub(crate) async fn take_batch(ctx: &Ctx, msgs: Vec<jetstream::Message>) {
                 count(ctx, report, outcome);
                 let _ = msg.ack().await;
             }
+        }
+        Err(e) if e.is_deposed() => {
+            debug!(reports = parsed.len(), error = %error_chain(&e), "reports left to the active controller");
         }
         Err(e) if e.is_unavailable() => {
             warn!(reports = parsed.len(), error = %error_chain(&e), "the store cannot take the reports");

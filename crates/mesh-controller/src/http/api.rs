@@ -44,7 +44,7 @@ fn now() -> u64 {
 /// The controller as it sees itself.
 pub(crate) fn controller_view(shared: &Shared) -> ControllerView {
     let reason = shared.not_ready();
-    let status = shared.composer.borrow().clone();
+    let status = shared.composer_status();
     ControllerView {
         reachable: true,
         url: None,
@@ -52,11 +52,16 @@ pub(crate) fn controller_view(shared: &Shared) -> ControllerView {
         other_mesh: None,
         ready: reason.is_none(),
         reason,
-        broker_connected: Some(shared.ctx.get().is_some_and(|c| c.broker_connected())),
+        broker_connected: Some(shared.running().is_some_and(|c| c.broker_connected())),
         composition_live: Some(status.last.as_ref().is_some_and(|o| o.is_live())),
         composition_generation: status.last.as_ref().map(|o| o.generation()),
         compositions: Some(status.compositions),
         store_window_open: Some(shared.window_open()),
+        role: shared.role().and_then(|r| match r {
+            crate::daemon::Role::Active { .. } => Some("active".into()),
+            crate::daemon::Role::Standby { .. } => Some("standby".into()),
+            crate::daemon::Role::Starting | crate::daemon::Role::Refused(_) => None,
+        }),
     }
 }
 

@@ -105,7 +105,7 @@ struct Figures {
 
 /// The metrics, encoded.
 pub(crate) async fn render(shared: &Shared) -> Result<String, std::fmt::Error> {
-    let ctx = shared.ctx.get();
+    let ctx = shared.running();
     let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
     let nodes = match mesh_state::views::nodes(&shared.store, now).await {
         Ok(views) => Some(
@@ -124,14 +124,16 @@ pub(crate) async fn render(shared: &Shared) -> Result<String, std::fmt::Error> {
             None
         }
     };
-    let composer = shared.composer.borrow().clone();
+    let composer = shared.composer_status();
     encode(&Figures {
-        counters: ctx.map(|c| c.counters()).unwrap_or_default(),
+        counters: ctx.as_ref().map(|c| c.counters()).unwrap_or_default(),
         composer,
         window_open: shared.window_open(),
         ready: shared.not_ready().is_none(),
         nodes,
-        lag: ctx.map_or_else(lag_histogram, |c| c.lag().histogram.clone()),
+        lag: ctx
+            .as_ref()
+            .map_or_else(lag_histogram, |c| c.lag().histogram.clone()),
     })
 }
 

@@ -34,6 +34,22 @@ pub struct ControllerView {
     pub compositions: Option<u64>,
     /// Reports wait in CONTROL while the store cannot take them.
     pub store_window_open: Option<bool>,
+    /// `active` or `standby`: whether it holds the store's lease.
+    #[serde(default)]
+    pub role: Option<String>,
+}
+
+/// Which controller holds the store's lease, as the store records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseView {
+    /// Moved by each take: a write of an older one is refused.
+    pub epoch: i64,
+    /// `mesh controller on HOST (pid N, DIR)`.
+    pub holder: String,
+    /// Where it serves HTTP.
+    pub http: Option<String>,
+    /// Since when (unix ms).
+    pub since: i64,
 }
 
 /// Something that needs the operator, and what to do about it.
@@ -46,6 +62,9 @@ pub struct Action {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusView {
     pub controller: ControllerView,
+    /// None before any controller took the lease.
+    #[serde(default)]
+    pub lease: Option<LeaseView>,
     /// By [`NodeView::condition`]: `ready`, `stale`, `down`, `unseen`,
     /// `not enrolled`.
     pub nodes: BTreeMap<String, u64>,
@@ -95,7 +114,14 @@ pub async fn status(
     }
     let left_out = store.left_out().await?;
     let needs_action = needs_action(&controller, &nodes, &modules, &refusals, &left_out);
+    let lease = store.lease_record().await?.map(|r| LeaseView {
+        epoch: r.epoch,
+        holder: r.holder,
+        http: r.http,
+        since: r.since,
+    });
     Ok(StatusView {
+        lease,
         nodes: count(nodes.iter().map(NodeView::condition)),
         modules: count(modules.iter().map(|m| m.state.as_str())),
         controller,
