@@ -425,6 +425,12 @@ impl Term<'_> {
                 let d = mesh_state::derive(&store, &spec)
                     .await
                     .map_err(|e| Box::new(e) as SourceError)?;
+                // Last before the file is written: a controller deposed
+                // meanwhile writes no users file over its successor's.
+                store
+                    .confirm_fence()
+                    .await
+                    .map_err(|e| Box::new(e) as SourceError)?;
                 Ok::<Snapshot, SourceError>((d.principals, d.snapshot.credentials))
             }
         };

@@ -183,6 +183,17 @@ impl Store {
         }
     }
 
+    /// Whether this store's fence still holds (always, unfenced): for what
+    /// a controller does outside the store — writing the users file — and
+    /// must not do once deposed.
+    pub async fn confirm_fence(&self) -> Result<(), StoreError> {
+        with_pool!(self, |pool| {
+            let tx = self.begin_write_on(pool).await?;
+            tx.rollback().await?;
+            Ok(())
+        })
+    }
+
     /// Who holds the lease, or last held it; none before any controller
     /// took it.
     pub async fn lease_record(&self) -> Result<Option<LeaseRecord>, StoreError> {

@@ -341,7 +341,16 @@ impl Mesh {
     }
 
     fn start_controller_full(&mut self, extra: &[&str], filter: &str) -> &Daemon {
-        let log = self.tmp.path().join(format!("controller-{}.log", unique()));
+        let d = self.spawn_controller("controller", extra, filter);
+        d.wait_log("controller running", Duration::from_secs(30));
+        self.controller = Some(d);
+        self.controller.as_ref().unwrap()
+    }
+
+    /// Another `mesh controller` on this mesh's directory and store (a
+    /// standby beside the first, on PostgreSQL), not waited for.
+    pub fn spawn_controller(&self, name: &str, extra: &[&str], filter: &str) -> Daemon {
+        let log = self.tmp.path().join(format!("{name}-{}.log", unique()));
         let mut args = vec![
             "controller",
             "--dir",
@@ -350,10 +359,7 @@ impl Mesh {
             &self.store_url,
         ];
         args.extend(extra);
-        let d = Daemon::spawn_logging("controller", &args, log, self.tmp.path(), filter);
-        d.wait_log("controller running", Duration::from_secs(30));
-        self.controller = Some(d);
-        self.controller.as_ref().unwrap()
+        Daemon::spawn_logging(name, &args, log, self.tmp.path(), filter)
     }
 
     pub fn controller(&self) -> &Daemon {

@@ -80,7 +80,13 @@ async fn keeper(mut lease: Lease, fenced: Store, role: watch::Sender<Role>) {
                         .ok()
                         .flatten()
                         .map(|r| r.holder);
-                    role.send_if_modified(|r| set(r, Role::Standby { active }));
+                    let said = active.clone();
+                    if role.send_if_modified(|r| set(r, Role::Standby { active })) {
+                        info!(
+                            active = said.as_deref().unwrap_or("none recorded"),
+                            "standing by: another controller holds the lease"
+                        );
+                    }
                     tokio::time::sleep(TRY_EVERY).await;
                 }
                 Err(e @ StoreError::ControllerRunning { .. }) => {

@@ -40,7 +40,7 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
         }
         // Neither acknowledged nor refused: the active controller takes it.
         Err(e) if e.is_deposed() => {
-            debug!(node = %report.node, sequence = report.sequence, error = %error_chain(&e), "report left to the active controller");
+            info!(node = %report.node, sequence = report.sequence, error = %error_chain(&e), "report left to the active controller");
         }
         Err(e) if e.is_unavailable() => {
             warn!(node = %report.node, sequence = report.sequence, error = %error_chain(&e), "the store cannot take the report");
@@ -99,7 +99,7 @@ pub(crate) async fn take_batch(ctx: &Ctx, msgs: Vec<jetstream::Message>) {
             }
         }
         Err(e) if e.is_deposed() => {
-            debug!(reports = parsed.len(), error = %error_chain(&e), "reports left to the active controller");
+            info!(reports = parsed.len(), error = %error_chain(&e), "reports left to the active controller");
         }
         Err(e) if e.is_unavailable() => {
             warn!(reports = parsed.len(), error = %error_chain(&e), "the store cannot take the reports");

@@ -1,0 +1,100 @@
+//! A stream of reports as a host sends them, and what the store recorded
+//! of it: for the tests that fault the mesh under reports and count what
+//! was lost or recorded twice.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use mesh_core::names::Name;
+use mesh_core::report::Report;
+
+use crate::harness::Mesh;
+
+/// How long a count may take to reach what was sent.
+const LONG: Duration = Duration::from_secs(90);
+
+/// A client with host n's own key (from its state dir).
+pub async fn as_host(mesh: &Mesh, node: &str) -> async_nats::Client {
+    let seed = std::fs::read_to_string(mesh.host_dir(node).join("nkey.seed")).unwrap();
+    let principal = format!("host_{node}");
+    mesh_bus::connect(&mesh.bus(&principal, seed.trim(), Some(format!("_INBOX.{principal}"))))
+        .await
+        .unwrap()
+}
+
+/// Publishes `n` reports from `node` with ids `<tag>-<i>`, each confirmed
+/// stored in CONTROL, answering declaration 0 (a node given nothing yet).
+pub async fn send_reports(
+    client: &async_nats::Client,
+    node: &str,
+    tag: &str,
+    range: std::ops::Range<usize>,
+) {
+    send_reports_at(client, node, tag, 0, range).await
+}
+
+/// As [`send_reports`], answering declaration `sequence`: a report about
+/// an older one than the newest is settled, never recorded.
+pub async fn send_reports_at(
+    client: &async_nats::Client,
+    node: &str,
+    tag: &str,
+    sequence: u64,
+    range: std::ops::Range<usize>,
+) {
+    let js = jetstream::new(client.clone());
+    let mut acks = Vec::new();
+    for i in range {
+        let r = Report {
+            id: format!("{tag}-{i}"),
+            node: Name::new(node).unwrap(),
+            sequence,
+            modules: vec![],
+            refused: None,
+            address: None,
+            spare_keys: Vec::new(),
+        };
+        acks.push(
+            js.publish(format!("mesh.control.report.{node}"), r.to_json().into())
+                .await
+                .unwrap(),
+        );
+    }
+    for a in acks {
+        a.await.expect("CONTROL stores the report");
+    }
+}
+
+/// How many of `node`'s recorded reports carry an id starting `tag-`, and
+/// how many of those ids were recorded more than once.
+pub async fn count(url: &str, node: &str, tag: &str) -> (usize, usize) {
+    let s = mesh_store::Store::open(url).await.unwrap();
+    let all = s.reports(&Name::new(node).unwrap(), 100_000).await.unwrap();
+    s.close().await;
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for r in all {
+        if let Some(id) = r
+            .report
+            .report_id
+            .filter(|i| i.starts_with(&format!("{tag}-")))
+        {
+            *seen.entry(id).or_default() += 1;
+        }
+    }
+    (seen.len(), seen.values().filter(|n| **n > 1).count())
+}
+
+pub async fn wait_count(url: &str, node: &str, tag: &str, want: usize) -> (usize, usize) {
+    let mut got = (0, 0);
+    for _ in 0..(LONG.as_millis() / 100) {
+        got = count(url, node, tag).await;
+        if got.0 >= want {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    got
+}
+
