@@ -138,13 +138,18 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
                     addrs.dedup();
                 }
             }
-            let mut controller = ControllerView::default();
-            for addr in &addrs {
-                controller = ask_controller(addr, ours.as_deref());
-                if controller.reachable && controller.other_mesh.is_none() {
+            // None answering as this mesh's: what the first one said.
+            let views = addrs.iter().map(|a| ask_controller(a, ours.as_deref()));
+            let mut first = None;
+            let mut controller = None;
+            for v in views {
+                if v.reachable && v.other_mesh.is_none() {
+                    controller = Some(v);
                     break;
                 }
+                first.get_or_insert(v);
             }
+            let controller = controller.or(first).unwrap_or_default();
             let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
             anyhow::Ok(views::status(&store, now, controller).await?)
         }

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use harness::{Backend, Mesh, wait_bound, wait_until};
-use report_stream::{as_host, count, send_reports, wait_count};
 use mesh_core::names::Name;
+use report_stream::{as_host, count, send_reports, wait_count};
 
 const LONG: Duration = Duration::from_secs(90);
 

@@ -73,13 +73,14 @@ fn time_to_log(d: &Daemon, needle: &str, since: Instant) -> Duration {
 /// (report id, epoch) of every report `node` sent with ids `tag-…`.
 async fn epochs(url: &str, node: &str, tag: &str) -> BTreeMap<String, Option<i64>> {
     let pool = sqlx::PgPool::connect(url).await.unwrap();
-    let rows: Vec<(String, Option<i64>)> =
-        sqlx::query_as("SELECT report_id, epoch FROM reports WHERE node = $1 AND report_id LIKE $2")
-            .bind(node)
-            .bind(format!("{tag}-%"))
-            .fetch_all(&pool)
-            .await
-            .unwrap();
+    let rows: Vec<(String, Option<i64>)> = sqlx::query_as(
+        "SELECT report_id, epoch FROM reports WHERE node = $1 AND report_id LIKE $2",
+    )
+    .bind(node)
+    .bind(format!("{tag}-%"))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
     pool.close().await;
     rows.into_iter().collect()
 }
@@ -110,7 +111,8 @@ async fn the_failover_table_loses_nothing_and_records_nothing_twice() {
     let (code, body) = readyz(&b_http);
     assert_eq!(code, 503, "{body}");
     assert!(
-        body.starts_with("standby: mesh controller on ") && body.contains(&format!("pid {}", a.pid())),
+        body.starts_with("standby: mesh controller on ")
+            && body.contains(&format!("pid {}", a.pid())),
         "a standby names the active controller: {body}"
     );
     let token = mesh.node_add("n1", "1h");
@@ -126,8 +128,8 @@ async fn the_failover_table_loses_nothing_and_records_nothing_twice() {
 
     println!("failover table:");
     println!(
-        "  {:<52} {:>5} {:>9} {:>5} {:>6}  {}",
-        "fault", "sent", "recorded", "lost", "twice", "and"
+        "  {:<52} {:>5} {:>9} {:>5} {:>6}  and",
+        "fault", "sent", "recorded", "lost", "twice"
     );
     for r in &rows {
         println!(
@@ -227,7 +229,14 @@ async fn frozen_past_its_lease(
     b.wait_log("stepping down", LONG);
     let (recorded, duplicated) = wait_count(&mesh.store_url, "n1", "s", SENT).await;
     if recorded < SENT {
-        let tail = |d: &Daemon| d.log().lines().rev().take(40).collect::<Vec<_>>().join("\n");
+        let tail = |d: &Daemon| {
+            d.log()
+                .lines()
+                .rev()
+                .take(40)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
         panic!(
             "{recorded} of {SENT} recorded; {}:\n{}\n\n{}:\n{}",
             a2.name,

@@ -258,9 +258,14 @@ fn readyz_is_503_with_its_reason_until_the_broker_answers() {
             "/healthz never answered; log:\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         );
-        let (code, why) = get(&addr, "/readyz");
-        assert_eq!(code, 503, "{why}");
-        assert_eq!(why, "starting: connecting to the broker\n");
+        // Once the lease is taken and the records read, the start waits
+        // for the broker, and says so.
+        assert!(
+            wait_until(LONG, || get(&addr, "/readyz")
+                == (503, "starting: connecting to the broker\n".into())),
+            "{:?}",
+            get(&addr, "/readyz")
+        );
         let s = scrape(&addr);
         assert_eq!(value(&s, "mesh_ready", None), 0.0);
     });

@@ -71,11 +71,7 @@ pub struct Candidate {
 #[derive(Debug, thiserror::Error)]
 pub enum LeaseLost {
     #[error("the lease moved to epoch {now} ({holder}); this controller held epoch {held}")]
-    Moved {
-        held: i64,
-        now: i64,
-        holder: String,
-    },
+    Moved { held: i64, now: i64, holder: String },
     /// The lock's session ended: the store went away, or its server ended
     /// the session after the lease's length without a word from it. Whether
     /// another controller holds the lease now is not known yet.
@@ -347,11 +343,9 @@ impl Lease {
                     detail: "its session is gone".into(),
                 }),
                 Some(c) => {
-                    let read = tokio::time::timeout(
-                        self.ttl,
-                        sqlx::query_as(READ).fetch_one(&mut *c),
-                    )
-                    .await;
+                    let read =
+                        tokio::time::timeout(self.ttl, sqlx::query_as(READ).fetch_one(&mut *c))
+                            .await;
                     match read {
                         Ok(Ok(r)) => Ok(r),
                         Ok(Err(e)) => Err(StoreError::classify(BackendKind::Postgres, e)),

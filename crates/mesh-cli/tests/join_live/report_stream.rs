@@ -97,4 +97,3 @@ pub async fn wait_count(url: &str, node: &str, tag: &str, want: usize) -> (usize
     }
     got
 }
-

@@ -29,8 +29,12 @@ pub(crate) enum Role {
     Starting,
     /// Another controller holds the lease (`active` as its record names
     /// it), or the store cannot be asked.
-    Standby { active: Option<String> },
-    Active { epoch: i64 },
+    Standby {
+        active: Option<String>,
+    },
+    Active {
+        epoch: i64,
+    },
     /// The store holds one controller and another has it (SQLite): this
     /// one cannot stand by.
     Refused(String),
@@ -74,12 +78,7 @@ async fn keeper(mut lease: Lease, fenced: Store, role: watch::Sender<Role>) {
             match lease.try_take().await {
                 Ok(Some(epoch)) => break epoch,
                 Ok(None) => {
-                    let active = fenced
-                        .lease_record()
-                        .await
-                        .ok()
-                        .flatten()
-                        .map(|r| r.holder);
+                    let active = fenced.lease_record().await.ok().flatten().map(|r| r.holder);
                     let said = active.clone();
                     if role.send_if_modified(|r| set(r, Role::Standby { active })) {
                         info!(

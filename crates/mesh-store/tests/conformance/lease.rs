@@ -51,7 +51,10 @@ async fn postgres_a_silent_holder_is_deposed_and_writes_nothing_more() {
     assert_eq!(la.try_take().await.unwrap(), Some(1));
     assert_eq!(lb.try_take().await.unwrap(), None, "one holder at a time");
     let rec = fx.store.lease_record().await.unwrap().unwrap();
-    assert_eq!((rec.epoch, rec.holder.as_str()), (1, me("a").holder.as_str()));
+    assert_eq!(
+        (rec.epoch, rec.holder.as_str()),
+        (1, me("a").holder.as_str())
+    );
     assert_eq!(rec.http.as_deref(), Some("127.0.0.1:741"));
 
     let fa = a.fenced_by(&la);
@@ -72,7 +75,10 @@ async fn postgres_a_silent_holder_is_deposed_and_writes_nothing_more() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(epoch, 2);
-    assert!(started.elapsed() >= ttl / 2, "taken before the lease ran out");
+    assert!(
+        started.elapsed() >= ttl / 2,
+        "taken before the lease ran out"
+    );
 
     let e = fa.add_node(&n("n2"), &[]).await.unwrap_err();
     assert!(matches!(e, StoreError::Deposed { epoch: 1 }), "{e:?}");
@@ -129,7 +135,11 @@ async fn postgres_a_kept_lease_holds_and_a_moved_one_is_told() {
     fx.raw_execute("UPDATE controller_lease SET epoch = 9, holder = 'someone else'")
         .await;
     match la.keep().await {
-        Err(LeaseLost::Moved { held: 1, now: 9, holder }) => assert_eq!(holder, "someone else"),
+        Err(LeaseLost::Moved {
+            held: 1,
+            now: 9,
+            holder,
+        }) => assert_eq!(holder, "someone else"),
         other => panic!("{other:?}"),
     }
 }
