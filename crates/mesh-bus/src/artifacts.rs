@@ -84,6 +84,8 @@ pub enum BucketError {
     Read(#[source] GetStreamError),
     #[error("could not create the artifact store (stream {STREAM})")]
     Create(#[source] CreateObjectStoreError),
+    #[error("could not keep the artifact store's copies (stream {STREAM})")]
+    Scale(#[source] async_nats::jetstream::context::CreateStreamError),
     #[error(
         "stream {STREAM} exists without {0}; the artifact store needs it (delete the stream to have it recreated)"
     )]
@@ -91,9 +93,20 @@ pub enum BucketError {
 }
 
 /// Creates the `ARTIFACTS` bucket (file storage) when missing; an existing
-/// one is left as it is. Run at every controller start: a wiped JetStream
+/// one is left as it is (but for its copies, [`ensure_bucket_with`]). Run at every controller start: a wiped JetStream
 /// directory comes back with the bucket.
 pub async fn ensure_bucket(js: &jetstream::Context) -> Result<Ensured, BucketError> {
+    ensure_bucket_with(js, 1).await
+}
+
+/// [`ensure_bucket`] keeping `replicas` copies on a clustered bus: a
+/// bucket made with fewer (by a command before the controller's start, or
+/// before the cluster grew) is scaled up in place.
+pub async fn ensure_bucket_with(
+    js: &jetstream::Context,
+    replicas: usize,
+) -> Result<Ensured, BucketError> {
+    let replicas = replicas.max(1);
     match js.get_stream(STREAM).await {
         Ok(stream) => {
             let config = &stream.cached_info().config;
@@ -105,6 +118,14 @@ pub async fn ensure_bucket(js: &jetstream::Context) -> Result<Ensured, BucketErr
             if !config.allow_rollup {
                 return Err(BucketError::Unusable("rollup"));
             }
+            if config.num_replicas.max(1) != replicas {
+                js.update_stream(jetstream::stream::Config {
+                    num_replicas: replicas,
+                    ..config.clone()
+                })
+                .await
+                .map_err(BucketError::Scale)?;
+            }
             Ok(Ensured::Present)
         }
         Err(e)
@@ -114,6 +135,7 @@ pub async fn ensure_bucket(js: &jetstream::Context) -> Result<Ensured, BucketErr
             js.create_object_store(object_store::Config {
                 bucket: BUCKET.to_string(),
                 storage: jetstream::stream::StorageType::File,
+                num_replicas: replicas,
                 ..Default::default()
             })
             .await

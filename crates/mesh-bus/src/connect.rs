@@ -77,11 +77,22 @@ pub async fn connect_with(
         // Refused rather than redacted: the caller's copy would leak elsewhere.
         return Err(ConnectError::CredentialsInUrl(redact(&cfg.url)));
     }
+    // Several servers of one cluster, comma-separated: the client starts
+    // with any of them and fails over to the others.
+    let urls: Vec<&str> = cfg
+        .url
+        .split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .collect();
     if cfg.pin.is_some() {
         // Before any byte is sent: over a plaintext address the credential
         // would go out before the pin could be checked.
-        if !cfg.url.to_ascii_lowercase().starts_with("tls://") {
-            return Err(ConnectError::PlaintextWithPin(cfg.url.clone()));
+        if let Some(plain) = urls
+            .iter()
+            .find(|u| !u.to_ascii_lowercase().starts_with("tls://"))
+        {
+            return Err(ConnectError::PlaintextWithPin(plain.to_string()));
         }
         // Silently preferring one would leave the other believed in force.
         if cfg.ca_file.is_some() {
@@ -126,7 +137,7 @@ pub async fn connect_with(
         opts = opts.custom_inbox_prefix(prefix.clone());
     }
     tune(opts)
-        .connect(cfg.url.as_str())
+        .connect(urls.as_slice())
         .await
         .map_err(|source| ConnectError::Connect {
             url: cfg.url.clone(),

@@ -52,6 +52,11 @@ pub fn run(args: &BrokerArgs) -> anyhow::Result<ExitCode> {
         Genesis::open(&dir).with_context(|| format!("reading the genesis in {}", dir.display()))?;
     let addresses = (!args.addresses.is_empty()).then_some(args.addresses.as_slice());
     let url = args.mesh.store_url()?;
+    // Refused before anything is written: the store would hold addresses
+    // no server of the cluster listens at.
+    if genesis.replicas > 1 {
+        genesis.move_broker(args.port, addresses)?;
+    }
     // The store first: a store that refuses leaves the genesis as it was.
     let urls = {
         let probe = Genesis {

@@ -15,7 +15,8 @@ pub fn controller_bus(genesis: &Genesis) -> anyhow::Result<BusConfig> {
     let seed = std::fs::read_to_string(&seed_file)
         .with_context(|| format!("reading the controller's key {}", seed_file.display()))?;
     Ok(BusConfig {
-        url: genesis.local_url(),
+        // Every server of a cluster: any one answering will do.
+        url: genesis.local_urls().join(","),
         principal: CONTROLLER.into(),
         credential: ClientCredential::NKey(Secret::new(seed.trim())),
         ca_file: None,

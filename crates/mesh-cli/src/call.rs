@@ -71,7 +71,7 @@ pub fn run(args: &CallArgs) -> anyhow::Result<ExitCode> {
         }
         .principal_name();
         let cfg = BusConfig {
-            url: genesis.local_url(),
+            url: genesis.local_urls().join(","),
             principal: principal.clone(),
             credential: ClientCredential::NKey(Secret::new(kp.seed().context("reading the seed")?)),
             ca_file: None,

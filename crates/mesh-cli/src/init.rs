@@ -37,6 +37,12 @@ pub struct InitArgs {
     /// The broker's client port on 127.0.0.1.
     #[arg(long, default_value_t = 4222)]
     pub port: u16,
+    /// How many servers the broker is (1, 3 or 5; more than one: a NATS
+    /// cluster, every stream kept on each). With no --address, all run on this machine at --port and
+    /// the ports after it; else give one --address per server, each on its
+    /// own machine at --port, routing to the others at 6222.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub replicas: u8,
     /// The store (`sqlite://PATH` or `postgres://...`); default: `mesh.db`
     /// in the state directory.
     // The URL may carry the database password: `--help` must not print it.
@@ -72,7 +78,11 @@ async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
             format!("sqlite://{}", default_db.display())
         }
     };
-    let (genesis, users) = make(&args.dir, &args.addresses, args.port, &url).await?;
+    let opts = GenesisOptions {
+        port: args.port,
+        replicas: args.replicas,
+    };
+    let (genesis, users) = make_with(&args.dir, &args.addresses, &opts, &url).await?;
     let mut out = output::Stdout::lock();
     out.line(format_args!("genesis in {}", args.dir.display()))?;
     out.line(format_args!(
@@ -88,30 +98,89 @@ async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
         "  store            {}",
         mesh_store::redact_url(&url)
     ))?;
-    out.line(format_args!(
-        "  broker config    {} (includes {})",
-        genesis.path(genesis::BROKER_CONF).display(),
-        users.display()
-    ))?;
-    out.line(format_args!(
-        "start the broker with: nats-server -c {}",
-        genesis.path(genesis::BROKER_CONF).display()
-    ))?;
+    if genesis.replicas == 1 {
+        out.line(format_args!(
+            "  broker config    {} (includes {})",
+            genesis.path(genesis::BROKER_CONF).display(),
+            users.display()
+        ))?;
+        out.line(format_args!(
+            "start the broker with: nats-server -c {}",
+            genesis.path(genesis::BROKER_CONF).display()
+        ))?;
+    } else {
+        print_cluster(&mut out, &genesis, &users)?;
+    }
     out.flush()?;
+    if genesis.replicas > 1 && !genesis.addresses.is_empty() {
+        // Each configuration names the certificate, key, CA and users file
+        // by their paths here.
+        output::note(format_args!(
+            "each server's machine needs its configuration, {}, {}, {} and {} at the same paths as here",
+            genesis.path(genesis::BROKER_CERT).display(),
+            genesis.path(genesis::BROKER_KEY).display(),
+            genesis.path(genesis::CA_CERT).display(),
+            users.display(),
+        ));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Genesis in `dir` with its store at `url`: keys, certificates, broker
-/// configuration, the controller's key recorded, and the first users file.
-/// Returns the genesis and the users file's path.
+/// A cluster's configurations, and the command that starts each server
+/// (on its own machine, when addresses were given).
+fn print_cluster(
+    out: &mut output::Stdout,
+    genesis: &Genesis,
+    users: &std::path::Path,
+) -> anyhow::Result<()> {
+    let servers = genesis.servers();
+    let names: Vec<String> = servers
+        .iter()
+        .map(|s| genesis.path(&s.conf).display().to_string())
+        .collect();
+    out.line(format_args!(
+        "  broker configs   {} (each includes {})",
+        names.join(", "),
+        users.display()
+    ))?;
+    out.line(format_args!(
+        "start the broker's {} servers with:",
+        genesis.replicas
+    ))?;
+    for (s, conf) in servers.iter().zip(&names) {
+        match &s.machine {
+            Some(machine) => out.line(format_args!("  nats-server -c {conf}   (on {machine})"))?,
+            None => out.line(format_args!("  nats-server -c {conf}"))?,
+        }
+    }
+    Ok(())
+}
+
+/// [`make_with`] a single broker server at `port`.
 pub async fn make(
     dir: &std::path::Path,
     addresses: &[String],
     port: u16,
     url: &str,
 ) -> anyhow::Result<(Genesis, PathBuf)> {
+    let opts = GenesisOptions {
+        port,
+        ..GenesisOptions::default()
+    };
+    make_with(dir, addresses, &opts, url).await
+}
+
+/// Genesis in `dir` with its store at `url`: keys, certificates, broker
+/// configuration, the controller's key recorded, and the first users file.
+/// Returns the genesis and the users file's path.
+pub async fn make_with(
+    dir: &std::path::Path,
+    addresses: &[String],
+    opts: &GenesisOptions,
+    url: &str,
+) -> anyhow::Result<(Genesis, PathBuf)> {
     mesh_store::check_url(url)?;
-    let genesis = Genesis::create_with(dir, addresses, &GenesisOptions { port })?;
+    let genesis = Genesis::create_with(dir, addresses, opts)?;
     let store = cli_authority::open_store(url).await?;
     let adopted = store
         .adopt_controller_key_if_absent(&genesis.controller_nkey)

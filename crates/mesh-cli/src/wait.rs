@@ -206,27 +206,31 @@ pub async fn live(
 /// writes says so; none when it runs or this machine cannot tell (no
 /// genesis here: the store may be another machine's).
 fn broker_not_running(mesh: &MeshArgs) -> Option<String> {
-    use mesh_controller::genesis::{BROKER_CONF, BROKER_PID};
     let dir = mesh.dir().ok()?;
-    if !dir.join(BROKER_CONF).is_file() {
+    let genesis = mesh_controller::Genesis::open(&dir).ok()?;
+    let pid_files = genesis.broker_pid_files();
+    // A cluster's servers may run on other machines: only when none of
+    // them runs here, and none is elsewhere, is that the reason.
+    if pid_files.iter().any(|f| runs(f)) || !genesis.addresses.is_empty() && pid_files.len() > 1 {
         return None;
     }
-    let pid_file = dir.join(BROKER_PID);
-    let not_running = || {
-        Some(format!(
-            "the broker is not running ({} names no running process)",
-            pid_file.display()
-        ))
-    };
-    let Ok(text) = std::fs::read_to_string(&pid_file) else {
-        return not_running();
+    let pid_file = &pid_files[0];
+    Some(format!(
+        "the broker is not running ({} names no running process)",
+        pid_file.display()
+    ))
+}
+
+/// Whether the pid file names a running process.
+fn runs(pid_file: &std::path::Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(pid_file) else {
+        return false;
     };
     let Some(pid) = text.trim().parse::<libc::pid_t>().ok().filter(|p| *p > 0) else {
-        return not_running();
+        return false;
     };
     // SAFETY: kill(2) with signal 0 sends nothing; it only asks whether
     // the process exists (EPERM: it does, as another user's).
-    let alive = unsafe { libc::kill(pid, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
-    if alive { None } else { not_running() }
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    alive || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }

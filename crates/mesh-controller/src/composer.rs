@@ -66,6 +66,9 @@ pub struct ComposerConfig {
     /// The broker's address and its CA or pin; principal, credential and
     /// inbox are replaced by the canary's.
     pub bus: BusConfig,
+    /// Every server of a clustered bus, each confirmed on its own; empty:
+    /// `bus` alone.
+    pub servers: Vec<String>,
     pub timing: Timing,
     /// How long the canary keeps trying after the signal.
     pub confirm_within: Duration,
@@ -81,6 +84,7 @@ impl ComposerConfig {
             users_file,
             reloader,
             bus,
+            servers: Vec::new(),
             timing: Timing::default(),
             // A reload re-checks every connected client: at 10,000 hosts it
             // took 7 s here (BENCHMARKS.md). A shorter wait called such a
@@ -98,6 +102,7 @@ impl std::fmt::Debug for ComposerConfig {
             .field("users_file", &self.users_file)
             .field("reloader", &self.reloader)
             .field("bus", &self.bus)
+            .field("servers", &self.servers)
             .field("timing", &self.timing)
             .field("confirm_within", &self.confirm_within)
             .field("retry_after", &self.retry_after)
@@ -333,6 +338,7 @@ async fn compose_once(
         users_file: &config.users_file,
         reloader: &config.reloader,
         bus: &config.bus,
+        servers: &config.servers,
         confirm_within: config.confirm_within,
         canary: &canary,
     };

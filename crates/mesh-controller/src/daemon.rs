@@ -147,8 +147,9 @@ pub(crate) struct Ctx {
     pub covered: live::Covered,
     /// Where nodes reach the broker when no address is recorded.
     pub genesis_bus_urls: Vec<String>,
-    /// The address the controller connected to at start.
-    pub connected_url: String,
+    /// The addresses the controller connected to at start (every server
+    /// of a cluster).
+    pub connected_urls: Vec<String>,
     /// The recorded addresses the controller's connection follows.
     pub followed_bus: tokio::sync::Mutex<Vec<String>>,
     /// Nodes with a module held back for want of a spare key: the next
@@ -255,7 +256,8 @@ fn bus_config(genesis: &Genesis) -> Result<BusConfig, DaemonError> {
         source,
     })?;
     Ok(BusConfig {
-        url: genesis.local_url(),
+        // Every server of a cluster: the controller fails over among them.
+        url: genesis.local_urls().join(","),
         principal: CONTROLLER.into(),
         credential: ClientCredential::NKey(Secret::new(seed.trim())),
         ca_file: None,
@@ -307,6 +309,9 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<CountersView, DaemonError> {
     let genesis = Genesis::open(&opts.dir)?;
+    let mut opts = opts;
+    // Every stream kept on each server of a cluster: one lost loses nothing.
+    opts.controller.replicas = usize::from(genesis.replicas);
     let store = Store::open_with(
         &opts.store_url,
         mesh_store::StoreOptions {
@@ -434,11 +439,16 @@ impl Term<'_> {
                 Ok::<Snapshot, SourceError>((d.principals, d.snapshot.credentials))
             }
         };
-        let composer_config = ComposerConfig::new(
+        let mut composer_config = ComposerConfig::new(
             genesis.path(genesis::USERS_FILE),
-            Reloader::PidFile(genesis.path(genesis::BROKER_PID)),
+            Reloader::PidFiles(genesis.broker_pid_files()),
             bus.clone(),
         );
+        if genesis.replicas > 1 {
+            // Each server must admit the canary: one that missed the
+            // reload is named, not hidden behind the others.
+            composer_config.servers = genesis.local_urls();
+        }
         shared.set_phase("connecting to the broker");
         let client = tokio::select! {
             c = connect(bus) => c,
@@ -472,7 +482,7 @@ impl Term<'_> {
             lag: crate::http::ApplyLag::default(),
             covered: live::Covered::new(revision),
             genesis_bus_urls: genesis.bus_urls(),
-            connected_url: bus.url.clone(),
+            connected_urls: genesis.local_urls(),
             followed_bus: tokio::sync::Mutex::new(genesis.bus_urls()),
             awaiting_spares: std::sync::Mutex::new(Default::default()),
             declare_again: tokio::sync::Notify::new(),
@@ -605,8 +615,8 @@ async fn assert_on_start(
     // With the streams: a wiped JetStream directory comes back with its
     // artifact store (the artifacts themselves are put again).
     loop {
-        use mesh_bus::artifacts::{BucketError, Ensured, ensure_bucket};
-        match ensure_bucket(js).await {
+        use mesh_bus::artifacts::{BucketError, Ensured, ensure_bucket_with};
+        match ensure_bucket_with(js, objects.streams.first().map_or(1, |s| s.replicas)).await {
             Ok(Ensured::Created) => {
                 info!("artifact store created");
                 return Ok(());

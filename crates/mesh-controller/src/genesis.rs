@@ -15,15 +15,18 @@
 //! | [`CA_CERT`], [`CA_KEY`] | the mesh CA (key 0600) |
 //! | [`BROKER_CERT`], [`BROKER_KEY`] | the broker's TLS certificate and key (key 0600) |
 //! | [`BROKER_CONF`] | the broker's configuration; it includes [`USERS_FILE`] |
-//! | [`BUS_FILE`] | the broker's port and the addresses it is reached at |
+//! | [`BUS_FILE`] | the broker's port, the addresses it is reached at, its number of servers |
 //! | [`BROKER_PID`] | the broker's pid, written by the broker |
 //! | [`JETSTREAM_DIR`] | the broker's JetStream store |
+//!
+//! A broker of N > 1 servers (`replicas`, a NATS cluster) has instead, per
+//! server i, `broker/nats-i.conf`, `broker/nats-i.pid` and the store
+//! `jetstream/server-i`; their ports are told in `genesis/broker_conf.rs`.
 //!
 //! The users file is not written here: its first composition (which puts the
 //! controller's public key in it) belongs to the controller.
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::fs::{DirBuilder, OpenOptions};
 use std::io::Write as _;
 use std::net::IpAddr;
@@ -35,6 +38,11 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, SanType,
 };
+
+mod broker_conf;
+
+pub use broker_conf::{CLUSTER_PORT, MAX_REPLICAS, Route, Server};
+use broker_conf::{broker_config, check_cluster, servers};
 
 pub const SIGNING_SEED: &str = "controller/signing.seed";
 pub const NKEY_SEED: &str = "controller/nkey.seed";
@@ -78,16 +86,23 @@ const LAYOUT: &[&str] = &[
 /// could not remove, and a retry is not refused over an empty store.
 const SUBDIRS: &[&str] = &["controller", "ca", "broker"];
 
-/// Where the broker listens.
+/// Where the broker listens, and how many servers it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GenesisOptions {
-    /// Client port on 127.0.0.1.
+    /// Client port on 127.0.0.1 (the first server's, in a cluster on this
+    /// machine; every server's, in a cluster over machines).
     pub port: u16,
+    /// Servers of the broker: 1, or an odd number up to [`MAX_REPLICAS`]
+    /// clustered.
+    pub replicas: u8,
 }
 
 impl Default for GenesisOptions {
     fn default() -> Self {
-        GenesisOptions { port: 4222 }
+        GenesisOptions {
+            port: 4222,
+            replicas: 1,
+        }
     }
 }
 
@@ -106,8 +121,11 @@ pub struct Genesis {
     pub cert_sha256: String,
     /// The broker's client port.
     pub port: u16,
-    /// The addresses given at genesis besides 127.0.0.1 (IPs or DNS names).
+    /// The addresses given at genesis besides 127.0.0.1 (IPs or DNS names);
+    /// in a cluster over machines, server i's machine is the i-th.
     pub addresses: Vec<String>,
+    /// Servers of the broker: 1, or the size of its cluster.
+    pub replicas: u8,
 }
 
 /// [`BUS_FILE`] on disk.
@@ -116,6 +134,17 @@ pub struct Genesis {
 struct BusFile {
     port: u16,
     addresses: Vec<String>,
+    /// Absent for a single server: its file stays as it was before clusters.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    replicas: u8,
+}
+
+fn one() -> u8 {
+    1
+}
+
+fn is_one(n: &u8) -> bool {
+    *n == 1
 }
 
 impl Genesis {
@@ -129,16 +158,43 @@ impl Genesis {
     /// loopback one when none was (a mesh on one machine). Never loopback
     /// beside others: on another machine it names that machine's own port,
     /// where the pin would refuse whatever answers.
+    ///
+    /// In a cluster, every server's URL.
     pub fn bus_urls(&self) -> Vec<String> {
+        if self.replicas > 1 {
+            return self.local_urls();
+        }
         if self.addresses.is_empty() {
             return vec![self.local_url()];
         }
         self.addresses
             .iter()
-            .map(|a| match a.parse::<IpAddr>() {
-                Ok(IpAddr::V6(ip)) => format!("tls://[{ip}]:{}", self.port),
-                _ => format!("tls://{a}:{}", self.port),
-            })
+            .map(|a| broker_conf::url("tls", a, self.port))
+            .collect()
+    }
+
+    /// Every server of the broker: one, or each of its cluster's.
+    pub fn servers(&self) -> Vec<Server> {
+        servers(self.port, &self.addresses, self.replicas)
+    }
+
+    /// Every server's URL as this machine reaches it: the loopback one of a
+    /// single server or of each server here, the address of each machine of
+    /// a cluster over machines.
+    pub fn local_urls(&self) -> Vec<String> {
+        self.servers().into_iter().map(|s| s.local_url).collect()
+    }
+
+    /// Every server's configuration ([`BROKER_CONF`] for a single server).
+    pub fn broker_configs(&self) -> Vec<PathBuf> {
+        self.servers().iter().map(|s| self.path(&s.conf)).collect()
+    }
+
+    /// Every server's pid file ([`BROKER_PID`] for a single server).
+    pub fn broker_pid_files(&self) -> Vec<PathBuf> {
+        self.servers()
+            .iter()
+            .map(|s| self.path(&s.pid_file))
             .collect()
     }
 }
@@ -161,6 +217,28 @@ pub enum GenesisError {
         "the state directory {0} holds a character the broker configuration cannot quote (`\"`, `\\` or a control character); choose another directory"
     )]
     UnquotablePath(PathBuf),
+    #[error(
+        "--replicas {0} is no size of broker: give 1 for a single server, or 3, 5 or 7 for a cluster (it acts while a majority of its servers is up)"
+    )]
+    BadReplicas(u8),
+    #[error(
+        "--replicas {replicas} takes {replicas} --address (one per server) or none (all on this machine); {given} given"
+    )]
+    ReplicaAddresses { replicas: u8, given: usize },
+    #[error(
+        "{address:?} names a server's machine twice, or this machine by its loopback name: with --replicas, each --address is another server's machine (give none to run every server on this machine)"
+    )]
+    ServerAddress { address: String },
+    #[error("--port {port} does not suit a cluster of {replicas}: {why}")]
+    ClusterPort {
+        port: u16,
+        replicas: u8,
+        why: String,
+    },
+    #[error(
+        "moving a broker of {replicas} clustered servers is not supported yet: every server's routes and the names its peers check would change at once; the broker stays where genesis put it"
+    )]
+    ClusterMove { replicas: u8 },
     #[error("could not {action} {path}")]
     Io {
         action: &'static str,
@@ -193,7 +271,7 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Genes
 
 /// One file to write, with the mode it gets.
 struct Planned {
-    rel: &'static str,
+    rel: String,
     contents: Vec<u8>,
     mode: u32,
 }
@@ -217,8 +295,15 @@ impl Genesis {
     ) -> Result<Genesis, GenesisError> {
         // Everything that can be refused is refused before the disk changes.
         let sans = subject_alt_names(addresses)?;
+        let unique = unique_addresses(addresses);
+        check_cluster(opts.port, opts.replicas, addresses, &unique)?;
+        let servers = servers(opts.port, &unique, opts.replicas);
+        // A cluster's configurations count too, after a single server's.
+        let confs = servers.iter().map(|s| s.conf.as_str());
         let found: Vec<PathBuf> = LAYOUT
             .iter()
+            .copied()
+            .chain(confs.filter(|c| !LAYOUT.contains(c)))
             .map(|rel| dir.join(rel))
             .filter(|p| p.symlink_metadata().is_ok())
             .collect();
@@ -233,12 +318,15 @@ impl Genesis {
         // Absolute paths in nats.conf: the broker resolves tls and store
         // paths against its working directory, not the config's.
         let abs = dir.canonicalize().map_err(io("resolve", dir))?;
-        let planned = plan(&abs, &sans, &unique_addresses(addresses), opts)?;
+        let planned = plan(&abs, &sans, &unique, opts, &servers)?;
         for sub in SUBDIRS {
             make_private_dir(&abs.join(sub))?;
         }
         write_all(&abs, &planned)?;
         make_private_dir(&abs.join(JETSTREAM_DIR))?;
+        for s in servers.iter().filter(|s| s.store_dir != JETSTREAM_DIR) {
+            make_private_dir(&abs.join(&s.store_dir))?;
+        }
         Self::open(&abs)
     }
 
@@ -269,10 +357,20 @@ impl Genesis {
             .map_err(GenesisError::Fingerprint)?;
         let bus_path = dir.join(BUS_FILE);
         let bus_text = std::fs::read_to_string(&bus_path).map_err(io("read", &bus_path))?;
-        let bus: BusFile =
-            serde_json::from_str(&bus_text).map_err(|_| GenesisError::BadKeyFile {
+        let bus = serde_json::from_str::<BusFile>(&bus_text)
+            .ok()
+            .filter(|b| {
+                check_cluster(
+                    b.port,
+                    b.replicas,
+                    &b.addresses,
+                    &unique_addresses(&b.addresses),
+                )
+                .is_ok()
+            })
+            .ok_or_else(|| GenesisError::BadKeyFile {
                 path: bus_path.clone(),
-                what: "the broker's port and addresses as genesis wrote them",
+                what: "the broker's port, addresses and servers as genesis wrote them",
             })?;
         Ok(Genesis {
             dir: dir.to_path_buf(),
@@ -282,6 +380,7 @@ impl Genesis {
             cert_sha256,
             port: bus.port,
             addresses: bus.addresses,
+            replicas: bus.replicas,
         })
     }
 
@@ -289,11 +388,17 @@ impl Genesis {
     /// addresses nodes reach it at: the bus file and the broker's own
     /// configuration are written anew (the broker listens there once it is
     /// started again). The certificate stays: nodes pin it, not its names.
+    /// A cluster is refused: its peers check each other's names.
     pub fn move_broker(
         &self,
         port: u16,
         addresses: Option<&[String]>,
     ) -> Result<Genesis, GenesisError> {
+        if self.replicas > 1 {
+            return Err(GenesisError::ClusterMove {
+                replicas: self.replicas,
+            });
+        }
         let addresses = match addresses {
             Some(a) => {
                 subject_alt_names(a)?;
@@ -301,9 +406,14 @@ impl Genesis {
             }
             None => self.addresses.clone(),
         };
-        let conf = broker_config(&self.dir, &GenesisOptions { port }, !addresses.is_empty())?;
-        let bus =
-            serde_json::to_string_pretty(&BusFile { port, addresses }).expect("bus file JSON");
+        let server = &servers(port, &addresses, 1)[0];
+        let conf = broker_config(&self.dir, server, std::slice::from_ref(server))?;
+        let bus = serde_json::to_string_pretty(&BusFile {
+            port,
+            addresses,
+            replicas: 1,
+        })
+        .expect("bus file JSON");
         for (rel, contents) in [(BUS_FILE, format!("{bus}\n")), (BROKER_CONF, conf)] {
             let path = self.dir.join(rel);
             crate::safe_write::write_private(&path, contents.as_bytes()).map_err(|e| {
@@ -361,7 +471,6 @@ fn subject_alt_names(addresses: &[String]) -> Result<Vec<SanType>, GenesisError>
     Ok(sans)
 }
 
-/// Generates every key and file in memory.
 /// The addresses as given, each once (case-folded), without the loopback
 /// ones every genesis has.
 fn unique_addresses(addresses: &[String]) -> Vec<String> {
@@ -373,11 +482,13 @@ fn unique_addresses(addresses: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// Generates every key and file in memory.
 fn plan(
     dir: &Path,
     sans: &[SanType],
     addresses: &[String],
     opts: &GenesisOptions,
+    servers: &[Server],
 ) -> Result<Vec<Planned>, GenesisError> {
     let mut seed = [0u8; 32];
     rand::rngs::OsRng
@@ -413,117 +524,74 @@ fn plan(
         .distinguished_name
         .push(DnType::CommonName, "mesh broker");
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    // ClientAuth too, even for a single server: a cluster's servers present
+    // it to each other on their routes, and nodes pin this certificate, so
+    // one made without it could never become a cluster's.
+    params.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
     let broker_cert = params.signed_by(&broker_key, &issuer).map_err(cert)?;
 
-    let conf = broker_config(dir, opts, !addresses.is_empty())?;
+    let confs = servers
+        .iter()
+        .map(|s| {
+            Ok(Planned {
+                rel: s.conf.clone(),
+                contents: broker_config(dir, s, servers)?.into_bytes(),
+                mode: 0o644,
+            })
+        })
+        .collect::<Result<Vec<_>, GenesisError>>()?;
     let bus = serde_json::to_string_pretty(&BusFile {
         port: opts.port,
         addresses: addresses.to_vec(),
+        replicas: opts.replicas,
     })
     .expect("bus file JSON");
-    Ok(vec![
+    let files = vec![
         Planned {
-            rel: BUS_FILE,
+            rel: BUS_FILE.into(),
             contents: format!("{bus}\n").into_bytes(),
             mode: 0o644,
         },
         Planned {
-            rel: SIGNING_SEED,
+            rel: SIGNING_SEED.into(),
             contents: format!("{}\n", hex::encode(seed)).into_bytes(),
             mode: 0o600,
         },
         Planned {
-            rel: NKEY_SEED,
+            rel: NKEY_SEED.into(),
             contents: format!("{nkey_seed}\n").into_bytes(),
             mode: 0o600,
         },
         Planned {
-            rel: XKEY_SEED,
+            rel: XKEY_SEED.into(),
             contents: format!("{xkey_seed}\n").into_bytes(),
             mode: 0o600,
         },
         Planned {
-            rel: CA_CERT,
+            rel: CA_CERT.into(),
             contents: ca_cert.pem().into_bytes(),
             mode: 0o644,
         },
         Planned {
-            rel: CA_KEY,
+            rel: CA_KEY.into(),
             contents: ca_key_pem.into_bytes(),
             mode: 0o600,
         },
         Planned {
-            rel: BROKER_CERT,
+            rel: BROKER_CERT.into(),
             contents: broker_cert.pem().into_bytes(),
             mode: 0o644,
         },
         Planned {
-            rel: BROKER_KEY,
+            rel: BROKER_KEY.into(),
             contents: broker_key.serialize_pem().into_bytes(),
             mode: 0o600,
         },
-        Planned {
-            rel: BROKER_CONF,
-            contents: conf.into_bytes(),
-            mode: 0o644,
-        },
-    ])
-}
-
-/// The broker's own configuration: listen, TLS, JetStream, its pid file, and
-/// the users file by bare name. Loopback only, unless other addresses were
-/// named: then every interface, or the nodes given those addresses would
-/// find nothing listening there.
-fn broker_config(
-    dir: &Path,
-    opts: &GenesisOptions,
-    reached_elsewhere: bool,
-) -> Result<String, GenesisError> {
-    let quoted = |rel: &str| quote(&dir.join(rel));
-    let mut c = String::new();
-    c.push_str("# The broker's own configuration, written once by genesis.\n");
-    c.push_str("# Who may connect is in users.conf, composed by the controller.\n");
-    let host = if reached_elsewhere {
-        "0.0.0.0"
-    } else {
-        "127.0.0.1"
-    };
-    let _ = writeln!(c, "listen: \"{host}:{}\"", opts.port);
-    let _ = writeln!(c, "pid_file: {}", quoted(BROKER_PID)?);
-    // No `verify: true`: it demands a client certificate, and mesh clients
-    // authenticate by NKey over server-authenticated TLS. A handshake may
-    // take 10 s, not the server's default 2: a broker restarted under
-    // thousands of hosts handshakes with all of them at once, and each one
-    // timed out backs off and comes again (a storm of 10,000 hosts logged
-    // 10,709 timeouts at the default).
-    let _ = writeln!(
-        c,
-        "tls {{\n  cert_file: {}\n  key_file: {}\n  timeout: 10\n}}",
-        quoted(BROKER_CERT)?,
-        quoted(BROKER_KEY)?
-    );
-    let _ = writeln!(
-        c,
-        "jetstream {{\n  store_dir: {}\n}}",
-        quoted(JETSTREAM_DIR)?
-    );
-    // Bare name: nats-server joins even an absolute include path onto this
-    // file's directory.
-    c.push_str("include users.conf\n");
-    Ok(c)
-}
-
-/// A double-quoted config string. Refuses what the config parser would read
-/// differently from the path on disk.
-fn quote(p: &Path) -> Result<String, GenesisError> {
-    let s = p
-        .to_str()
-        .ok_or_else(|| GenesisError::UnquotablePath(p.to_path_buf()))?;
-    if s.chars().any(|c| c == '"' || c == '\\' || c.is_control()) {
-        return Err(GenesisError::UnquotablePath(p.to_path_buf()));
-    }
-    Ok(format!("\"{s}\""))
+    ];
+    Ok(files.into_iter().chain(confs).collect())
 }
 
 fn make_private_dir(dir: &Path) -> Result<(), GenesisError> {
@@ -543,7 +611,7 @@ fn make_private_dir(dir: &Path) -> Result<(), GenesisError> {
 fn write_all(dir: &Path, planned: &[Planned]) -> Result<(), GenesisError> {
     let mut written = Vec::new();
     for p in planned {
-        let path = dir.join(p.rel);
+        let path = dir.join(&p.rel);
         let result = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -566,115 +634,4 @@ fn write_all(dir: &Path, planned: &[Planned]) -> Result<(), GenesisError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn addresses_become_sans_once_each_after_the_local_ones() {
-        let sans = subject_alt_names(&[
-            "10.0.0.7".into(),
-            "Ctl.Example".into(),
-            "ctl.example".into(),
-            "localhost".into(),
-            "::1".into(),
-        ])
-        .unwrap();
-        assert_eq!(
-            sans,
-            vec![
-                SanType::IpAddress([127, 0, 0, 1].into()),
-                SanType::DnsName("localhost".try_into().unwrap()),
-                SanType::IpAddress([10, 0, 0, 7].into()),
-                SanType::DnsName("ctl.example".try_into().unwrap()),
-                SanType::IpAddress("::1".parse().unwrap()),
-            ]
-        );
-    }
-
-    #[test]
-    fn a_token_names_the_given_addresses_or_loopback_alone() {
-        let g = |addresses: &[&str]| Genesis {
-            dir: "/s".into(),
-            controller_nkey: String::new(),
-            signing_key: String::new(),
-            xkey: String::new(),
-            cert_sha256: String::new(),
-            port: 4222,
-            addresses: addresses.iter().map(|a| a.to_string()).collect(),
-        };
-        assert_eq!(g(&[]).bus_urls(), ["tls://127.0.0.1:4222"]);
-        assert_eq!(g(&["10.0.0.5"]).local_url(), "tls://127.0.0.1:4222");
-        assert_eq!(
-            g(&["10.0.0.5", "ctl.example", "::1"]).bus_urls(),
-            [
-                "tls://10.0.0.5:4222",
-                "tls://ctl.example:4222",
-                "tls://[::1]:4222"
-            ]
-        );
-        assert_eq!(
-            unique_addresses(&[
-                "Ctl.Example".into(),
-                "ctl.example".into(),
-                "localhost".into(),
-                "127.0.0.1".into()
-            ]),
-            ["ctl.example"]
-        );
-    }
-
-    #[test]
-    fn an_address_that_is_no_host_is_refused_naming_it() {
-        for (a, why) in [
-            ("tls://10.0.0.1", "scheme"),
-            ("10.0.0.1:4222", "port"),
-            ("ctl.example:4222", "port"),
-            ("", "1 to 253"),
-            ("a..b", "label"),
-            ("ctl example", "only letters"),
-            ("-ctl.example", "start or end"),
-            ("10.0.0.256", "IP address"),
-        ] {
-            let err = subject_alt_names(&[a.to_string()]).unwrap_err();
-            assert!(matches!(err, GenesisError::BadAddress { .. }), "{a}: {err}");
-            let msg = err.to_string();
-            assert!(
-                msg.contains(&format!("{a:?}")) && msg.contains(why),
-                "{a}: {msg}"
-            );
-        }
-    }
-
-    #[test]
-    fn a_path_the_config_cannot_quote_is_refused() {
-        for p in ["/tmp/a\"b", "/tmp/a\\b", "/tmp/a\nb"] {
-            assert!(matches!(
-                quote(Path::new(p)),
-                Err(GenesisError::UnquotablePath(_))
-            ));
-        }
-        assert_eq!(
-            quote(Path::new("/var/lib/mesh")).unwrap(),
-            "\"/var/lib/mesh\""
-        );
-    }
-
-    #[test]
-    fn the_broker_config_has_no_client_verification_and_includes_by_bare_name() {
-        let c = broker_config(Path::new("/s"), &GenesisOptions { port: 4999 }, false).unwrap();
-        assert!(c.contains("listen: \"127.0.0.1:4999\""), "{c}");
-        assert!(c.contains("pid_file: \"/s/broker/nats.pid\""), "{c}");
-        let c = broker_config(Path::new("/s"), &GenesisOptions { port: 4999 }, true).unwrap();
-        assert!(c.contains("listen: \"0.0.0.0:4999\""), "{c}");
-        assert!(c.contains("cert_file: \"/s/broker/cert.pem\""), "{c}");
-        assert!(c.contains("key_file: \"/s/broker/key.pem\""), "{c}");
-        assert!(c.contains("store_dir: \"/s/jetstream\""), "{c}");
-        assert!(!c.contains("verify"), "{c}");
-        // A storm of handshakes is given time (the server's default is 2 s).
-        assert!(
-            c.contains("  key_file: \"/s/broker/key.pem\"\n  timeout: 10\n}"),
-            "{c}"
-        );
-        assert!(c.lines().any(|l| l == "include users.conf"), "{c}");
-    }
-}
+mod tests;

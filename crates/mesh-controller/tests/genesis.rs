@@ -1,6 +1,8 @@
 //! Genesis on disk: files and modes, refusal of a second genesis, the broker
 //! configuration accepted and served by a real nats-server, and the broker
-//! certificate's chain, names and fingerprint.
+//! certificate's chain, names and fingerprint. A genesis of three servers:
+//! every configuration accepted, and the three started from them form a
+//! cluster that keeps a stream on all three and admits no other CA's server.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
@@ -10,8 +12,8 @@ use std::time::Duration;
 
 use mesh_bus::CertPin;
 use mesh_controller::genesis::{
-    BROKER_CERT, BROKER_CONF, BROKER_KEY, BUS_FILE, CA_CERT, CA_KEY, JETSTREAM_DIR, NKEY_SEED,
-    SIGNING_SEED, USERS_FILE, XKEY_SEED,
+    BROKER_CERT, BROKER_CONF, BROKER_KEY, BROKER_PID, BUS_FILE, CA_CERT, CA_KEY, JETSTREAM_DIR,
+    NKEY_SEED, SIGNING_SEED, USERS_FILE, XKEY_SEED,
 };
 use mesh_controller::{Genesis, GenesisError, GenesisOptions};
 use rustls_pki_types::pem::PemObject as _;
@@ -91,6 +93,17 @@ fn files_and_modes() {
     }
     // The users file is the controller's to compose.
     assert!(!g.path(USERS_FILE).exists());
+    // A single server's layout and bus file are those of every mesh made
+    // before clusters.
+    assert_eq!(g.replicas, 1);
+    assert_eq!(g.broker_configs(), [g.path(BROKER_CONF)]);
+    assert_eq!(g.broker_pid_files(), [g.path(BROKER_PID)]);
+    assert!(!g.path("broker/nats-1.conf").exists());
+    assert_eq!(std::fs::read_dir(g.path(JETSTREAM_DIR)).unwrap().count(), 0);
+    assert_eq!(
+        read(&g, BUS_FILE),
+        "{\n  \"port\": 4222,\n  \"addresses\": [\n    \"10.1.2.3\",\n    \"ctl.example\",\n    \"::1\"\n  ]\n}\n"
+    );
 }
 
 #[test]
@@ -245,6 +258,17 @@ fn the_broker_certificate_chains_to_the_ca_and_carries_the_requested_names() {
         .map(|_| ())
     };
     verify(&anchor).unwrap();
+    // A cluster's servers present it to each other on their routes too.
+    ee.verify_for_usage(
+        webpki::ALL_VERIFICATION_ALGS,
+        std::slice::from_ref(&anchor),
+        &[],
+        UnixTime::now(),
+        webpki::KeyUsage::client_auth(),
+        None,
+        None,
+    )
+    .unwrap();
 
     // Another genesis's CA does not vouch for it.
     let other = tempfile::tempdir().unwrap();
@@ -293,7 +317,11 @@ fn free_port() -> u16 {
 async fn the_genesis_broker_admits_the_controller_over_the_pinned_certificate_only() {
     let tmp = tempfile::tempdir().unwrap();
     let port = free_port();
-    let g = Genesis::create_with(tmp.path(), &[], &GenesisOptions { port }).unwrap();
+    let opts = GenesisOptions {
+        port,
+        ..GenesisOptions::default()
+    };
+    let g = Genesis::create_with(tmp.path(), &[], &opts).unwrap();
     std::fs::write(g.path(USERS_FILE), users_file(&g)).unwrap();
     let log = std::fs::File::create(tmp.path().join("broker.log")).unwrap();
     let _broker = Broker(
@@ -353,4 +381,273 @@ async fn the_genesis_broker_admits_the_controller_over_the_pinned_certificate_on
         .connect(format!("tls://localhost:{port}"))
         .await
         .unwrap();
+}
+
+fn cluster(port: u16) -> GenesisOptions {
+    GenesisOptions { port, replicas: 3 }
+}
+
+const SERVER_CONFS: [&str; 3] = [
+    "broker/nats-1.conf",
+    "broker/nats-2.conf",
+    "broker/nats-3.conf",
+];
+
+#[test]
+fn a_cluster_genesis_lays_out_a_config_a_pid_file_and_a_store_per_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let g = Genesis::create_with(tmp.path(), &[], &cluster(4222)).unwrap();
+    assert_eq!(g.replicas, 3);
+    assert_eq!(Genesis::open(tmp.path()).unwrap(), g);
+    assert_eq!(g.broker_configs(), SERVER_CONFS.map(|c| g.path(c)));
+    assert_eq!(
+        g.broker_pid_files(),
+        [
+            "broker/nats-1.pid",
+            "broker/nats-2.pid",
+            "broker/nats-3.pid"
+        ]
+        .map(|p| g.path(p))
+    );
+    for conf in SERVER_CONFS {
+        assert_eq!(mode(&g.path(conf)), 0o644, "{conf}");
+    }
+    assert!(!g.path(BROKER_CONF).exists());
+    for store in [
+        "jetstream",
+        "jetstream/server-1",
+        "jetstream/server-2",
+        "jetstream/server-3",
+    ] {
+        assert_eq!(mode(&g.path(store)), 0o700, "{store}");
+    }
+    assert_eq!(
+        read(&g, BUS_FILE),
+        "{\n  \"port\": 4222,\n  \"addresses\": [],\n  \"replicas\": 3\n}\n"
+    );
+    assert_eq!(
+        g.bus_urls(),
+        [
+            "tls://127.0.0.1:4222",
+            "tls://127.0.0.1:4223",
+            "tls://127.0.0.1:4224"
+        ]
+    );
+
+    // A second genesis names the cluster's configurations too.
+    let before = snapshot(tmp.path());
+    let err = Genesis::create_with(tmp.path(), &[], &cluster(4222)).unwrap_err();
+    let GenesisError::AlreadyExists { files, .. } = &err else {
+        panic!("{err}");
+    };
+    let want: Vec<PathBuf> = WRITTEN
+        .iter()
+        .filter(|f| **f != BROKER_CONF)
+        .chain(&SERVER_CONFS)
+        .map(|f| tmp.path().join(f))
+        .collect();
+    assert_eq!(files, &want);
+    assert_eq!(snapshot(tmp.path()), before);
+}
+
+#[test]
+fn a_cluster_genesis_it_cannot_lay_out_is_refused_before_anything_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let two: Vec<String> = addresses()[..2].to_vec();
+    let err = Genesis::create_with(&dir, &two, &cluster(4222)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "--replicas 3 takes 3 --address (one per server) or none (all on this machine); 2 given"
+    );
+    let twice: Vec<String> = ["10.1.2.3", "ctl.example", "CTL.example"]
+        .map(String::from)
+        .to_vec();
+    let err = Genesis::create_with(&dir, &twice, &cluster(4222)).unwrap_err();
+    assert!(matches!(err, GenesisError::ServerAddress { .. }), "{err}");
+    let even = GenesisOptions {
+        port: 4222,
+        replicas: 2,
+    };
+    let err = Genesis::create_with(&dir, &[], &even).unwrap_err();
+    assert!(matches!(err, GenesisError::BadReplicas(2)), "{err}");
+    let err = Genesis::create_with(&dir, &[], &cluster(65531)).unwrap_err();
+    assert!(matches!(err, GenesisError::ClusterPort { .. }), "{err}");
+    assert!(!dir.exists());
+}
+
+#[test]
+fn nats_server_accepts_every_config_of_a_cluster_here_or_over_machines() {
+    for machines in [&[][..], &["10.1.2.3", "ctl.example", "fd00::3"][..]] {
+        let tmp = tempfile::tempdir().unwrap();
+        let machines: Vec<String> = machines.iter().map(|m| m.to_string()).collect();
+        let g = Genesis::create_with(tmp.path(), &machines, &cluster(4222)).unwrap();
+        assert_eq!(g.broker_configs().len(), 3);
+        for conf in g.broker_configs() {
+            // Each includes the one users file beside them all.
+            let err = mesh_testkit::nats::test_config(&conf).unwrap_err();
+            assert!(err.to_string().contains("users.conf"), "{err}");
+        }
+        std::fs::write(g.path(USERS_FILE), users_file(&g)).unwrap();
+        for conf in g.broker_configs() {
+            mesh_testkit::nats::test_config(&conf)
+                .unwrap_or_else(|e| panic!("{}: {e}", conf.display()));
+        }
+    }
+}
+
+/// Connects as the controller over the pinned certificate, retrying while
+/// the server comes up.
+async fn connect_pinned(g: &Genesis, url: &str) -> async_nats::Client {
+    let seed = read(g, NKEY_SEED).trim().to_string();
+    let pin = CertPin::from_hex(&g.cert_sha256).unwrap();
+    let mut last = None;
+    for _ in 0..100 {
+        match async_nats::ConnectOptions::with_nkey(seed.clone())
+            .tls_client_config(pin.client_config())
+            .require_tls(true)
+            .connect(url)
+            .await
+        {
+            Ok(c) => return c,
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{url} never admitted the controller: {last:?}");
+}
+
+#[tokio::test]
+async fn three_servers_of_a_cluster_genesis_keep_an_r3_stream_and_admit_no_stranger() {
+    use async_nats::jetstream::stream::{Config, StorageType};
+
+    let tmp = tempfile::tempdir().unwrap();
+    // Three client ports, then three route ports.
+    let port = mesh_testkit::free_port_run(6).unwrap();
+    let g = Genesis::create_with(&tmp.path().join("state"), &[], &cluster(port)).unwrap();
+    std::fs::write(g.path(USERS_FILE), users_file(&g)).unwrap();
+    let servers = mesh_testkit::Cluster::start(&g.broker_configs(), tmp.path()).unwrap();
+    // Each server writes the pid file genesis named for it.
+    for (b, pid_file) in servers.servers().iter().zip(g.broker_pid_files()) {
+        let written = std::fs::read_to_string(&pid_file).unwrap();
+        assert_eq!(
+            written.trim(),
+            b.pid().to_string(),
+            "{}",
+            pid_file.display()
+        );
+    }
+
+    // Three replicas need a meta leader and every peer: the routes up and
+    // a leader elected (a request sent before goes unanswered).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !servers.logs().contains("new metadata leader") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no metadata leader within 30 s; the servers' logs:\n{}",
+            servers.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let urls = g.local_urls();
+    let js = async_nats::jetstream::ContextBuilder::new()
+        .timeout(Duration::from_secs(2))
+        .build(connect_pinned(&g, &urls[0]).await);
+    let config = Config {
+        name: "R3".into(),
+        subjects: vec!["r3.>".into()],
+        num_replicas: 3,
+        storage: StorageType::File,
+        ..Config::default()
+    };
+    let mut stream = None;
+    let mut last = None;
+    for _ in 0..100 {
+        match js.create_stream(config.clone()).await {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut stream = stream.unwrap_or_else(|| {
+        panic!(
+            "no R3 stream: {last:?}; the servers' logs:\n{}",
+            servers.logs()
+        )
+    });
+    js.publish("r3.hello", "kept on three servers".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+
+    // The stream's group is the three servers genesis named.
+    let info = stream.info().await.unwrap();
+    let group = info.cluster.as_ref().expect("a clustered stream");
+    assert_eq!(group.name.as_deref(), Some("mesh"));
+    let mut peers: Vec<String> = group.replicas.iter().map(|p| p.name.clone()).collect();
+    peers.extend(group.leader.clone());
+    peers.sort();
+    assert_eq!(peers, ["mesh-1", "mesh-2", "mesh-3"]);
+
+    // Read back through another server of the cluster.
+    let js3 = async_nats::jetstream::new(connect_pinned(&g, &urls[2]).await);
+    let read_back = js3
+        .get_stream("R3")
+        .await
+        .unwrap()
+        .get_last_raw_message_by_subject("r3.hello")
+        .await
+        .unwrap();
+    assert_eq!(&read_back.payload[..], b"kept on three servers");
+
+    // A server of another mesh, trusting this mesh's CA and routing to this
+    // cluster, presents its own broker certificate: refused on the route.
+    let other_port = mesh_testkit::free_port_run(6).unwrap();
+    let other = Genesis::create_with(&tmp.path().join("other"), &[], &cluster(other_port)).unwrap();
+    std::fs::write(other.path(USERS_FILE), users_file(&other)).unwrap();
+    let ours = g.servers();
+    let route_to_ours = &ours[0].route.as_ref().unwrap().url;
+    let stranger_conf = other.path("broker/stranger.conf");
+    let text = read(&other, "broker/nats-1.conf")
+        .replace("\"mesh-1\"", "\"stranger\"")
+        .replace(&quoted(&other.path(CA_CERT)), &quoted(&g.path(CA_CERT)));
+    let routes_start = text.find("  routes: [\n").unwrap();
+    let routes_end = routes_start + text[routes_start..].find("  ]\n").unwrap() + 4;
+    let text = format!(
+        "{}  routes: [\n    \"{route_to_ours}\"\n  ]\n{}",
+        &text[..routes_start],
+        &text[routes_end..]
+    );
+    assert!(text.contains(&quoted(&g.path(CA_CERT))), "{text}");
+    std::fs::write(&stranger_conf, text).unwrap();
+    let _stranger =
+        mesh_testkit::Broker::start(&stranger_conf, &tmp.path().join("stranger.log")).unwrap();
+    let refused = |log: &str| {
+        log.lines().any(|l| {
+            l.contains("TLS route handshake error")
+                && l.contains("unknown authority")
+                && l.contains(&other.cert_sha256)
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !refused(&servers.servers()[0].log()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stranger was never refused; the servers' logs:\n{}",
+            servers.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Still three peers, the stream's message still there.
+    let info = stream.info().await.unwrap();
+    assert_eq!(info.cluster.as_ref().unwrap().replicas.len(), 2);
+    assert_eq!(info.state.messages, 1);
+}
+
+fn quoted(p: &Path) -> String {
+    format!("\"{}\"", p.display())
 }

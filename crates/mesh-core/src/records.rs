@@ -160,6 +160,9 @@ pub struct ControllerSpec {
     pub follows: Vec<EventRef>,
     /// (seat, work kind) the controller submits work to.
     pub submits: Vec<(Name, Name)>,
+    /// Copies of every stream a clustered bus keeps (the genesis's
+    /// `--replicas`): one server lost loses nothing.
+    pub replicas: usize,
 }
 
 impl Default for ControllerSpec {
@@ -172,6 +175,7 @@ impl Default for ControllerSpec {
                 event: EventSelector::Named(Name::new("built").expect("a valid name")),
             }],
             submits: vec![(role, Name::new("build").expect("a valid name"))],
+            replicas: 1,
         }
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod broker;
 pub mod bus;
+pub mod cluster;
 mod error;
 mod locate;
 pub mod nats;
@@ -19,6 +20,7 @@ pub mod tls;
 
 pub use broker::Broker;
 pub use bus::PermissionedBus;
+pub use cluster::{Cluster, free_port_run};
 pub use error::TestkitError;
 pub use locate::{INSTALL_HINT, nats_server_binary, postgres_bin_dir};
 pub use nats::{NatsServer, NatsServerBuilder};

@@ -268,6 +268,9 @@ pub fn wait_until(within: Duration, mut f: impl FnMut() -> bool) -> bool {
 pub struct Mesh {
     pub controller: Option<Daemon>,
     pub broker: Broker,
+    /// The other servers of a clustered bus (`mesh init --replicas N`):
+    /// servers 2 to N, in order; none on a single server.
+    pub others: Vec<Broker>,
     pub dir: PathBuf,
     pub store_url: String,
     _db: Option<TestDatabase>,
@@ -288,13 +291,27 @@ impl Mesh {
     /// A mesh on `db` (a database of a cluster the test may stop), or on
     /// SQLite in its own directory.
     pub fn with_store(db: Option<TestDatabase>) -> Mesh {
+        Mesh::with_servers(db, 1)
+    }
+
+    /// A mesh whose bus is a cluster of `replicas` servers on this machine
+    /// (`mesh init --replicas N`), every server started.
+    pub fn with_servers(db: Option<TestDatabase>, replicas: u16) -> Mesh {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("ctl");
         let store_url = match &db {
             None => format!("sqlite://{}", dir.join("mesh.db").display()),
             Some(db) => db.url().to_string(),
         };
-        let port = mesh_testkit::broker::free_port().unwrap().to_string();
+        // A cluster's servers take the ports after --port: client ports,
+        // then route ports.
+        let port = match replicas {
+            1 => mesh_testkit::broker::free_port(),
+            n => mesh_testkit::cluster::free_port_run(2 * n),
+        }
+        .unwrap()
+        .to_string();
+        let replicas = replicas.to_string();
         let out = Command::new(mesh_bin())
             .args([
                 "init",
@@ -302,6 +319,8 @@ impl Mesh {
                 dir.to_str().unwrap(),
                 "--port",
                 &port,
+                "--replicas",
+                &replicas,
                 "--store",
                 &store_url,
             ])
@@ -312,15 +331,42 @@ impl Mesh {
             "init: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let broker = Broker::start(&dir.join("broker/nats.conf"), &tmp.path().join("nats.log"))
-            .expect("the broker starts on the genesis configuration");
+        let genesis = mesh_controller::Genesis::open(&dir).unwrap();
+        let mut servers = genesis
+            .broker_configs()
+            .into_iter()
+            .enumerate()
+            .map(|(i, conf)| {
+                let log = match i {
+                    0 => tmp.path().join("nats.log"),
+                    i => tmp.path().join(format!("nats-{}.log", i + 1)),
+                };
+                Broker::start(&conf, &log).expect("the broker starts on the genesis configuration")
+            })
+            .collect::<Vec<_>>()
+            .into_iter();
+        let broker = servers.next().expect("a server");
         Mesh {
             controller: None,
             broker,
+            others: servers.collect(),
             dir,
             store_url,
             _db: db,
             tmp,
+        }
+    }
+
+    /// Every server of the bus, server 1 first.
+    pub fn servers(&self) -> Vec<&Broker> {
+        std::iter::once(&self.broker).chain(&self.others).collect()
+    }
+
+    /// Server `i` (1-based) of the bus.
+    pub fn server_mut(&mut self, i: usize) -> &mut Broker {
+        match i {
+            1 => &mut self.broker,
+            i => &mut self.others[i - 2],
         }
     }
 
@@ -431,8 +477,12 @@ impl Mesh {
         let fingerprint =
             mesh_bus::fingerprint_of_pem_file(&self.dir.join("broker/cert.pem")).unwrap();
         let port = self.port();
+        // Every server of a cluster, as a host is given them.
+        let urls: Vec<String> = (0..self.servers().len() as u16)
+            .map(|i| format!("tls://127.0.0.1:{}", port + i))
+            .collect();
         BusConfig {
-            url: format!("tls://127.0.0.1:{port}"),
+            url: urls.join(","),
             principal: principal.into(),
             credential: ClientCredential::NKey(Secret::new(seed)),
             ca_file: None,

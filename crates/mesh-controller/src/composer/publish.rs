@@ -19,6 +19,11 @@ pub enum Reloader {
     /// SIGHUP to the pid the broker wrote to this file (its `pid_file`),
     /// read at every signal: a restarted broker has a new pid.
     PidFile(PathBuf),
+    /// SIGHUP to each server of a cluster that runs on this machine, by
+    /// the pid file it wrote; a server whose file is absent runs elsewhere
+    /// (its own machine's controller keeps its users file). At least one
+    /// must be signalled.
+    PidFiles(Vec<PathBuf>),
     /// A command that signals it, e.g. `nats-server --signal reload=<pid>`;
     /// it must exit 0.
     Command {
@@ -69,6 +74,19 @@ pub enum PublishError {
         #[source]
         last: Option<ConnectError>,
     },
+    #[error(
+        "server {server} did not admit this composition's canary within {waited:?}: it still serves an older users file (did its reload fail? its log says why)"
+    )]
+    NotAdmittedBy {
+        server: String,
+        waited: Duration,
+        #[source]
+        last: Option<ConnectError>,
+    },
+    #[error(
+        "no server of the bus answered the canary ({servers}): none can be shown to serve the file"
+    )]
+    NoServerUp { servers: String },
     #[error("the canary could not connect to the bus")]
     Canary(#[source] ConnectError),
     #[error("the plan has no confirmation step, so nothing shows the broker serves the file")]
@@ -83,6 +101,10 @@ pub(crate) struct Target<'a> {
     pub reloader: &'a Reloader,
     /// Where the canary connects and which CA or pin it trusts.
     pub bus: &'a BusConfig,
+    /// Every server of a cluster, each of which must admit the canary
+    /// (one that does not answer at all is down, and reads the file when
+    /// it starts); empty or one: `bus` alone.
+    pub servers: &'a [String],
     pub confirm_within: Duration,
     pub canary: &'a nkeys::KeyPair,
 }
@@ -132,6 +154,20 @@ pub(crate) async fn execute(
 /// to notice the file by itself.
 async fn signal(reloader: &Reloader) -> Result<bool, PublishError> {
     match reloader {
+        Reloader::PidFiles(paths) => {
+            let here: Vec<&PathBuf> = paths.iter().filter(|p| p.exists()).collect();
+            if here.is_empty() {
+                // None on this machine: the first one's absence says why.
+                return match paths.first() {
+                    Some(p) => Box::pin(signal(&Reloader::PidFile(p.clone()))).await,
+                    None => Ok(false),
+                };
+            }
+            for p in here {
+                Box::pin(signal(&Reloader::PidFile(p.clone()))).await?;
+            }
+            Ok(true)
+        }
         Reloader::PidFile(path) => {
             let bad = |source| PublishError::PidFile {
                 path: path.clone(),
@@ -194,10 +230,63 @@ async fn signal(reloader: &Reloader) -> Result<bool, PublishError> {
 const BACKOFF_START: Duration = Duration::from_millis(25);
 const BACKOFF_MAX: Duration = Duration::from_millis(400);
 
-/// Connects as the canary until the broker admits it or the deadline passes.
-/// A refusal is expected for a moment (the reload is asynchronous), so only
-/// the last one is reported.
+/// Connects as the canary to every server of a cluster at once (or to the
+/// broker alone): live when each server that answers admits it, and at
+/// least one does. A server that does not answer at all is down: named,
+/// and no reason to call the composition not live (it reads the file when
+/// it starts).
 async fn confirm(target: &Target<'_>) -> Result<(), PublishError> {
+    if target.servers.len() <= 1 {
+        return match confirm_at(target, &target.bus.url).await? {
+            Admission::Admitted => Ok(()),
+            Admission::Down(e) => Err(PublishError::NotConfirmed {
+                waited: target.confirm_within,
+                last: Some(e),
+            }),
+        };
+    }
+    let verdicts =
+        futures::future::join_all(target.servers.iter().map(|s| confirm_at(target, s))).await;
+    let mut admitted = 0;
+    for (server, v) in target.servers.iter().zip(verdicts) {
+        match v {
+            Ok(Admission::Admitted) => admitted += 1,
+            Ok(Admission::Down(e)) => {
+                tracing::warn!(%server, error = %crate::chain::error_chain(&e), "a server of the bus does not answer; it reads the users file when it starts")
+            }
+            Err(PublishError::NotConfirmed { waited, last }) => {
+                return Err(PublishError::NotAdmittedBy {
+                    server: server.clone(),
+                    waited,
+                    last,
+                });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if admitted == 0 {
+        return Err(PublishError::NoServerUp {
+            servers: target.servers.join(", "),
+        });
+    }
+    Ok(())
+}
+
+/// How a server answered the canary.
+enum Admission {
+    Admitted,
+    /// Nothing answered at its address: not a refusal.
+    Down(ConnectError),
+}
+
+/// Attempts in a row that find nothing listening before a server is
+/// taken for down rather than restarting.
+const DOWN_AFTER: u32 = 3;
+
+/// Connects as the canary to `url` until the server admits it or the
+/// deadline passes. A refusal is expected for a moment (the reload is
+/// asynchronous), so only the last one is reported.
+async fn confirm_at(target: &Target<'_>, url: &str) -> Result<Admission, PublishError> {
     let seed = target
         .canary
         .seed()
@@ -205,6 +294,7 @@ async fn confirm(target: &Target<'_>) -> Result<(), PublishError> {
             planned: target.canary.public_key(),
         })?;
     let cfg = BusConfig {
+        url: url.to_string(),
         principal: "canary".into(),
         credential: ClientCredential::NKey(Secret::new(seed)),
         inbox_prefix: Some(CANARY_INBOX.trim_end_matches(".>").to_string()),
@@ -213,6 +303,7 @@ async fn confirm(target: &Target<'_>) -> Result<(), PublishError> {
     let start = Instant::now();
     let deadline = start + target.confirm_within;
     let mut wait = BACKOFF_START;
+    let mut unanswered = 0;
     loop {
         let attempt = tokio::time::timeout_at(deadline, mesh_bus::connect(&cfg)).await;
         let last = match attempt {
@@ -222,13 +313,23 @@ async fn confirm(target: &Target<'_>) -> Result<(), PublishError> {
                 let flushed = client.flush().await;
                 let _ = client.drain().await;
                 if flushed.is_ok() {
-                    return Ok(());
+                    return Ok(Admission::Admitted);
                 }
                 None
             }
             // Only a refused or failed connection may change with time; a
             // malformed configuration never will.
-            Ok(Err(e @ ConnectError::Connect { .. })) => Some(e),
+            Ok(Err(e @ ConnectError::Connect { .. })) => {
+                if nothing_listens(&e) {
+                    unanswered += 1;
+                    if unanswered >= DOWN_AFTER {
+                        return Ok(Admission::Down(e));
+                    }
+                } else {
+                    unanswered = 0;
+                }
+                Some(e)
+            }
             Ok(Err(e)) => return Err(PublishError::Canary(e)),
             Err(_elapsed) => None,
         };
@@ -242,6 +343,13 @@ async fn confirm(target: &Target<'_>) -> Result<(), PublishError> {
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(BACKOFF_MAX);
     }
+}
+
+/// Whether a failed connect found no server at all (refused, unreachable),
+/// as opposed to a server that answered and said no.
+fn nothing_listens(e: &ConnectError) -> bool {
+    use async_nats::ConnectErrorKind as K;
+    matches!(e, ConnectError::Connect { source, .. } if matches!(source.kind(), K::Io | K::TimedOut | K::Dns))
 }
 
 #[cfg(test)]
@@ -299,6 +407,63 @@ mod tests {
 }
 
 #[cfg(test)]
+mod cluster_tests {
+    use super::*;
+
+    /// Each server of this machine is signalled; one whose pid file is
+    /// absent runs elsewhere; none here at all is an error naming the
+    /// first file.
+    #[tokio::test]
+    async fn the_servers_of_this_machine_are_signalled_and_the_others_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let heard = dir.path().join("heard");
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "trap 'echo hup > {}' HUP; echo ready > {}.ready; while :; do sleep 0.05; done",
+                heard.display(),
+                heard.display()
+            ))
+            .spawn()
+            .unwrap();
+        let ready = dir.path().join("heard.ready");
+        for _ in 0..200 {
+            if ready.exists() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        std::fs::write(dir.path().join("nats-2.pid"), format!("{}\n", child.id())).unwrap();
+        let files =
+            |names: &[&str]| Reloader::PidFiles(names.iter().map(|n| dir.path().join(n)).collect());
+        assert!(
+            signal(&files(&["nats-1.pid", "nats-2.pid", "nats-3.pid"]))
+                .await
+                .unwrap()
+        );
+        let mut got = false;
+        for _ in 0..200 {
+            if heard.exists() {
+                got = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(got, "the server of this machine was not signalled");
+        let e = signal(&files(&["nats-1.pid", "nats-3.pid"]))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, PublishError::PidFile { path, .. } if path.ends_with("nats-1.pid")),
+            "{e}"
+        );
+        assert!(!signal(&files(&[])).await.unwrap());
+    }
+}
+
+#[cfg(test)]
 mod canary_tests {
     use super::*;
 
@@ -320,6 +485,7 @@ mod canary_tests {
             users_file: Path::new("/nonexistent/users.conf"),
             reloader: &Reloader::None,
             bus: &bus,
+            servers: &[],
             confirm_within: Duration::from_secs(1),
             canary: &ours,
         };

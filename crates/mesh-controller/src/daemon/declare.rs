@@ -254,7 +254,7 @@ pub(crate) async fn declare_from(
 
 /// Where nodes reach the broker: as `mesh broker set-address` recorded it,
 /// else as genesis made it. The controller's own connection follows too:
-/// its pool becomes those addresses, then the one it connected to.
+/// its pool becomes those addresses, then the ones it connected to.
 async fn bus_addresses(ctx: &Ctx) -> Result<BusDecl, mesh_store::StoreError> {
     let urls = ctx
         .store
@@ -264,8 +264,10 @@ async fn bus_addresses(ctx: &Ctx) -> Result<BusDecl, mesh_store::StoreError> {
     let mut followed = ctx.followed_bus.lock().await;
     if *followed != urls {
         let mut pool = urls.clone();
-        if !pool.contains(&ctx.connected_url) {
-            pool.push(ctx.connected_url.clone());
+        for u in &ctx.connected_urls {
+            if !pool.contains(u) {
+                pool.push(u.clone());
+            }
         }
         match ctx.client.set_server_pool(pool.as_slice()).await {
             Ok(()) => {

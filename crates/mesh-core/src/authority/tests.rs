@@ -559,6 +559,7 @@ fn overlapping_streams_are_refused_naming_both() {
         subjects: vec!["mesh.control.>".into()],
         retention: jetstream::Retention::Limits,
         max_msgs_per_subject: None,
+        replicas: 1,
     });
     match jetstream::check(&o).unwrap_err() {
         jetstream::ObjectsError::Overlap { first, second, .. } => {

@@ -474,6 +474,7 @@ fn each_entry_names_its_node_or_its_principal() {
         subjects: vec![],
         retention: jetstream::Retention::Limits,
         max_msgs_per_subject: None,
+        replicas: 1,
     }));
     assert_eq!((object.node(), object.principal()), (None, None));
 }
@@ -495,6 +496,7 @@ fn entries_serialise_as_tagged_data() {
         subjects: vec![],
         retention: jetstream::Retention::Limits,
         max_msgs_per_subject: None,
+        replicas: 1,
     })))
     .unwrap();
     assert_eq!(o["change"], "object-removed");

@@ -39,6 +39,14 @@ pub struct StreamSpec {
     pub retention: Retention,
     /// `None`: no per-subject limit.
     pub max_msgs_per_subject: Option<i64>,
+    /// Copies kept by a clustered bus (the genesis's `--replicas`); 1 on
+    /// a single server.
+    #[serde(skip_serializing_if = "is_one")]
+    pub replicas: usize,
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -210,6 +218,7 @@ pub fn derive(
         ],
         retention: Retention::WorkQueue,
         max_msgs_per_subject: None,
+        replicas: controller.replicas,
     });
     o.streams.push(StreamSpec {
         name: STREAM_EVENTS.into(),
@@ -222,6 +231,7 @@ pub fn derive(
         ],
         retention: Retention::Limits,
         max_msgs_per_subject: None,
+        replicas: controller.replicas,
     });
     o.streams.push(StreamSpec {
         name: STREAM_NODES.into(),
@@ -229,6 +239,7 @@ pub fn derive(
         retention: Retention::Limits,
         // Only the newest declaration matters.
         max_msgs_per_subject: Some(1),
+        replicas: controller.replicas,
     });
     for entry in catalogue.seats() {
         if entry.decl.accepts.is_empty() {
@@ -239,6 +250,7 @@ pub fn derive(
             subjects: seat_stream_subjects(entry),
             retention: Retention::WorkQueue,
             max_msgs_per_subject: None,
+            replicas: controller.replicas,
         });
         o.consumers.extend(seat_worker(entry));
     }

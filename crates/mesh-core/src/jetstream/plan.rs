@@ -28,6 +28,7 @@ pub struct ObservedStream {
     /// `None`: a retention mesh never uses (interest).
     pub retention: Option<Retention>,
     pub max_msgs_per_subject: Option<i64>,
+    pub replicas: usize,
 }
 
 /// A consumer as found.
@@ -127,6 +128,11 @@ fn stream_changes(want: &StreamSpec, found: &ObservedStream) -> Vec<&'static str
     if want.max_msgs_per_subject != found.max_msgs_per_subject {
         changed.push("max_msgs_per_subject");
     }
+    // A cluster grown from one server takes its streams' copies along
+    // (the server scales a stream up or down in place).
+    if want.replicas != found.replicas {
+        changed.push("replicas");
+    }
     changed
 }
 
@@ -212,6 +218,7 @@ impl ObservedStream {
             subjects: spec.subjects.clone(),
             retention: Some(spec.retention),
             max_msgs_per_subject: spec.max_msgs_per_subject,
+            replicas: spec.replicas,
         }
     }
 }
@@ -260,6 +267,7 @@ mod tests {
             subjects: subjects.iter().map(|s| s.to_string()).collect(),
             retention,
             max_msgs_per_subject: None,
+            replicas: 1,
         }
     }
 
@@ -389,6 +397,29 @@ mod tests {
                 changed: vec!["subjects", "max_msgs_per_subject"],
             }]
         );
+    }
+
+    /// A single server's streams, the genesis now a cluster of three: each
+    /// stream is scaled to three copies in place, named as the change.
+    #[test]
+    fn a_stream_with_other_copies_than_wanted_is_scaled() {
+        let mut w = wanted();
+        let o = Observed::of(&w);
+        for s in &mut w.streams {
+            s.replicas = 3;
+        }
+        let steps = plan(&w, &o).unwrap();
+        assert_eq!(steps.len(), w.streams.len(), "{steps:?}");
+        for (step, spec) in steps.iter().zip(&w.streams) {
+            assert_eq!(
+                step,
+                &ObjectStep::UpdateStream {
+                    spec: spec.clone(),
+                    changed: vec!["replicas"],
+                }
+            );
+        }
+        assert_eq!(plan(&w, &Observed::of(&w)), Ok(vec![]));
     }
 
     #[test]
