@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use harness::{Backend, Daemon, Mesh, module_pid, wait_bound, wait_until};
+use mesh_core::names::Name;
 use report_stream::{as_host, count, send_reports, send_reports_at, wait_count};
 
 const LONG: Duration = Duration::from_secs(90);
@@ -101,7 +102,9 @@ fn signal(d: &Daemon, sig: libc::c_int) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_failover_table_loses_nothing_and_records_nothing_twice() {
     let mut rows = Vec::new();
-    let mesh = Mesh::new(Backend::Postgres);
+    let db = mesh_testkit::fresh_database().expect("a PostgreSQL database");
+    // One cluster for every row: three servers, every stream on each.
+    let mut mesh = Mesh::with_servers(Some(db), 3);
     let mut a = mesh.spawn_controller("controller a", LEASE, LOG);
     a.wait_log("controller running", LONG);
     mesh.register(&Mesh::examples());
@@ -116,7 +119,8 @@ async fn the_failover_table_loses_nothing_and_records_nothing_twice() {
         "a standby names the active controller: {body}"
     );
     let token = mesh.node_add("n1", "1h");
-    let _host = mesh.host("n1", Some(&token));
+    let host = mesh.host("n1", Some(&token));
+    host.wait_log("enrolled as node n1", LONG);
     let js = jetstream::new(mesh.observer().await);
     wait_bound(&js, &["n1"], LONG).await;
     let client = as_host(&mesh, "n1").await;
@@ -125,6 +129,8 @@ async fn the_failover_table_loses_nothing_and_records_nothing_twice() {
     let a2 = mesh.spawn_controller("controller a again", LEASE, LOG);
     a2.wait_log("standing by", LONG);
     rows.push(frozen_past_its_lease(&mesh, &b, &a2, &client).await);
+    rows.push(stream_leader_killed(&mut mesh, &client).await);
+    rows.push(one_server_down(&mut mesh).await);
 
     println!("failover table:");
     println!(
@@ -221,8 +227,8 @@ async fn frozen_past_its_lease(
     let frozen = Instant::now();
     // Delivered to the frozen controller alone (the standby binds nothing):
     // unacknowledged, they come round again only after CONTROL's ack wait.
-    // They answer the declaration echo's assignment made (1).
-    send_reports_at(client, "n1", "s", 1, 0..SENT).await;
+    let sequence = newest_declaration(&mesh.store_url, "n1").await;
+    send_reports_at(client, "n1", "s", sequence, 0..SENT).await;
     let took = time_to_log(a2, "controller running", frozen);
     let new = lease_epoch(&mesh.store_url).await;
     signal(b, libc::SIGCONT);
@@ -302,4 +308,241 @@ async fn a_second_controller_on_one_sqlite_store_is_refused_naming_the_first() {
         "{err}"
     );
     assert!(mesh.controller.as_mut().unwrap().running());
+}
+
+/// The newest declaration of `node`: what a current report answers.
+async fn newest_declaration(url: &str, node: &str) -> u64 {
+    let s = mesh_store::Store::open(url).await.unwrap();
+    let d = s
+        .latest_declaration(&Name::new(node).unwrap())
+        .await
+        .unwrap();
+    s.close().await;
+    d.map_or(0, |d| u64::try_from(d.version).unwrap())
+}
+
+/// Publishes reports `tag-<i>` as [`send_reports_at`] does, each retried
+/// until CONTROL stores it (a server lost mid-stream leaves a publish
+/// unanswered until a new leader is elected), counting in `sent`.
+async fn send_reports_retrying(
+    client: async_nats::Client,
+    node: &'static str,
+    tag: &'static str,
+    sequence: u64,
+    n: usize,
+    sent: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> usize {
+    use mesh_core::report::Report;
+    let js = jetstream::new(client);
+    let mut retries = 0;
+    for i in 0..n {
+        let r = Report {
+            id: format!("{tag}-{i}"),
+            node: Name::new(node).unwrap(),
+            sequence,
+            modules: vec![],
+            refused: None,
+            address: None,
+            spare_keys: Vec::new(),
+        };
+        let started = Instant::now();
+        loop {
+            let stored = async {
+                js.publish(format!("mesh.control.report.{node}"), r.to_json().into())
+                    .await
+                    .ok()?
+                    .await
+                    .ok()
+            };
+            if tokio::time::timeout(Duration::from_secs(5), stored)
+                .await
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                break;
+            }
+            retries += 1;
+            assert!(started.elapsed() < LONG, "report {tag}-{i} never stored");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    retries
+}
+
+/// The server (1-based) that leads `stream`'s group, and that group's
+/// other members as (name, current).
+async fn leader_of(js: &jetstream::Context, stream: &str) -> Option<(usize, Vec<(String, bool)>)> {
+    let mut s = js.get_stream(stream).await.ok()?;
+    let info = s.info().await.ok()?;
+    let cluster = info.cluster.clone()?;
+    let leader = cluster.leader?;
+    let i = leader.strip_prefix("mesh-")?.parse().ok()?;
+    Some((
+        i,
+        cluster
+            .replicas
+            .iter()
+            .map(|p| (p.name.clone(), p.current && !p.offline))
+            .collect(),
+    ))
+}
+
+/// A module emitting a `tick` every second, as long as it runs: what shows
+/// events still flow while a server is lost.
+const PULSE: &str = r#"[module]
+name = "pulse"
+description = "Emits a tick every second"
+
+[run]
+command = ["${artifact:mesh-ticker}", "--count", "1", "--every", "1"]
+
+[events]
+emits = ["tick"]
+"#;
+
+/// Registers and assigns [`PULSE`] to `node`, its program put as the
+/// example ticker's is.
+fn assign_pulse(mesh: &Mesh, node: &str) {
+    let catalogue = mesh.tmp.path().join("pulse-catalogue");
+    std::fs::create_dir_all(catalogue.join("pulse")).unwrap();
+    std::fs::write(catalogue.join("pulse/mesh.toml"), PULSE).unwrap();
+    mesh.register(&catalogue);
+    let program = harness::stripped("mesh-ticker");
+    harness::ok(
+        mesh,
+        &[
+            "artifact",
+            "put",
+            program.to_str().unwrap(),
+            "--module",
+            "pulse",
+            "--name",
+            "mesh-ticker",
+        ],
+    );
+    mesh.assign("pulse", node, true);
+}
+
+/// The sequence of the newest `tick` in EVENTS (0 before the first).
+async fn last_tick(js: &jetstream::Context) -> u64 {
+    let Ok(s) = js.get_stream("EVENTS").await else {
+        return 0;
+    };
+    s.get_last_raw_message_by_subject("mesh.mod.pulse.event.tick")
+        .await
+        .map_or(0, |m| m.sequence)
+}
+
+/// Polls `f` every 200 ms until it holds or [`LONG`] passes.
+async fn eventually<F: Future<Output = bool>>(mut f: impl FnMut() -> F) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < LONG {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
+}
+
+/// The server leading CONTROL SIGKILLed while 2,000 reports arrive and a
+/// module emits events: a new leader is elected, every report is recorded
+/// once, the host and its module carry on through the other servers, and
+/// the server started again rejoins its streams' groups.
+async fn stream_leader_killed(mesh: &mut Mesh, client: &async_nats::Client) -> Row {
+    const SENT: usize = 2_000;
+    let observer = mesh.observer().await;
+    let js = jetstream::new(observer.clone());
+    assign_pulse(mesh, "n1");
+    assert!(
+        eventually(|| async { last_tick(&js).await > 0 }).await,
+        "pulse never ticked"
+    );
+    let (leader, _) = leader_of(&js, "CONTROL")
+        .await
+        .expect("CONTROL has a leader");
+    let sequence = newest_declaration(&mesh.store_url, "n1").await;
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sending = tokio::spawn(send_reports_retrying(
+        client.clone(),
+        "n1",
+        "b",
+        sequence,
+        SENT,
+        sent.clone(),
+    ));
+    let so_far = || sent.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        eventually(|| async { so_far() >= SENT / 4 }).await,
+        "reports never went out"
+    );
+    let killed = Instant::now();
+    let at_kill = so_far();
+    mesh.server_mut(leader).kill();
+    let mut new_leader = None;
+    while killed.elapsed() < LONG && new_leader.is_none_or(|l| l == leader) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        new_leader = leader_of(&js, "CONTROL").await.map(|l| l.0);
+    }
+    let elected = killed.elapsed();
+    assert!(
+        new_leader.is_some_and(|l| l != leader),
+        "CONTROL led by {new_leader:?} after mesh-{leader} was lost"
+    );
+    let retries = sending.await.unwrap();
+    let (recorded, duplicated) = wait_count(&mesh.store_url, "n1", "b", SENT).await;
+    let then = last_tick(&js).await;
+    assert!(
+        eventually(|| async { last_tick(&js).await > then }).await,
+        "no tick after mesh-{leader} was lost"
+    );
+    mesh.server_mut(leader)
+        .start_again()
+        .expect("the server starts again");
+    let name = format!("mesh-{leader}");
+    let rejoined = eventually(|| async {
+        leader_of(&js, "CONTROL").await.is_some_and(|(l, peers)| {
+            l == leader || peers.iter().any(|(n, current)| *n == name && *current)
+        })
+    })
+    .await;
+    assert!(rejoined, "{name} never rejoined CONTROL's group");
+    assert_eq!((recorded, duplicated), (SENT, 0));
+    Row {
+        fault: "broker server leading the streams SIGKILLed",
+        sent: SENT,
+        recorded,
+        duplicated,
+        note: format!(
+            "mesh-{leader} killed after {at_kill} sent; new leader in {:.1} s; {retries} publishes retried; ticks went on; rejoined once started again",
+            elected.as_secs_f64()
+        ),
+    }
+}
+
+/// One server down: a node enrols (its token names every server) and a
+/// module assigned to it runs, through the other two.
+async fn one_server_down(mesh: &mut Mesh) -> Row {
+    mesh.server_mut(1).kill();
+    let token = mesh.node_add("n2", "1h");
+    let host = mesh.host("n2", Some(&token));
+    host.wait_log("enrolled as node n2", LONG);
+    mesh.assign("echo", "n2", true);
+    assert!(
+        wait_until(LONG, || module_pid(mesh, "n2", "echo").is_some()),
+        "echo on n2 never ran with server 1 down; host n2:\n{}",
+        host.log()
+    );
+    mesh.server_mut(1)
+        .start_again()
+        .expect("server 1 starts again");
+    Row {
+        fault: "one broker server down: an enrolment and an assignment",
+        sent: 0,
+        recorded: 0,
+        duplicated: 0,
+        note: "n2 enrolled and ran echo through the other two servers".into(),
+    }
 }

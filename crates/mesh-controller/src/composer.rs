@@ -12,6 +12,7 @@
 //! enrolment answers after).
 
 mod coalesce;
+pub mod mirror;
 mod publish;
 
 use std::collections::BTreeMap;
@@ -28,7 +29,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 pub use coalesce::{Timing, due, next_batch};
-pub use publish::{PublishError, Reloader};
+pub use publish::{PublishError, Reloader, Share};
 
 /// What a composition is made of: the derived principals (controller first)
 /// and the credentials the records hold for them.
@@ -76,6 +77,9 @@ pub struct ComposerConfig {
     /// without a new trigger.
     pub retry_after: Duration,
     pub canary_keys: CanaryKeys,
+    /// A clustered bus: each composition shared through the store before
+    /// it is written, for the other machines' servers ([`mirror`]).
+    pub share: Option<Share>,
 }
 
 impl ComposerConfig {
@@ -92,6 +96,7 @@ impl ComposerConfig {
             confirm_within: Duration::from_secs(15),
             retry_after: Duration::from_secs(10),
             canary_keys: Arc::new(nkeys::KeyPair::new_user),
+            share: None,
         }
     }
 }
@@ -106,6 +111,7 @@ impl std::fmt::Debug for ComposerConfig {
             .field("timing", &self.timing)
             .field("confirm_within", &self.confirm_within)
             .field("retry_after", &self.retry_after)
+            .field("share", &self.share.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -341,6 +347,7 @@ async fn compose_once(
         servers: &config.servers,
         confirm_within: config.confirm_within,
         canary: &canary,
+        share: config.share.as_ref(),
     };
     let result = publish::execute(&steps, &target, &mut done).await;
     // The steps (the file's one copy) go before anything is kept.

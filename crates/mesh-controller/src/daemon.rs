@@ -302,6 +302,11 @@ async fn check_controller_key(store: &Store, genesis: &Genesis) -> Result<(), Da
     }
 }
 
+/// How often a controller of a clustered bus looks for a newer shared
+/// users file: at most this long before its machine's servers serve it
+/// (the active controller's canary waits the while).
+const MIRROR_EVERY: Duration = Duration::from_millis(500);
+
 /// Runs until `shutdown` resolves: standing by while another controller
 /// holds the store's lease, active while this one does ([`lease`]).
 pub async fn run(
@@ -345,6 +350,16 @@ pub async fn run(
     let fenced = store.fenced_by(&held);
     let (mut roles, keeper) = lease::keep(held, fenced.clone());
     shared.follow_roles(roles.clone());
+    // Standing by or active, this machine's servers serve the composition
+    // the active controller shared.
+    let _mirror = (genesis.replicas > 1).then(|| {
+        AbortOnDrop(tokio::spawn(crate::composer::mirror::mirror(
+            store.clone(),
+            genesis.path(genesis::USERS_FILE),
+            Reloader::PidFiles(genesis.broker_pid_files()),
+            MIRROR_EVERY,
+        )))
+    });
 
     tokio::pin!(shutdown);
     let view = loop {
@@ -448,6 +463,16 @@ impl Term<'_> {
             // Each server must admit the canary: one that missed the
             // reload is named, not hidden behind the others.
             composer_config.servers = genesis.local_urls();
+            let share_store = store.clone();
+            composer_config.share = Some(Arc::new(move |text: String| {
+                let store = share_store.clone();
+                Box::pin(async move {
+                    store
+                        .share_users_file(&text)
+                        .await
+                        .map_err(|e| Box::new(e) as SourceError)
+                })
+            }));
         }
         shared.set_phase("connecting to the broker");
         let client = tokio::select! {

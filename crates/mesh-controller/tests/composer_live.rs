@@ -409,3 +409,99 @@ async fn an_older_canary_is_refused_once_a_newer_composition_is_live() {
         .await
         .expect("the newest canary is admitted");
 }
+
+/// A clustered bus over machines, played by two servers, each including a
+/// users file of its own machine: the composer shares each composition
+/// through the store, and the other machine's controller (its mirror)
+/// writes it for its own server. Live only once both servers admit the
+/// canary; without the mirror, the other server is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_composition_is_live_only_once_the_other_machine_serves_it() {
+    let bed = Bed::start();
+    let certs = bed.server.certificates().unwrap();
+    let first = std::fs::read_to_string(bed.server.dir().join("users.conf")).unwrap();
+    // The other machine's server: the same certificate, its own file.
+    let other = NatsServer::builder()
+        .config(format!(
+            "tls {{ cert_file: {:?}, key_file: {:?} }}\ninclude users.conf",
+            certs.cert_pem.display().to_string(),
+            certs.key_pem.display().to_string()
+        ))
+        .file("users.conf", first)
+        .start()
+        .expect("the other server starts");
+    let other_url = format!("tls://127.0.0.1:{}", other.port());
+    let other_file = other.dir().join("users.conf");
+    let tmp = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite://{}", tmp.path().join("mesh.db").display());
+    let store = mesh_store::Store::open(&store_url).await.unwrap();
+
+    let mut config = bed.config(Reloader::Pid(bed.server.pid()));
+    config.servers = vec![bed.server.url(), other_url.clone()];
+    config.confirm_within = Duration::from_secs(2);
+    config.retry_after = Duration::from_millis(200);
+    let sharing = store.clone();
+    config.share = Some(Arc::new(move |text: String| {
+        let store = sharing.clone();
+        Box::pin(async move {
+            store
+                .share_users_file(&text)
+                .await
+                .map_err(|e| Box::new(e) as SourceError)
+        })
+    }));
+    let composer = bed.spawn(config);
+    let host = bed.add_host("n1");
+    let g = composer.trigger();
+    // No controller on the other machine yet: its server still serves
+    // genesis's file, and says so by name.
+    let s = ended(&composer, g).await;
+    match s.last {
+        Some(Outcome::NotLive { error, .. }) => match &*error {
+            ComposeError::Publish(PublishError::NotAdmittedBy { server, .. }) => {
+                assert_eq!(*server, other_url)
+            }
+            e => panic!("not live for another reason: {e:?}"),
+        },
+        other => panic!("live without the other server: {other:?}"),
+    }
+    let shared = store.shared_users_file().await.unwrap().expect("shared");
+    assert!(shared.text.contains(&host_key(&bed, &host)));
+
+    // The other machine's controller keeps its file at the store's.
+    let mirror = tokio::spawn(mesh_controller::composer::mirror::mirror(
+        store.clone(),
+        other_file.clone(),
+        Reloader::Pid(other.pid()),
+        Duration::from_millis(50),
+    ));
+    let s = live(&composer, g).await;
+    mirror.abort();
+    let written = std::fs::read_to_string(&other_file).unwrap();
+    let revision = store.shared_users_file_revision().await.unwrap().unwrap();
+    assert!(
+        written.starts_with(&format!("# shared revision {revision}: ")),
+        "{}",
+        written.lines().next().unwrap_or_default()
+    );
+    assert!(s.not_live >= 1, "{s:?}");
+    // Both servers admit the new host.
+    bed.connect(&host).await.unwrap();
+    let seed = bed.mesh.lock().unwrap().seeds[&host].clone();
+    let mut cfg = bed.bus(&host, seed);
+    cfg.url = other_url;
+    mesh_bus::connect(&cfg)
+        .await
+        .expect("the other machine's server admits the new host")
+        .flush()
+        .await
+        .unwrap();
+}
+
+/// The public key the records hold for `principal`.
+fn host_key(bed: &Bed, principal: &str) -> String {
+    match &bed.mesh.lock().unwrap().credentials[principal] {
+        UserCredential::NKey(k) => k.clone(),
+        other => panic!("{other:?}"),
+    }
+}

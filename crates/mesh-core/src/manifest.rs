@@ -382,4 +382,39 @@ content = "token = ${secret:two}, again ${secret:one}"
         let used: Vec<&str> = used.iter().map(Name::as_str).collect();
         assert_eq!(used, ["one", "two"]);
     }
+
+    /// A command line repeats arguments (`--count 1 --every 1`); a list
+    /// of names (`emits`) does not.
+    #[test]
+    fn a_command_may_repeat_an_argument_and_emits_may_not() {
+        let m = parse(
+            "m.toml",
+            r#"
+[module]
+name = "m"
+description = "repeats"
+[run]
+command = ["m", "--count", "1", "--every", "1"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(m.run.unwrap().command.len(), 5);
+        let e = parse(
+            "m.toml",
+            r#"
+[module]
+name = "m"
+description = "twice"
+[run]
+command = ["m"]
+[events]
+emits = ["tick", "tick"]
+"#,
+        )
+        .unwrap_err();
+        assert!(
+            format!("{e:?}").contains("listed twice in `emits`"),
+            "{e:?}"
+        );
+    }
 }

@@ -277,10 +277,63 @@ pub fn plan_publication(text: String, last_live: Option<&str>, canary: &str) -> 
     ]
 }
 
+/// How a users file shared through the store (a clustered bus over
+/// machines) starts: which of the store's revisions it is, so a machine's
+/// controller tells an older file from the one to write.
+const SHARED_HEADER: &str = "# shared revision ";
+
+/// `text` as written on every machine once the store holds it as
+/// `revision`.
+pub fn with_shared_revision(revision: i64, text: &str) -> String {
+    format!("{SHARED_HEADER}{revision}: every server of this mesh serves this file\n{text}")
+}
+
+/// The store's revision a users file's first line names; none for a file
+/// never shared (genesis's first, a single server's).
+pub fn shared_revision(first_line: &str) -> Option<i64> {
+    first_line
+        .strip_prefix(SHARED_HEADER)?
+        .split(':')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Whether a machine whose users file is at revision `local` must write the
+/// store's `shared` one: only a newer one, so a controller that read the
+/// store before a composition was shared never writes over it.
+pub fn mirror_due(local: Option<i64>, shared: Option<i64>) -> bool {
+    match (local, shared) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(l), Some(s)) => l < s,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::authority::{Permissions, PrincipalKind};
+
+    #[test]
+    fn a_shared_file_names_its_revision_on_its_first_line() {
+        let text = with_shared_revision(12, "accounts {}\n");
+        let (first, rest) = text.split_once('\n').unwrap();
+        assert_eq!(shared_revision(first), Some(12));
+        assert_eq!(rest, "accounts {}\n");
+        assert_eq!(shared_revision("accounts {"), None);
+        assert_eq!(shared_revision("# shared revision x: …"), None);
+    }
+
+    #[test]
+    fn only_a_newer_shared_file_is_written() {
+        assert!(!mirror_due(None, None));
+        assert!(!mirror_due(Some(3), None));
+        assert!(mirror_due(None, Some(1)));
+        assert!(mirror_due(Some(2), Some(3)));
+        assert!(!mirror_due(Some(3), Some(3)));
+        assert!(!mirror_due(Some(4), Some(3)));
+    }
 
     fn file() -> UsersFile {
         let p = Principal {

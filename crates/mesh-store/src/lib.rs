@@ -35,7 +35,8 @@ pub use records::*;
 pub use secret::{PERSON_BCRYPT_COST, Secret, new_user_key, sha256_digest};
 pub use store::{
     ArtifactRow, FleetApplied, FleetChange, PreparedCredential, PreparedToken, Registration,
-    ReportSeen, Upload, prepare_machine_key, prepare_password, prepare_token, version_ok,
+    ReportSeen, SharedUsersFile, Upload, prepare_machine_key, prepare_password, prepare_token,
+    version_ok,
 };
 pub use url::{DEFAULT_URL, redact_url};
 

@@ -303,10 +303,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "controller_lease",
         sql: include_str!("../migrations/0020_controller_lease.sql"),
     },
+    Migration {
+        version: 21,
+        name: "users_file_shared",
+        sql: include_str!("../migrations/0021_users_file_shared.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 20;
+pub const SCHEMA_VERSION: i64 = 21;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -55,6 +55,23 @@ impl Broker {
         signal(self.pid(), libc::SIGHUP);
     }
 
+    /// SIGKILL, as a machine lost: no chance to tell its cluster anything.
+    /// [`Broker::start_again`] brings it back.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts a killed (or stopped) server again on its configuration.
+    pub fn start_again(&mut self) -> Result<(), TestkitError> {
+        if let Ok(None) = self.child.try_wait() {
+            stop_child(&mut self.child, libc::SIGTERM, Duration::from_secs(10));
+        }
+        self.child = spawn(&self.conf, &self.log)?;
+        self.starts += 1;
+        self.wait_ready(self.starts)
+    }
+
     /// Stops the server (SIGTERM) and starts it on the same configuration.
     pub fn restart(&mut self) -> Result<(), TestkitError> {
         stop_child(&mut self.child, libc::SIGTERM, Duration::from_secs(10));

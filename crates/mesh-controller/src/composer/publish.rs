@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use mesh_bus::{BusConfig, ClientCredential, ConnectError, Secret};
-use mesh_core::users_file::{CANARY_INBOX, PublishStep};
+use mesh_core::users_file::{self, CANARY_INBOX, PublishStep};
 use tokio::time::Instant;
 
 use crate::safe_write::{WriteError, write_private};
@@ -89,6 +89,10 @@ pub enum PublishError {
     NoServerUp { servers: String },
     #[error("the canary could not connect to the bus")]
     Canary(#[source] ConnectError),
+    #[error(
+        "could not share the users file with the other machines' controllers through the store"
+    )]
+    Share(#[source] crate::composer::SourceError),
     #[error("the plan has no confirmation step, so nothing shows the broker serves the file")]
     Unconfirmed,
     #[error("the plan names canary {planned}, not the one this composition made")]
@@ -107,7 +111,21 @@ pub(crate) struct Target<'a> {
     pub servers: &'a [String],
     pub confirm_within: Duration,
     pub canary: &'a nkeys::KeyPair,
+    /// A clustered bus's store, where the other machines' controllers read
+    /// the file their servers include ([`super::mirror`]).
+    pub share: Option<&'a Share>,
 }
+
+/// Shares a composed users file through the store (fenced: a deposed
+/// controller shares nothing), answering the revision it was given.
+pub type Share = std::sync::Arc<
+    dyn Fn(
+            String,
+        ) -> std::pin::Pin<
+            Box<dyn Future<Output = Result<i64, crate::composer::SourceError>> + Send>,
+        > + Send
+        + Sync,
+>;
 
 /// What was carried out, for the counters: set even when a later step fails.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -126,11 +144,23 @@ pub(crate) async fn execute(
         match step {
             PublishStep::Write { text } => {
                 let path = target.users_file.to_path_buf();
-                let text = text.clone();
+                let text = match target.share {
+                    // Shared before it is written here: the other machines'
+                    // servers must serve it too for the canary to pass.
+                    Some(share) => {
+                        let revision = share(text.clone()).await.map_err(PublishError::Share)?;
+                        users_file::with_shared_revision(revision, text)
+                    }
+                    None => text.clone(),
+                };
                 // fsync blocks: off the runtime's worker.
-                tokio::task::spawn_blocking(move || write_private(&path, text.as_bytes()))
-                    .await
-                    .expect("the writer does not panic")?;
+                tokio::task::spawn_blocking(move || {
+                    // Not between a mirror's look at this file and its write.
+                    let _held = super::mirror::lock(&path)?;
+                    write_private(&path, text.as_bytes())
+                })
+                .await
+                .expect("the writer does not panic")?;
                 done.written = true;
             }
             PublishStep::Signal => {
@@ -152,7 +182,7 @@ pub(crate) async fn execute(
 
 /// Whether anything was sent: the counters tell a signal from a broker left
 /// to notice the file by itself.
-async fn signal(reloader: &Reloader) -> Result<bool, PublishError> {
+pub(crate) async fn signal(reloader: &Reloader) -> Result<bool, PublishError> {
     match reloader {
         Reloader::PidFiles(paths) => {
             let here: Vec<&PathBuf> = paths.iter().filter(|p| p.exists()).collect();
@@ -488,6 +518,7 @@ mod canary_tests {
             servers: &[],
             confirm_within: Duration::from_secs(1),
             canary: &ours,
+            share: None,
         };
         let mut done = Done::default();
         let steps = [PublishStep::Confirm {

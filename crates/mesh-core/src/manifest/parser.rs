@@ -479,7 +479,7 @@ impl Parser<'_> {
             .toml
             .required(t, header, "[build]", "command", None)
             .map(|v| {
-                let items = self.toml.strings(v, "command");
+                let items = self.toml.argv(v, "command");
                 if items.is_empty() && matches!(v.get_ref(), DeValue::Array(_)) {
                     self.toml
                         .push(Kind::BadValue, v.span(), "`command` is empty".into(), None);

@@ -126,7 +126,7 @@ impl Parser<'_> {
             )
         };
         let command = command_value.map(|v| {
-            let items = self.toml.strings(v, "command");
+            let items = self.toml.argv(v, "command");
             if items.is_empty() && matches!(v.get_ref(), DeValue::Array(_)) {
                 let message = if container {
                     "`command` is empty; leave it out to run the image's own command"

@@ -216,8 +216,16 @@ impl<'a> Reader<'a> {
     }
 
     /// An array of strings, each with its span; wrong elements are reported
-    /// and skipped.
+    /// and skipped, and so is an entry listed twice.
     pub(crate) fn strings(&mut self, v: &Val<'_>, field: &str) -> Vec<(String, Range<usize>)> {
+        let out = self.argv(v, field);
+        self.no_duplicates(&out, field);
+        out
+    }
+
+    /// A command line: as [`Self::strings`], but an argument may repeat
+    /// (`--count 1 --every 1`).
+    pub(crate) fn argv(&mut self, v: &Val<'_>, field: &str) -> Vec<(String, Range<usize>)> {
         let DeValue::Array(items) = v.get_ref() else {
             self.push(
                 Kind::WrongType,
@@ -245,7 +253,6 @@ impl<'a> Reader<'a> {
                 ),
             }
         }
-        self.no_duplicates(&out, field);
         out
     }
 

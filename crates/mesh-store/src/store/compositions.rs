@@ -47,6 +47,60 @@ impl Store {
     }
 }
 
+/// The users file of a clustered bus, as shared by the active controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SharedUsersFile {
+    pub revision: i64,
+    pub text: String,
+}
+
+impl Store {
+    /// Shares `text`, the users file every server of a clustered bus must
+    /// serve, with the controllers of the other machines: its revision.
+    /// Fenced: a deposed controller's composition reaches no server.
+    pub async fn share_users_file(&self, text: &str) -> Result<i64, StoreError> {
+        let at = crate::now_ms();
+        with_pool!(self, |pool| {
+            let mut tx = self.begin_write_on(pool).await?;
+            let (revision,): (i64,) = sqlx::query_as(
+                "INSERT INTO users_file_shared (id, revision, text, shared_at) VALUES (1, 1, $1, $2) \
+                 ON CONFLICT (id) DO UPDATE SET revision = users_file_shared.revision + 1, \
+                 text = excluded.text, shared_at = excluded.shared_at \
+                 RETURNING revision",
+            )
+            .bind(text)
+            .bind(at)
+            .fetch_one(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(revision)
+        })
+    }
+
+    /// The revision of the shared users file, without its text (polled):
+    /// none before one was shared.
+    pub async fn shared_users_file_revision(&self) -> Result<Option<i64>, StoreError> {
+        with_pool!(self, |pool| {
+            let row: Option<(i64,)> =
+                sqlx::query_as("SELECT revision FROM users_file_shared WHERE id = 1")
+                    .fetch_optional(pool)
+                    .await?;
+            Ok(row.map(|(r,)| r))
+        })
+    }
+
+    /// The shared users file; none before one was shared.
+    pub async fn shared_users_file(&self) -> Result<Option<SharedUsersFile>, StoreError> {
+        with_pool!(self, |pool| {
+            let row: Option<(i64, String)> =
+                sqlx::query_as("SELECT revision, text FROM users_file_shared WHERE id = 1")
+                    .fetch_optional(pool)
+                    .await?;
+            Ok(row.map(|(revision, text)| SharedUsersFile { revision, text }))
+        })
+    }
+}
+
 impl Store {
     /// Records the addresses nodes reach the broker at (`mesh broker
     /// set-address`): the next declaration of every node carries them.

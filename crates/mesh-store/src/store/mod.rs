@@ -142,6 +142,7 @@ mod assignments;
 mod batch;
 mod builds;
 mod compositions;
+pub use compositions::SharedUsersFile;
 mod credentials;
 mod declarations;
 mod left_out;

@@ -88,6 +88,9 @@ async fn postgres_a_silent_holder_is_deposed_and_writes_nothing_more() {
     );
     let e = fa.record_report(&git_running_on_n1(6)).await.unwrap_err();
     assert!(matches!(e, StoreError::Deposed { .. }), "{e:?}");
+    let e = fa.share_users_file("deposed").await.unwrap_err();
+    assert!(matches!(e, StoreError::Deposed { .. }), "{e:?}");
+    assert_eq!(fx.store.shared_users_file_revision().await.unwrap(), None);
     assert!(fx.store.node(&n("n2")).await.unwrap().is_none());
     assert_eq!(
         tokio::time::timeout(Duration::from_secs(1), fa.deposed())
@@ -164,11 +167,26 @@ async fn sqlite_a_second_controller_is_refused_naming_the_first() {
     let fa = fx.store.fenced_by(&la);
     fa.add_node(&n("n1"), &[]).await.unwrap();
     la.keep().await.unwrap();
+    // The users file of a clustered bus: each share a new revision.
+    assert_eq!(other.shared_users_file().await.unwrap(), None);
+    assert_eq!(fa.share_users_file("first").await.unwrap(), 1);
+    assert_eq!(fa.share_users_file("second").await.unwrap(), 2);
+    assert_eq!(other.shared_users_file_revision().await.unwrap(), Some(2));
 
     la.release().await;
     assert_eq!(lb.try_take().await.unwrap(), Some(2));
     let e = fa.add_node(&n("n2"), &[]).await.unwrap_err();
     assert!(matches!(e, StoreError::Deposed { epoch: 1 }), "{e:?}");
+    // A deposed controller's composition reaches no server.
+    let e = fa.share_users_file("deposed").await.unwrap_err();
+    assert!(matches!(e, StoreError::Deposed { epoch: 1 }), "{e:?}");
+    assert_eq!(
+        other.shared_users_file().await.unwrap(),
+        Some(SharedUsersFile {
+            revision: 2,
+            text: "second".into()
+        })
+    );
     assert!(other.node(&n("n2")).await.unwrap().is_none());
     match la.keep().await {
         Err(LeaseLost::Moved { .. }) => {}
