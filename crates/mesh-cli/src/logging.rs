@@ -6,8 +6,11 @@ pub fn init() {
     // Off for the client: its connect, close and refusal lines would drown
     // ours (every composition's canary is refused until the reload takes),
     // and every failure that matters is logged here with its meaning.
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MESH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,async_nats=off"));
+    // PostgreSQL's notices ("relation … already exists, skipping") at
+    // every start are no news.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MESH_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("info,async_nats=off,sqlx::postgres::notice=warn")
+    });
     // A second init (tests run commands in one process) keeps the first.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -22,8 +22,8 @@ pub struct MeshArgs {
     /// directory or above it].
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// The store (`sqlite://PATH` or `postgres://...`); default: `mesh.db`
-    /// in the mesh's directory.
+    /// The store (`sqlite://PATH` or `postgres://...`); default: the one
+    /// the mesh's `store.url` names, else `mesh.db` in its directory.
     // The URL may carry the database password: `--help` must not print it.
     #[arg(long, env = "MESH_STORE", hide_env_values = true)]
     pub store: Option<String>,
@@ -100,7 +100,7 @@ impl MeshArgs {
         match (&self.store, &self.store_file) {
             (Some(url), _) => Ok(url.clone()),
             (None, Some(file)) => read_store_file(file),
-            (None, None) => Ok(sqlite_in(&self.find()?)),
+            (None, None) => default_store(&self.find()?),
         }
     }
 
@@ -109,10 +109,24 @@ impl MeshArgs {
         match (&self.store, &self.store_file) {
             (Some(url), _) => Ok(url.clone()),
             (None, Some(file)) => read_store_file(file),
-            (None, None) => Ok(sqlite_in(&self.dir_or_new())),
+            (None, None) => default_store(&self.dir_or_new()),
         }
     }
 }
+
+/// The store of the mesh in `dir` when none is named: the one its
+/// `store.url` names (`mesh up --ha` writes it), else its `mesh.db`.
+pub fn default_store(dir: &Path) -> anyhow::Result<String> {
+    let named = dir.join(STORE_URL_FILE);
+    match named.is_file() {
+        true => read_store_file(&named),
+        false => Ok(sqlite_in(dir)),
+    }
+}
+
+/// The file in a mesh's directory naming its store, when that is not its
+/// `mesh.db`.
+pub const STORE_URL_FILE: &str = "store.url";
 
 /// The default store of the mesh in `dir`.
 pub fn sqlite_in(dir: &Path) -> String {

@@ -151,7 +151,9 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
             }
             let controller = controller.or(first).unwrap_or_default();
             let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
-            anyhow::Ok(views::status(&store, now, controller).await?)
+            let mut status = views::status(&store, now, controller).await?;
+            status.servers = servers(dir.as_deref());
+            anyhow::Ok(status)
         }
         .await;
         store.close().await;
@@ -162,6 +164,30 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
         ListFormat::Text => print_text(&status)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each server of a clustered bus and whether it listens on its client
+/// port; none for a single server.
+fn servers(dir: Option<&Path>) -> Vec<views::ServerView> {
+    let Some(genesis) = dir.and_then(|d| mesh_controller::Genesis::open(d).ok()) else {
+        return Vec::new();
+    };
+    if genesis.replicas < 2 {
+        return Vec::new();
+    }
+    genesis
+        .local_urls()
+        .into_iter()
+        .map(|url| {
+            let listening = url
+                .split_once("://")
+                .and_then(|(_, a)| a.to_socket_addrs().ok()?.next())
+                .is_some_and(|a| {
+                    TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok()
+                });
+            views::ServerView { url, listening }
+        })
+        .collect()
 }
 
 fn counts(m: &std::collections::BTreeMap<String, u64>, none: &str) -> String {
@@ -217,6 +243,14 @@ fn print_text(s: &StatusView) -> anyhow::Result<()> {
         "broker       {}",
         yes_no(c.broker_connected, "connected", "not connected")
     ))?;
+    if !s.servers.is_empty() {
+        let each: Vec<String> = s
+            .servers
+            .iter()
+            .map(|v| format!("{} {}", v.url, if v.listening { "up" } else { "down" }))
+            .collect();
+        out.line(format_args!("servers      {}", each.join(", ")))?;
+    }
     let composition = match (c.composition_live, c.composition_generation) {
         (Some(true), Some(g)) => format!("live (generation {g})"),
         (Some(false), Some(g)) => format!("not live (generation {g})"),

@@ -26,12 +26,18 @@ use crate::shutdown::{self, Signals};
 use crate::{authority, controller, host, init, logging, output};
 
 mod broker;
+mod foundation;
+mod postgres;
 mod programs;
+mod standby;
 
 use broker::Broker;
+use foundation::Foundation;
+use postgres::Postgres;
 use programs::{
     Container, LocalProgram, container_ready, local_program, names_artifacts, put_programs,
 };
+use standby::Standby;
 
 /// The local host's node name.
 pub const LOCAL_NODE: &str = "local";
@@ -52,15 +58,10 @@ const HOST_CLAIM: Claim = Claim {
 #[derive(Debug, Args)]
 pub struct UpArgs {
     /// The mesh's directory: genesis, store, broker, the local host
-    /// [default: `MESH_DIR`, else `.mesh` in the working directory].
-    #[arg(
-        long,
-        env = "MESH_DIR",
-        hide_env = true,
-        default_value = ".mesh",
-        hide_default_value = true
-    )]
-    pub dir: PathBuf,
+    /// [default: `MESH_DIR`, else `.mesh` in the working directory;
+    /// `.mesh-ha` with `--ha`].
+    #[arg(long, env = "MESH_DIR", hide_env = true)]
+    pub dir: Option<PathBuf>,
     /// The catalogue to register; its modules whose command is found are
     /// assigned to the local node.
     #[arg(long, default_value = "examples/catalogue")]
@@ -80,7 +81,15 @@ pub struct UpArgs {
     /// Serve no HTTP at all.
     #[arg(long)]
     pub no_http: bool,
+    /// The whole failover picture on this machine: three broker servers
+    /// (every stream on each), a PostgreSQL of its own for the store, and
+    /// two controllers, one active and one standing by.
+    #[arg(long)]
+    pub ha: bool,
 }
+
+/// The servers of `mesh up --ha`'s bus.
+const HA_REPLICAS: u8 = 3;
 
 pub fn run(args: &UpArgs) -> anyhow::Result<ExitCode> {
     logging::init();
@@ -110,29 +119,67 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     // Absolute once: every path handed on (a module's key file and working
     // directory, the broker's files) then names the same place from any
     // working directory.
-    let dir = std::path::absolute(&args.dir)
-        .with_context(|| format!("resolving {}", args.dir.display()))?;
+    let given = args.dir.clone().unwrap_or_else(|| match args.ha {
+        true => PathBuf::from(".mesh-ha"),
+        false => PathBuf::from(crate::state::DIR_NAME),
+    });
+    let dir =
+        std::path::absolute(&given).with_context(|| format!("resolving {}", given.display()))?;
     let host_dir = dir.join("host");
     // Before anything in the directory is touched; held until the process
     // ends (the kernel drops them however it ends).
     let _lock = DirLock::acquire(&dir, CLAIM)?;
     let _host_lock = DirLock::acquire(&host_dir, HOST_CLAIM)?;
-    let url = store_url(&dir);
-    let genesis = match Genesis::open(&dir) {
-        Ok(g) => g,
-        Err(_) if !dir.join(mesh_controller::genesis::SIGNING_SEED).exists() => {
-            init::make(&dir, &[], args.port, &url).await?.0
+    check_kind(&dir, args.ha)?;
+    // The store first: genesis records the controller's key in it.
+    let mut postgres = None;
+    let url = match args.ha {
+        false => store_url(&dir),
+        true => {
+            let (mut pg, url) = Postgres::prepare(&dir).await?;
+            let starting = Progress::start("up: starting PostgreSQL");
+            let started = tokio::select! {
+                r = pg.start(&url) => Some(r),
+                () = signals.first() => None,
+            };
+            drop(starting);
+            match started {
+                Some(Ok(())) => {}
+                Some(Err(e)) => {
+                    pg.stop().await;
+                    return Err(e);
+                }
+                None => {
+                    pg.stop().await;
+                    output::note("up: stopped");
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+            postgres = Some(pg);
+            url
         }
-        Err(e) => return Err(e).context(format!("reading the genesis in {}", dir.display())),
+    };
+    let genesis = match open_or_make(&dir, args, &url).await {
+        Ok(g) => g,
+        Err(e) => {
+            if let Some(pg) = &mut postgres {
+                pg.stop().await;
+            }
+            return Err(e);
+        }
     };
     let nats = nats_server(args)?;
-    let mut broker = Broker::new(&nats, &genesis);
+    let mut broker = Foundation {
+        broker: Broker::new(&nats, &genesis),
+        postgres,
+        standby: None,
+    };
     {
         // A second Ctrl-C: the modules and the broker are killed, now.
         let (pid, host_dir) = (broker.pid_cell(), host_dir.clone());
         signals.force_on_second(move || {
             host::kill_modules(&host_dir);
-            if let Some(pid) = broker::running(&pid) {
+            for pid in broker::running(&pid) {
                 shutdown::kill_and_reap(pid);
             }
         });
@@ -183,6 +230,16 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
         }
     }
 
+    if args.ha {
+        // Started beside this one: whichever takes the lease is active.
+        match Standby::start(&dir, args.no_http, &broker.pid_cell()) {
+            Ok(s) => broker.standby = Some(s),
+            Err(e) => {
+                broker.stop().await;
+                return Err(e);
+            }
+        }
+    }
     let (stop_tx, stop) = watch::channel(false);
     let mut opts = ControllerOptions::new(dir.clone(), url.clone());
     opts.http = controller::http_listen(args.no_http, args.http);
@@ -231,6 +288,41 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A mesh made by `mesh up --ha` starts only with `--ha`, and the other
+/// way round: refused before anything is made or started.
+fn check_kind(dir: &Path, ha: bool) -> anyhow::Result<()> {
+    let Ok(genesis) = Genesis::open(dir) else {
+        return Ok(());
+    };
+    match (ha, genesis.replicas) {
+        (true, 1) => anyhow::bail!(
+            "{} holds a mesh of one broker server; `mesh up --ha` makes a mesh of its own with three: run it with another --dir (without one it uses .mesh-ha)",
+            dir.display()
+        ),
+        (false, n) if n > 1 => anyhow::bail!(
+            "{} holds a mesh of {n} broker servers and a store of its own: start it with `mesh up --ha --dir {}`",
+            dir.display(),
+            dir.display()
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// The genesis in `dir`, made now if there is none.
+async fn open_or_make(dir: &Path, args: &UpArgs, url: &str) -> anyhow::Result<Genesis> {
+    match Genesis::open(dir) {
+        Ok(g) => Ok(g),
+        Err(_) if !dir.join(mesh_controller::genesis::SIGNING_SEED).exists() => {
+            let opts = mesh_controller::genesis::GenesisOptions {
+                port: args.port,
+                replicas: if args.ha { HA_REPLICAS } else { 1 },
+            };
+            Ok(init::make_with(dir, &[], &opts, url).await?.0)
+        }
+        Err(e) => Err(e).context(format!("reading the genesis in {}", dir.display())),
+    }
+}
+
 /// What the local part of `mesh up` works with.
 struct Local<'a> {
     dir: &'a Path,
@@ -246,7 +338,7 @@ impl Local<'_> {
     /// host stopped.
     async fn run(
         &self,
-        broker: &mut Broker,
+        broker: &mut Foundation,
         prepared: Prepared,
         mut http_bound: tokio::sync::mpsc::UnboundedReceiver<Option<std::net::SocketAddr>>,
     ) -> anyhow::Result<()> {
@@ -275,7 +367,7 @@ impl Local<'_> {
         // Where the controller bound HTTP (decided early in its start; none
         // if it ended before).
         let http = http_bound.recv().await.flatten();
-        print_summary(self.dir, self.genesis, &assigned, http)?;
+        print_summary(self.dir, self.genesis, &assigned, http, broker)?;
         let reported = reported(self.url, &assigned, seen);
         tokio::pin!(reported);
         let mut waiting = !assigned.is_empty();
@@ -290,8 +382,8 @@ impl Local<'_> {
                         tracing::warn!(error = %format!("{e:#}"), "could not read the local node's reports");
                     }
                 }
-                status = broker.exited() => {
-                    tracing::warn!(?status, "the broker exited; starting it again");
+                (status, log) = broker.exited() => {
+                    tracing::warn!(?status, log = %log.display(), "a broker server exited; starting it again");
                     let restarted = tokio::select! {
                         r = async {
                             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -411,7 +503,8 @@ async fn enrol_local(
     store.close().await;
     let issued = issued?;
     let token = Token {
-        bus_urls: vec![genesis.local_url()],
+        // Every server: the host fails over among them.
+        bus_urls: genesis.local_urls(),
         cert_sha256: genesis.cert_sha256.clone(),
         controller_key: genesis.signing_key.clone(),
         node,
@@ -594,10 +687,33 @@ fn print_summary(
     genesis: &Genesis,
     assigned: &[Name],
     http: Option<std::net::SocketAddr>,
+    foundation: &Foundation,
 ) -> anyhow::Result<()> {
     let mut out = output::Stdout::lock();
     out.line(format_args!("mesh up: {}", dir.display()))?;
-    out.line(format_args!("  broker      {}", genesis.local_url()))?;
+    match genesis.replicas {
+        1 => out.line(format_args!("  broker      {}", genesis.local_url()))?,
+        n => out.line(format_args!(
+            "  broker      {n} servers, every stream on each: {}",
+            genesis.local_urls().join(", ")
+        ))?,
+    }
+    if let Some(pg) = &foundation.postgres {
+        out.line(format_args!(
+            "  store       PostgreSQL (pid {}), data in {}, its URL in {}",
+            pg.pid().map_or("?".into(), |p| p.to_string()),
+            pg.data().display(),
+            dir.join(postgres::STORE_URL_FILE).display()
+        ))?;
+    }
+    if let Some(s) = &foundation.standby {
+        out.line(format_args!(
+            "  controllers this process and pid {} ({}log {}): one active, one standing by",
+            s.pid().map_or("?".into(), |p| p.to_string()),
+            s.http.map_or(String::new(), |a| format!("http://{a}/, ")),
+            s.log.display()
+        ))?;
+    }
     out.line(format_args!(
         "  node        {LOCAL_NODE} (state in {})",
         dir.join("host").display()

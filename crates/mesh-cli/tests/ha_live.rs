@@ -130,7 +130,7 @@ async fn the_failover_table_loses_nothing_and_records_nothing_twice() {
     a2.wait_log("standing by", LONG);
     rows.push(frozen_past_its_lease(&mesh, &b, &a2, &client).await);
     rows.push(stream_leader_killed(&mut mesh, &client).await);
-    rows.push(one_server_down(&mut mesh).await);
+    rows.push(one_server_down(&mut mesh, &[&b, &a2]).await);
 
     println!("failover table:");
     println!(
@@ -235,14 +235,6 @@ async fn frozen_past_its_lease(
     b.wait_log("stepping down", LONG);
     let (recorded, duplicated) = wait_count(&mesh.store_url, "n1", "s", SENT).await;
     if recorded < SENT {
-        let tail = |d: &Daemon| {
-            d.log()
-                .lines()
-                .rev()
-                .take(40)
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
         panic!(
             "{recorded} of {SENT} recorded; {}:\n{}\n\n{}:\n{}",
             a2.name,
@@ -308,6 +300,16 @@ async fn a_second_controller_on_one_sqlite_store_is_refused_naming_the_first() {
         "{err}"
     );
     assert!(mesh.controller.as_mut().unwrap().running());
+}
+
+/// The last 40 lines of `d`'s log, newest first.
+fn tail(d: &Daemon) -> String {
+    d.log()
+        .lines()
+        .rev()
+        .take(40)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The newest declaration of `node`: what a current report answers.
@@ -524,11 +526,21 @@ async fn stream_leader_killed(mesh: &mut Mesh, client: &async_nats::Client) -> R
 
 /// One server down: a node enrols (its token names every server) and a
 /// module assigned to it runs, through the other two.
-async fn one_server_down(mesh: &mut Mesh) -> Row {
+async fn one_server_down(mesh: &mut Mesh, controllers: &[&Daemon]) -> Row {
     mesh.server_mut(1).kill();
     let token = mesh.node_add("n2", "1h");
     let host = mesh.host("n2", Some(&token));
-    host.wait_log("enrolled as node n2", LONG);
+    if !wait_until(LONG, || host.log().contains("enrolled as node n2")) {
+        let tails: Vec<String> = controllers
+            .iter()
+            .map(|c| format!("{}:\n{}", c.name, tail(c)))
+            .collect();
+        panic!(
+            "n2 never enrolled with server 1 down; host n2:\n{}\n{}",
+            tail(&host),
+            tails.join("\n\n")
+        );
+    }
     mesh.assign("echo", "n2", true);
     assert!(
         wait_until(LONG, || module_pid(mesh, "n2", "echo").is_some()),

@@ -74,6 +74,25 @@ impl Up {
         catalogue: &Path,
         env: &[(&str, &str)],
     ) -> Up {
+        let port = mesh_testkit::broker::free_port().unwrap().to_string();
+        Up::spawn(root, cwd, dir, catalogue, env, port, &[])
+    }
+
+    /// `mesh up --ha`: its three servers on the ports from a free run.
+    fn start_ha(root: &Path, dir: &Path, catalogue: &Path) -> Up {
+        let port = mesh_testkit::cluster::free_port_run(6).unwrap().to_string();
+        Up::spawn(root, root, Some(dir), catalogue, &[], port, &["--ha"])
+    }
+
+    fn spawn(
+        root: &Path,
+        cwd: &Path,
+        dir: Option<&Path>,
+        catalogue: &Path,
+        env: &[(&str, &str)],
+        port: String,
+        extra: &[&str],
+    ) -> Up {
         let log = root.join(format!(
             "up-{}.log",
             std::time::SystemTime::now()
@@ -82,10 +101,10 @@ impl Up {
                 .as_nanos()
         ));
         let out = std::fs::File::create(&log).unwrap();
-        let port = mesh_testkit::broker::free_port().unwrap().to_string();
         let mut cmd = Command::new(mesh_bin());
         cmd.args(["up", "--port", &port, "--no-http", "--catalogue"])
-            .arg(catalogue);
+            .arg(catalogue)
+            .args(extra);
         if let Some(d) = dir {
             cmd.arg("--dir").arg(d);
         }
@@ -151,14 +170,18 @@ impl Up {
 
     /// The exit status, within [`STOP`]; fails naming what still runs.
     fn wait_exit(&mut self) -> ExitStatus {
-        let until = Instant::now() + STOP;
+        self.wait_exit_within(STOP)
+    }
+
+    fn wait_exit_within(&mut self, within: Duration) -> ExitStatus {
+        let until = Instant::now() + within;
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
                 return s;
             }
             assert!(
                 Instant::now() < until,
-                "mesh up still running {STOP:?} after the signal; processes: {:?}\nlog:\n{}",
+                "mesh up still running {within:?} after the signal; processes: {:?}\nlog:\n{}",
                 processes_under(&self.root),
                 self.log()
             );
@@ -801,4 +824,122 @@ fn relative_state_directories_run_every_module() {
     up.signal_group(libc::SIGINT);
     let status = up.wait_exit();
     assert!(status.success(), "{status}\n{}", up.log());
+}
+
+/// `mesh up --ha` as a person runs it: three broker servers, a PostgreSQL
+/// of its own, two controllers (one active, the other standing by, as
+/// `mesh status` shows), the local node running its module through the
+/// cluster; Ctrl-C to the whole group stops all of it, the store last,
+/// leaving nothing.
+#[test]
+fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let dir = root.join(".mesh-ha");
+    let catalogue = root.join("catalogue");
+    std::fs::create_dir_all(&catalogue).unwrap();
+    let out = Command::new("cp")
+        .arg("-r")
+        .arg(Mesh::examples().join("echo"))
+        .arg(&catalogue)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut up = Up::start_ha(root, &dir, &catalogue);
+    up.wait_log("up: node local reports echo running");
+    let log = up.log();
+    assert!(
+        log.contains("  broker      3 servers, every stream on each: tls://127.0.0.1:"),
+        "{log}"
+    );
+    let data = log
+        .lines()
+        .find_map(|l| l.split("data in ").nth(1)?.split(", its URL").next())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("the summary names the store's data:\n{log}"));
+    // Removed however the case ends: as root, it is outside `root`.
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _gone = Gone(data.clone());
+    let store_url = std::fs::read_to_string(dir.join("store.url")).unwrap();
+    assert!(
+        store_url.starts_with("postgres://postgres:"),
+        "a PostgreSQL store"
+    );
+    assert!(
+        !log.contains(store_url.trim()),
+        "the store's URL (its password) is in no log"
+    );
+    let standby_log = dir.join("controller-2.log");
+    let standby = wait_until(START, || {
+        let l = std::fs::read_to_string(&standby_log).unwrap_or_default();
+        l.contains("standing by") || l.contains("lease taken")
+    });
+    assert!(
+        standby,
+        "the second controller never started:\n{}",
+        std::fs::read_to_string(&standby_log).unwrap_or_default()
+    );
+    let out = Command::new(mesh_bin())
+        .args(["status", "--dir"])
+        .arg(&dir)
+        .env_remove("MESH_STORE")
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{status}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lease = status
+        .lines()
+        .find(|l| l.starts_with("lease "))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(lease.contains("mesh controller on "), "{status}");
+    let servers = status
+        .lines()
+        .find(|l| l.starts_with("servers "))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(servers.matches(" up").count(), 3, "{status}");
+    // One of the two holds the lease; the other says it stands by.
+    let up_log = up.log();
+    let standby_said = std::fs::read_to_string(&standby_log).unwrap_or_default();
+    assert!(
+        (up_log.contains("lease taken") && standby_said.contains("standing by"))
+            || (standby_said.contains("lease taken") && up_log.contains("standing by")),
+        "one active, one standing by:\nmesh up:\n{up_log}\nsecond:\n{standby_said}"
+    );
+    let postgres: u32 = std::fs::read_to_string(data.join("postmaster.pid"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut recorded: Vec<Recorded> = Recorded::of("postgres", postgres).into_iter().collect();
+    for i in 1..=3 {
+        let pid = std::fs::read_to_string(dir.join(format!("broker/nats-{i}.pid"))).unwrap();
+        recorded.extend(Recorded::of(
+            &format!("server {i}"),
+            pid.trim().parse().unwrap(),
+        ));
+    }
+    recorded.extend(up.recorded());
+    assert_eq!(
+        recorded
+            .iter()
+            .filter(|r| r.what.starts_with("server"))
+            .count(),
+        3
+    );
+    up.signal_group(libc::SIGINT);
+    let exit = up.wait_exit_within(STOP * 3);
+    assert!(exit.success(), "{exit}\n{}", up.log());
+    assert_nothing_left(&up, &recorded, "mesh up --ha");
 }

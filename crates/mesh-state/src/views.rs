@@ -8,7 +8,9 @@ mod status;
 pub use seats::{
     CatalogueModule, CatalogueView, ConsumeView, HolderView, SeatView, catalogue, seats,
 };
-pub use status::{Action, ControllerView, Refusal, StatusView, needs_action, status};
+pub use status::{
+    Action, ControllerView, LeaseView, Refusal, ServerView, StatusView, needs_action, status,
+};
 
 use mesh_core::liveness::{HEARTBEAT_EVERY, liveness};
 use mesh_core::names::Name;

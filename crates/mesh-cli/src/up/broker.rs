@@ -1,5 +1,5 @@
 //! The broker `mesh up` starts and supervises: `nats-server` on the
-//! genesis's configuration, in a process group of its own so a terminal's
+//! genesis's configuration (each server's, for `mesh up --ha`'s three), in a process group of its own so a terminal's
 //! Ctrl-C (sent to the whole foreground group) does not reach it — `mesh
 //! up` stops it itself, last, once the host and the controller are done
 //! with it — and always reaped, so no `<defunct>` is left.
@@ -19,40 +19,92 @@ const STOP_GRACE: Duration = Duration::from_secs(4);
 /// How long a start may take to listen.
 const LISTEN_WITHIN: Duration = Duration::from_secs(5);
 
-/// The pid of the running broker, for a forced stop that cannot wait for
-/// the task holding the child. `None` once it was reaped: a reaped pid may
-/// be handed to a stranger.
-pub type PidCell = Arc<Mutex<Option<u32>>>;
+/// The pids of the running servers, for a forced stop that cannot wait for
+/// the task holding the children. A reaped pid is removed: it may be
+/// handed to a stranger.
+pub type PidCell = Arc<Mutex<Vec<u32>>>;
 
+/// Every server of the genesis's bus, started and stopped together.
 pub struct Broker {
+    servers: Vec<Server>,
+    pids: PidCell,
+}
+
+struct Server {
     nats: PathBuf,
     conf: PathBuf,
     log_path: PathBuf,
     addr: String,
     child: Option<Child>,
-    pid: PidCell,
+    /// Kept apart: a reaped child no longer says its pid.
+    pid: Option<u32>,
 }
 
 impl Broker {
     pub fn new(nats: &Path, genesis: &Genesis) -> Broker {
+        let servers = genesis.servers();
+        let one = servers.len() == 1;
+        let servers = servers
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| Server {
+                nats: nats.to_path_buf(),
+                conf: genesis.path(&s.conf),
+                log_path: genesis.path(&if one {
+                    "broker/nats.log".to_string()
+                } else {
+                    format!("broker/nats-{}.log", i + 1)
+                }),
+                addr: format!("127.0.0.1:{}", s.port),
+                child: None,
+                pid: None,
+            })
+            .collect();
         Broker {
-            nats: nats.to_path_buf(),
-            conf: genesis.path(mesh_controller::genesis::BROKER_CONF),
-            log_path: genesis.path("broker/nats.log"),
-            addr: format!("127.0.0.1:{}", genesis.port),
-            child: None,
-            pid: PidCell::default(),
+            servers,
+            pids: PidCell::default(),
         }
     }
 
     pub fn pid_cell(&self) -> PidCell {
-        self.pid.clone()
+        self.pids.clone()
     }
 
-    /// Starts it and returns once it accepts a TCP connection on its port.
-    /// Cancelled (dropped) meanwhile, the process is kept here for
-    /// [`Broker::stop`].
+    /// Starts each server not running; returns once each accepts a TCP
+    /// connection on its port. Cancelled (dropped) meanwhile, the processes
+    /// are kept here for [`Broker::stop`].
     pub async fn start(&mut self) -> anyhow::Result<()> {
+        for s in &mut self.servers {
+            if s.child.is_none() {
+                s.start(&self.pids).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves when a running server exits (reaped): its log; never
+    /// without one.
+    pub async fn exited(&mut self) -> (std::io::Result<ExitStatus>, PathBuf) {
+        let running: Vec<_> = self
+            .servers
+            .iter_mut()
+            .filter(|s| s.child.is_some())
+            .map(|s| Box::pin(s.exited(&self.pids)))
+            .collect();
+        if running.is_empty() {
+            return std::future::pending().await;
+        }
+        futures::future::select_all(running).await.0
+    }
+
+    /// Each server: SIGTERM, SIGKILL after [`STOP_GRACE`], and reaped.
+    pub async fn stop(&mut self) {
+        futures::future::join_all(self.servers.iter_mut().map(|s| s.stop(&self.pids))).await;
+    }
+}
+
+impl Server {
+    async fn start(&mut self, pids: &PidCell) -> anyhow::Result<()> {
         // A port another server holds would answer the readiness probe
         // below: this mesh would then enrol against someone else's broker
         // and fail on its certificate, far from the cause.
@@ -81,7 +133,8 @@ impl Broker {
             .kill_on_drop(true)
             .spawn()
             .with_context(|| format!("starting {}", self.nats.display()))?;
-        *lock(&self.pid) = child.id();
+        self.pid = child.id();
+        lock(pids).extend(self.pid);
         self.child = Some(child);
         let deadline = tokio::time::Instant::now() + LISTEN_WITHIN;
         while tokio::time::Instant::now() < deadline {
@@ -93,8 +146,7 @@ impl Broker {
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten())
             {
-                self.child = None;
-                *lock(&self.pid) = None;
+                self.forget(pids);
                 bail!(
                     "the broker {status} before it listened on {}; its log is {}",
                     self.addr,
@@ -110,20 +162,17 @@ impl Broker {
         )
     }
 
-    /// Resolves when the running broker exits (reaped); never without one.
-    pub async fn exited(&mut self) -> std::io::Result<ExitStatus> {
+    async fn exited(&mut self, pids: &PidCell) -> (std::io::Result<ExitStatus>, PathBuf) {
         let Some(child) = self.child.as_mut() else {
             return std::future::pending().await;
         };
         let status = child.wait().await;
-        self.child = None;
-        *lock(&self.pid) = None;
-        status
+        self.forget(pids);
+        (status, self.log_path.clone())
     }
 
-    /// SIGTERM, SIGKILL after [`STOP_GRACE`], and reaped.
-    pub async fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
+    async fn stop(&mut self, pids: &PidCell) {
+        let Some(child) = self.child.as_mut() else {
             return;
         };
         if let Some(pid) = child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
@@ -137,15 +186,23 @@ impl Broker {
             // kill() sends SIGKILL and waits: reaped either way.
             let _ = child.kill().await;
         }
-        *lock(&self.pid) = None;
+        self.forget(pids);
+    }
+
+    /// Its pid out of the cell, and the child gone (reaped).
+    fn forget(&mut self, pids: &PidCell) {
+        self.child = None;
+        if let Some(pid) = self.pid.take() {
+            lock(pids).retain(|p| *p != pid);
+        }
     }
 }
 
-fn lock(cell: &PidCell) -> std::sync::MutexGuard<'_, Option<u32>> {
+fn lock(cell: &PidCell) -> std::sync::MutexGuard<'_, Vec<u32>> {
     cell.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The broker's pid while it runs, for [`crate::shutdown::kill_and_reap`].
-pub fn running(cell: &PidCell) -> Option<u32> {
-    *lock(cell)
+/// The servers' pids while they run, for [`crate::shutdown::kill_and_reap`].
+pub fn running(cell: &PidCell) -> Vec<u32> {
+    lock(cell).clone()
 }

@@ -154,6 +154,29 @@ fn find_program(program: &str) -> Option<PathBuf> {
 /// Puts each program into the artifact store (its debug info stripped, as
 /// a program is shipped: a debug build is mostly debug info, over 100 MB)
 /// and assigns its module to the local node pinned at that version.
+/// Waits until JetStream answers: a cluster's servers listen seconds
+/// before they have elected the leader that answers its requests, and a
+/// put meanwhile times out.
+async fn jetstream_ready(client: &async_nats::Client) -> anyhow::Result<()> {
+    const WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+    let js = async_nats::jetstream::new(client.clone());
+    let deadline = tokio::time::Instant::now() + WITHIN;
+    loop {
+        let asked = tokio::time::timeout(std::time::Duration::from_secs(2), js.query_account());
+        let why = match asked.await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer".to_string(),
+        };
+        if tokio::time::Instant::now() > deadline {
+            anyhow::bail!(
+                "JetStream did not answer within {WITHIN:?} ({why}); the broker servers' logs (in broker/) say why"
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+}
+
 pub(super) async fn put_programs(
     dir: &Path,
     genesis: &Genesis,
@@ -171,6 +194,7 @@ pub(super) async fn put_programs(
     let work = dir.join("programs");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let client = crate::bus::controller_client(genesis).await?;
+    jetstream_ready(&client).await?;
     let store = authority::open_store_to_write(url).await?;
     let mut assigned = Vec::new();
     let result = async {

@@ -193,10 +193,28 @@ pub(crate) async fn signal(reloader: &Reloader) -> Result<bool, PublishError> {
                     None => Ok(false),
                 };
             }
+            // A server killed outright leaves its pid file behind: its pid
+            // names no process. It is down (it reads the file when started
+            // again), not a reason to hold the composition back from the
+            // others — unless no server here could be signalled at all.
+            let mut first_gone = None;
+            let mut signalled = false;
             for p in here {
-                Box::pin(signal(&Reloader::PidFile(p.clone()))).await?;
+                match Box::pin(signal(&Reloader::PidFile(p.clone()))).await {
+                    Ok(_) => signalled = true,
+                    Err(PublishError::Signal { pid, source })
+                        if source.raw_os_error() == Some(libc::ESRCH) =>
+                    {
+                        tracing::warn!(pid_file = %p.display(), pid, "a broker server of this machine is not running (its pid file names no process); signalling the others");
+                        first_gone.get_or_insert(PublishError::Signal { pid, source });
+                    }
+                    Err(e) => return Err(e),
+                }
             }
-            Ok(true)
+            match (signalled, first_gone) {
+                (false, Some(e)) => Err(e),
+                _ => Ok(true),
+            }
         }
         Reloader::PidFile(path) => {
             let bad = |source| PublishError::PidFile {
@@ -471,17 +489,36 @@ mod cluster_tests {
                 .await
                 .unwrap()
         );
-        let mut got = false;
-        for _ in 0..200 {
-            if heard.exists() {
-                got = true;
-                break;
+        let heard_it = async || {
+            for _ in 0..200 {
+                if heard.exists() {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+            false
+        };
+        assert!(
+            heard_it().await,
+            "the server of this machine was not signalled"
+        );
+        // A server killed outright left its pid file: the others are
+        // signalled all the same.
+        std::fs::remove_file(&heard).unwrap();
+        std::fs::write(dir.path().join("nats-1.pid"), format!("{}\n", i32::MAX)).unwrap();
+        assert!(signal(&files(&["nats-1.pid", "nats-2.pid"])).await.unwrap());
+        assert!(heard_it().await, "the live server was not signalled");
         let _ = child.kill();
         let _ = child.wait();
-        assert!(got, "the server of this machine was not signalled");
+        // None signalled: why.
+        let e = signal(&files(&["nats-1.pid", "nats-3.pid"]))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, PublishError::Signal { pid, .. } if *pid == i32::MAX as u32),
+            "{e}"
+        );
+        std::fs::remove_file(dir.path().join("nats-1.pid")).unwrap();
         let e = signal(&files(&["nats-1.pid", "nats-3.pid"]))
             .await
             .unwrap_err();

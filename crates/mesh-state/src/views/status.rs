@@ -39,6 +39,14 @@ pub struct ControllerView {
     pub role: Option<String>,
 }
 
+/// A server of a clustered bus.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerView {
+    pub url: String,
+    /// Whether it accepted a connection on its client port.
+    pub listening: bool,
+}
+
 /// Which controller holds the store's lease, as the store records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeaseView {
@@ -65,6 +73,11 @@ pub struct StatusView {
     /// None before any controller took the lease.
     #[serde(default)]
     pub lease: Option<LeaseView>,
+    /// Each server of a clustered bus and whether it listens, as the
+    /// machine asking finds it; empty for a single server (or when the
+    /// asker has no genesis to name them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<ServerView>,
     /// By [`NodeView::condition`]: `ready`, `stale`, `down`, `unseen`,
     /// `not enrolled`.
     pub nodes: BTreeMap<String, u64>,
@@ -122,6 +135,7 @@ pub async fn status(
     });
     Ok(StatusView {
         lease,
+        servers: Vec::new(),
         nodes: count(nodes.iter().map(NodeView::condition)),
         modules: count(modules.iter().map(|m| m.state.as_str())),
         controller,
