@@ -197,7 +197,10 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
         () = signals.first() => None,
     };
     match started {
-        Some(Ok(())) => starting.finish(Some(&format!("up: broker on {}", genesis.local_url()))),
+        Some(Ok(())) => starting.finish(Some(&format!(
+            "up: broker on {}",
+            genesis.local_urls().join(", ")
+        ))),
         Some(Err(e)) => {
             broker.stop().await;
             return Err(e);
@@ -382,8 +385,8 @@ impl Local<'_> {
                         tracing::warn!(error = %format!("{e:#}"), "could not read the local node's reports");
                     }
                 }
-                (status, log) = broker.exited() => {
-                    tracing::warn!(?status, log = %log.display(), "a broker server exited; starting it again");
+                (what, status, log) = broker.exited() => {
+                    tracing::warn!(?status, log = %log.display(), "{what} exited; starting it again");
                     let restarted = tokio::select! {
                         r = async {
                             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -401,6 +404,7 @@ impl Local<'_> {
         output::note("up: stopping");
         // The host stops its modules while the broker is still up.
         let _ = self.stop_tx.send(true);
+        broker.stop_standby().await;
         match tokio::time::timeout(host::STOP_LIMIT, &mut host_task).await {
             Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the host stopped with an error"),
             Ok(Err(e)) => tracing::warn!(error = %e, "the host task failed"),

@@ -846,6 +846,20 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
         .output()
         .unwrap();
     assert!(out.status.success());
+    // Removed however the case ends: as root, the store's data is outside
+    // `root`, where the README says.
+    struct Gone(PathBuf);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let flat: String = dir
+        .to_string_lossy()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let gone = Gone(Path::new("/var/lib/mesh-up").join(flat.trim_matches('-')));
     let mut up = Up::start_ha(root, &dir, &catalogue);
     up.wait_log("up: node local reports echo running");
     let log = up.log();
@@ -858,14 +872,10 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
         .find_map(|l| l.split("data in ").nth(1)?.split(", its URL").next())
         .map(PathBuf::from)
         .unwrap_or_else(|| panic!("the summary names the store's data:\n{log}"));
-    // Removed however the case ends: as root, it is outside `root`.
-    struct Gone(PathBuf);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(data, gone.0, "as root, the data is where the README says");
     }
-    let _gone = Gone(data.clone());
     let store_url = std::fs::read_to_string(dir.join("store.url")).unwrap();
     assert!(
         store_url.starts_with("postgres://postgres:"),
@@ -914,6 +924,35 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
         (up_log.contains("lease taken") && standby_said.contains("standing by"))
             || (standby_said.contains("lease taken") && up_log.contains("standing by")),
         "one active, one standing by:\nmesh up:\n{up_log}\nsecond:\n{standby_said}"
+    );
+    // The second controller killed, as a machine lost: `mesh up` starts it
+    // again, and the lease is held by a controller that runs.
+    let second: i32 = log
+        .lines()
+        .find_map(|l| l.split("this process and pid ").nth(1)?.split(' ').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the summary names the second controller:\n{log}"));
+    // SAFETY: kill(2) on a process this case started.
+    assert_eq!(unsafe { libc::kill(second, libc::SIGKILL) }, 0);
+    up.wait_log("the second controller exited; starting it again");
+    let held = wait_until(START, || {
+        let out = Command::new(mesh_bin())
+            .args(["status", "--dir"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let status = String::from_utf8_lossy(&out.stdout).to_string();
+        status.lines().any(|l| {
+            l.starts_with("lease ")
+                && l.split("(pid ")
+                    .nth(1)
+                    .and_then(|p| p.split(',').next()?.parse::<u32>().ok())
+                    .is_some_and(|p| p != second as u32 && stat(p).is_some())
+        })
+    });
+    assert!(
+        held,
+        "no running controller holds the lease after the second was killed"
     );
     let postgres: u32 = std::fs::read_to_string(data.join("postmaster.pid"))
         .unwrap()

@@ -23,12 +23,41 @@ impl Foundation {
         self.broker.pid_cell()
     }
 
+    /// Starts whatever of it is not running.
     pub async fn start(&mut self) -> anyhow::Result<()> {
-        self.broker.start().await
+        self.broker.start().await?;
+        if let Some(s) = &mut self.standby {
+            s.start_again(&self.broker.pid_cell())?;
+        }
+        Ok(())
     }
 
-    pub async fn exited(&mut self) -> (std::io::Result<ExitStatus>, PathBuf) {
-        self.broker.exited().await
+    /// Resolves when a server or the second controller exits: which, how,
+    /// and where its log is.
+    pub async fn exited(&mut self) -> (&'static str, std::io::Result<ExitStatus>, PathBuf) {
+        let pids = self.broker.pid_cell();
+        let standby = async {
+            match &mut self.standby {
+                Some(s) => {
+                    let status = s.exited(&pids).await;
+                    (status, s.log.clone())
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            (status, log) = self.broker.exited() => ("a broker server", status, log),
+            (status, log) = standby => ("the second controller", status, log),
+        }
+    }
+
+    /// The second controller first, at once: stopping after this
+    /// process's, it would take the lease only to be stopped.
+    pub async fn stop_standby(&mut self) {
+        let pids = self.pid_cell();
+        if let Some(s) = &mut self.standby {
+            s.stop(crate::controller::STOP_LIMIT, &pids).await;
+        }
     }
 
     pub async fn stop(&mut self) {

@@ -15,8 +15,11 @@ use tokio::process::{Child, Command};
 use super::broker::PidCell;
 
 pub struct Standby {
-    child: Child,
+    /// None once it exited, until started again.
+    child: Option<Child>,
     pid: Option<u32>,
+    dir: PathBuf,
+    no_http: bool,
     pub log: PathBuf,
     pub http: Option<std::net::SocketAddr>,
 }
@@ -25,14 +28,30 @@ impl Standby {
     /// Starts `mesh controller --dir DIR` on the store `dir/store.url`
     /// names, serving HTTP on a free loopback port unless `no_http`.
     pub fn start(dir: &Path, no_http: bool, pids: &PidCell) -> anyhow::Result<Standby> {
+        let mut s = Standby {
+            child: None,
+            pid: None,
+            dir: dir.to_path_buf(),
+            no_http,
+            log: dir.join("controller-2.log"),
+            http: None,
+        };
+        s.start_again(pids)?;
+        Ok(s)
+    }
+
+    /// Starts it again once it exited (on another free port).
+    pub fn start_again(&mut self, pids: &PidCell) -> anyhow::Result<()> {
+        if self.child.is_some() {
+            return Ok(());
+        }
         let exe = std::env::current_exe().context("finding this mesh binary")?;
-        let log = dir.join("controller-2.log");
         let out = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&log)
-            .with_context(|| format!("opening {}", log.display()))?;
-        let http = match no_http {
+            .open(&self.log)
+            .with_context(|| format!("opening {}", self.log.display()))?;
+        self.http = match self.no_http {
             true => None,
             false => std::net::TcpListener::bind("127.0.0.1:0")
                 .and_then(|l| l.local_addr())
@@ -41,10 +60,10 @@ impl Standby {
         let mut cmd = Command::new(exe);
         cmd.arg("controller")
             .arg("--dir")
-            .arg(dir)
+            .arg(&self.dir)
             .arg("--store-file")
-            .arg(dir.join(super::postgres::STORE_URL_FILE));
-        match http {
+            .arg(self.dir.join(super::postgres::STORE_URL_FILE));
+        match self.http {
             Some(addr) => cmd.arg("--http").arg(addr.to_string()),
             None => cmd.arg("--no-http"),
         };
@@ -56,14 +75,22 @@ impl Standby {
             .kill_on_drop(true)
             .spawn()
             .context("starting the second controller")?;
-        let pid = child.id();
-        pids.lock().unwrap_or_else(|p| p.into_inner()).extend(pid);
-        Ok(Standby {
-            child,
-            pid,
-            log,
-            http,
-        })
+        self.pid = child.id();
+        pids.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(self.pid);
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Resolves when it exits (reaped); never while it is not running.
+    pub async fn exited(&mut self, pids: &PidCell) -> std::io::Result<std::process::ExitStatus> {
+        let Some(child) = self.child.as_mut() else {
+            return std::future::pending().await;
+        };
+        let status = child.wait().await;
+        self.forget(pids);
+        status
     }
 
     pub fn pid(&self) -> Option<u32> {
@@ -72,16 +99,21 @@ impl Standby {
 
     /// SIGTERM, SIGKILL after `grace`, reaped.
     pub async fn stop(&mut self, grace: Duration, pids: &PidCell) {
-        if let Some(pid) = self.child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
+        let Some(child) = self.child.as_mut() else {
+            return;
+        };
+        if let Some(pid) = child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
             // SAFETY: kill(2) on our own child, not yet reaped.
             unsafe { libc::kill(pid, libc::SIGTERM) };
         }
-        if tokio::time::timeout(grace, self.child.wait())
-            .await
-            .is_err()
-        {
-            let _ = self.child.kill().await;
+        if tokio::time::timeout(grace, child.wait()).await.is_err() {
+            let _ = child.kill().await;
         }
+        self.forget(pids);
+    }
+
+    fn forget(&mut self, pids: &PidCell) {
+        self.child = None;
         if let Some(pid) = self.pid.take() {
             pids.lock()
                 .unwrap_or_else(|p| p.into_inner())
