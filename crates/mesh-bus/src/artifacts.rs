@@ -92,11 +92,22 @@ pub enum BucketError {
     Unusable(&'static str),
 }
 
-/// Creates the `ARTIFACTS` bucket (file storage) when missing; an existing
-/// one is left as it is (but for its copies, [`ensure_bucket_with`]). Run at every controller start: a wiped JetStream
-/// directory comes back with the bucket.
+/// Creates the `ARTIFACTS` bucket (file storage, one copy) when missing;
+/// an existing one is left as it is. Run at every controller start: a
+/// wiped JetStream directory comes back with the bucket.
 pub async fn ensure_bucket(js: &jetstream::Context) -> Result<Ensured, BucketError> {
-    ensure_bucket_with(js, 1).await
+    ensure(js, 1, false).await
+}
+
+/// For a command: the bucket made with `replicas` copies when missing; an
+/// existing one is left as it is — how many copies a mesh keeps is its
+/// controller's to keep ([`ensure_bucket_with`]), and a command that
+/// scaled it to its own idea took a clustered bus's copies away.
+pub async fn ensure_bucket_made_with(
+    js: &jetstream::Context,
+    replicas: usize,
+) -> Result<Ensured, BucketError> {
+    ensure(js, replicas, false).await
 }
 
 /// [`ensure_bucket`] keeping `replicas` copies on a clustered bus: a
@@ -105,6 +116,21 @@ pub async fn ensure_bucket(js: &jetstream::Context) -> Result<Ensured, BucketErr
 pub async fn ensure_bucket_with(
     js: &jetstream::Context,
     replicas: usize,
+) -> Result<Ensured, BucketError> {
+    ensure(js, replicas, true).await
+}
+
+/// The copies an existing bucket with `current` is scaled to: only when
+/// `keep` is asked and they differ.
+fn scale_to(current: usize, replicas: usize, keep: bool) -> Option<usize> {
+    let (current, replicas) = (current.max(1), replicas.max(1));
+    (keep && current != replicas).then_some(replicas)
+}
+
+async fn ensure(
+    js: &jetstream::Context,
+    replicas: usize,
+    keep: bool,
 ) -> Result<Ensured, BucketError> {
     let replicas = replicas.max(1);
     match js.get_stream(STREAM).await {
@@ -118,9 +144,9 @@ pub async fn ensure_bucket_with(
             if !config.allow_rollup {
                 return Err(BucketError::Unusable("rollup"));
             }
-            if config.num_replicas.max(1) != replicas {
+            if let Some(num_replicas) = scale_to(config.num_replicas, replicas, keep) {
                 js.update_stream(jetstream::stream::Config {
-                    num_replicas: replicas,
+                    num_replicas,
                     ..config.clone()
                 })
                 .await
@@ -603,6 +629,19 @@ pub fn reader_grants(principal: &str, name: &str, nuid: &str) -> Result<ReaderGr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_controller_scales_an_existing_bucket() {
+        // A command leaves a clustered bus's copies alone.
+        assert_eq!(scale_to(3, 1, false), None);
+        assert_eq!(scale_to(1, 3, false), None);
+        // The controller keeps the mesh's.
+        assert_eq!(scale_to(1, 3, true), Some(3));
+        assert_eq!(scale_to(3, 1, true), Some(1));
+        assert_eq!(scale_to(3, 3, true), None);
+        // A stream reports 0 for one copy.
+        assert_eq!(scale_to(0, 1, true), None);
+    }
 
     #[test]
     fn a_digest_reads_as_the_clients_write_it() {

@@ -146,7 +146,8 @@ pub struct Put {
 /// Stores `file` as artifact `name` of the registered `module` through the
 /// bus `connect` reaches (as the controller; awaited only once the records
 /// allow the put) and records it under `version`, else the first 12 hex
-/// digits of its SHA-256.
+/// digits of its SHA-256. A missing bucket is made with `replicas` copies
+/// (the genesis's servers); an existing one keeps the copies it has.
 pub async fn put_file(
     store: &mesh_store::Store,
     connect: impl Future<Output = anyhow::Result<async_nats::jetstream::Context>>,
@@ -154,6 +155,7 @@ pub async fn put_file(
     name: &Name,
     file: &Path,
     version: Option<&str>,
+    replicas: usize,
 ) -> anyhow::Result<Put> {
     if !file.is_file() {
         bail!("{} is not a file", file.display());
@@ -179,7 +181,7 @@ pub async fn put_file(
         );
     }
     let js = connect.await?;
-    mesh_bus::artifacts::ensure_bucket(&js)
+    mesh_bus::artifacts::ensure_bucket_made_with(&js, replicas)
         .await
         .context("the artifact store")?;
     let stored = tokio::time::timeout(
@@ -237,6 +239,7 @@ fn put(args: &PutArgs) -> anyhow::Result<ExitCode> {
             &name,
             &args.file,
             args.version.as_deref(),
+            usize::from(genesis.replicas),
         )
         .await;
         store.close().await;

@@ -39,7 +39,10 @@ pub struct EnrolOptions {
     /// connection was closed or no answer came.
     pub admit_within: Duration,
     /// For the broker to admit the enrolment key at all (the controller may
-    /// not yet have recomposed since `mesh node add`).
+    /// not yet have recomposed since `mesh node add`). Long enough for a
+    /// clustered bus that just lost a server: its controller's requests
+    /// wait on a new leader, and a composition came 10 s after `mesh node
+    /// add` here — a host that gave up then was told its token was spent.
     pub connect_within: Duration,
     /// How long the broker may keep refusing the enrolment key before the
     /// token is taken as spent or expired: a fresh token's key is live within
@@ -54,7 +57,7 @@ impl Default for EnrolOptions {
         EnrolOptions {
             answer_within: Duration::from_secs(30),
             admit_within: Duration::from_secs(15),
-            connect_within: Duration::from_secs(10),
+            connect_within: Duration::from_secs(30),
             refused_within: Duration::from_secs(2),
         }
     }

@@ -10,13 +10,29 @@ use crate::{Broker, TestkitError};
 /// The first of `n` consecutive ports nothing listens on now, for a
 /// configuration that numbers its servers' ports from one (a genesis of
 /// several servers on one machine). Each is held while the others are
-/// tried, so the run is free as a whole when returned.
+/// tried, so the run is free as a whole when returned. Taken below the
+/// kernel's ephemeral range: a port the kernel hands out as an outgoing
+/// connection's own was taken by one while its server was down, and the
+/// server could not listen on it again.
 pub fn free_port_run(n: u16) -> Result<u16, TestkitError> {
-    for _ in 0..100 {
-        let first = crate::process::free_port()?;
-        if u32::from(first) + u32::from(n) > u32::from(u16::MAX) + 1 {
+    const LOWEST: u32 = 10_000;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let span = ephemeral.saturating_sub(LOWEST + u32::from(n)).max(1);
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ (u64::from(std::process::id()) << 32);
+    for _ in 0..200 {
+        // xorshift: spread over the span, different per process and call.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let Ok(first) = u16::try_from(LOWEST + (seed % u64::from(span)) as u32) else {
             continue;
-        }
+        };
         let held: Vec<TcpListener> = (first..first + n)
             .map_while(|p| TcpListener::bind(("127.0.0.1", p)).ok())
             .collect();

@@ -216,6 +216,7 @@ pub(super) async fn put_programs(
                 &p.artifact,
                 file,
                 None,
+                usize::from(genesis.replicas),
             )
             .await
             .with_context(|| format!("putting {} for module {}", p.path.display(), p.module))?;
