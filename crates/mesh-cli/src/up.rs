@@ -303,7 +303,7 @@ fn check_kind(dir: &Path, ha: bool) -> anyhow::Result<()> {
             dir.display()
         ),
         (false, n) if n > 1 => anyhow::bail!(
-            "{} holds a mesh of {n} broker servers and a store of its own: start it with `mesh up --ha --dir {}`",
+            "{} holds a mesh of {n} broker servers, and `mesh up` runs one: start it with `mesh up --ha --dir {}`",
             dir.display(),
             dir.display()
         ),

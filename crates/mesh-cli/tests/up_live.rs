@@ -982,3 +982,61 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
     assert!(exit.success(), "{exit}\n{}", up.log());
     assert_nothing_left(&up, &recorded, "mesh up --ha");
 }
+
+/// A mesh of one server is not started as `--ha`, nor a `--ha` one
+/// without it: refused before anything is made or started, naming what to
+/// run instead.
+#[test]
+fn mesh_up_refuses_a_directory_of_the_other_kind_naming_which_to_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let one = root.join("one");
+    let three = root.join("three");
+    for (dir, replicas) in [(&one, "1"), (&three, "3")] {
+        let port = mesh_testkit::cluster::free_port_run(6).unwrap().to_string();
+        let out = run_bounded(
+            root,
+            &[
+                "init",
+                "--dir",
+                dir.to_str().unwrap(),
+                "--port",
+                &port,
+                "--replicas",
+                replicas,
+            ],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = run_bounded(root, &["up", "--ha", "--dir", one.to_str().unwrap()], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("holds a mesh of one broker server; `mesh up --ha` makes a mesh of its own"),
+        "{err}"
+    );
+    assert!(
+        !one.join("store.url").exists() && !one.join("postgres").exists(),
+        "nothing made"
+    );
+    let out = run_bounded(root, &["up", "--dir", three.to_str().unwrap()], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "holds a mesh of 3 broker servers, and `mesh up` runs one: start it with `mesh up --ha --dir {}`",
+            three.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        processes_under(root).is_empty(),
+        "{:?}",
+        processes_under(root)
+    );
+}

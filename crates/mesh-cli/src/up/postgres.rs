@@ -47,10 +47,18 @@ impl Postgres {
         let user = run_as()?;
         let data = data_dir(dir, user);
         let url_file = dir.join(STORE_URL_FILE);
-        let url = if data.join("PG_VERSION").is_file() && url_file.is_file() {
-            crate::state::read_store_file(&url_file)?
-        } else {
-            initdb(&bin, &data, user, &url_file).await?
+        let made = data.join("PG_VERSION").is_file();
+        let url = match (made, url_file.is_file()) {
+            (true, true) => crate::state::read_store_file(&url_file)?,
+            // Its password was only there: never made again over its data.
+            (true, false) => bail!(
+                "{} holds this mesh's PostgreSQL, but {} (its URL and password) is gone; put it back, or remove {} and {} to start a new mesh",
+                data.display(),
+                url_file.display(),
+                data.display(),
+                dir.display()
+            ),
+            (false, _) => initdb(&bin, &data, user, &url_file).await?,
         };
         let port = url
             .rsplit_once(':')
@@ -201,7 +209,7 @@ async fn initdb(
     let parent = data.parent().context("the data directory has a parent")?;
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
     if data.exists() {
-        // A cluster half made, or whose URL was lost: made again.
+        // A cluster half made (no PG_VERSION yet): made again.
         std::fs::remove_dir_all(data).with_context(|| format!("removing {}", data.display()))?;
     }
     std::fs::create_dir(data).with_context(|| format!("creating {}", data.display()))?;
