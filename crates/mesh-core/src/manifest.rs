@@ -399,6 +399,25 @@ command = ["m", "--count", "1", "--every", "1"]
         )
         .unwrap();
         assert_eq!(m.run.unwrap().command.len(), 5);
+        // A build's command is an argv too: `make -C a -C b` repeats `-C`.
+        let m = parse(
+            "m.toml",
+            r#"
+[module]
+name = "m"
+description = "builds"
+[run]
+command = ["m"]
+[build]
+command = ["make", "-C", "a", "-C", "b"]
+artifacts = { m = "out/m" }
+"#,
+        )
+        .unwrap();
+        let build = m.build.expect("a [build] section is kept");
+        let argv: Vec<&str> = build.command.iter().map(|a| a.value.as_str()).collect();
+        assert_eq!(argv, ["make", "-C", "a", "-C", "b"]);
+        assert_eq!(build.artifacts[0].path.value, "out/m");
         let e = parse(
             "m.toml",
             r#"

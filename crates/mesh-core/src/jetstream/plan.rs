@@ -492,5 +492,15 @@ mod tests {
         let json = serde_json::to_value(&steps[0]).unwrap();
         assert_eq!(json["step"], "create-stream");
         assert_eq!(json["spec"]["name"], "NODES");
+        // A single server's plan says nothing of copies; a clustered bus's
+        // plan names them (an operator reading it must see R3, not assume it).
+        assert!(json["spec"].get("replicas").is_none(), "{json}");
+        let mut w = wanted();
+        for s in &mut w.streams {
+            s.replicas = 3;
+        }
+        let steps = plan(&w, &Observed::default()).unwrap();
+        let json = serde_json::to_value(&steps[0]).unwrap();
+        assert_eq!(json["spec"]["replicas"], 3, "{json}");
     }
 }
