@@ -147,12 +147,12 @@ async fn the_failover_table_loses_nothing_and_records_nothing_twice() {
 
     println!("failover table:");
     println!(
-        "  {:<52} {:>5} {:>9} {:>5} {:>6}  and",
+        "  {:<56} {:>5} {:>9} {:>5} {:>6}  and",
         "fault", "sent", "recorded", "lost", "twice"
     );
     for r in &rows {
         println!(
-            "  {:<52} {:>5} {:>9} {:>5} {:>6}  {}",
+            "  {:<56} {:>5} {:>9} {:>5} {:>6}  {}",
             r.fault,
             r.sent,
             r.recorded,
