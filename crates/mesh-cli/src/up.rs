@@ -26,6 +26,7 @@ use crate::shutdown::{self, Signals};
 use crate::{authority, controller, host, init, logging, output};
 
 mod broker;
+mod children;
 mod foundation;
 mod postgres;
 mod programs;
@@ -179,7 +180,7 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
         let (pid, host_dir) = (broker.pid_cell(), host_dir.clone());
         signals.force_on_second(move || {
             host::kill_modules(&host_dir);
-            for pid in broker::running(&pid) {
+            for pid in children::running(&pid) {
                 shutdown::kill_and_reap(pid);
             }
         });

@@ -6,7 +6,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -19,10 +18,8 @@ const STOP_GRACE: Duration = Duration::from_secs(4);
 /// How long a start may take to listen.
 const LISTEN_WITHIN: Duration = Duration::from_secs(5);
 
-/// The pids of the running servers, for a forced stop that cannot wait for
-/// the task holding the children. A reaped pid is removed: it may be
-/// handed to a stranger.
-pub type PidCell = Arc<Mutex<Vec<u32>>>;
+use super::children;
+pub use super::children::PidCell;
 
 /// Every server of the genesis's bus, started and stopped together.
 pub struct Broker {
@@ -134,7 +131,7 @@ impl Server {
             .spawn()
             .with_context(|| format!("starting {}", self.nats.display()))?;
         self.pid = child.id();
-        lock(pids).extend(self.pid);
+        children::remember(pids, self.pid);
         self.child = Some(child);
         let deadline = tokio::time::Instant::now() + LISTEN_WITHIN;
         while tokio::time::Instant::now() < deadline {
@@ -175,34 +172,13 @@ impl Server {
         let Some(child) = self.child.as_mut() else {
             return;
         };
-        if let Some(pid) = child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
-            // SAFETY: kill(2) on our own child, not yet reaped.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-        }
-        if tokio::time::timeout(STOP_GRACE, child.wait())
-            .await
-            .is_err()
-        {
-            // kill() sends SIGKILL and waits: reaped either way.
-            let _ = child.kill().await;
-        }
+        children::stop(child, libc::SIGTERM, STOP_GRACE).await;
         self.forget(pids);
     }
 
     /// Its pid out of the cell, and the child gone (reaped).
     fn forget(&mut self, pids: &PidCell) {
         self.child = None;
-        if let Some(pid) = self.pid.take() {
-            lock(pids).retain(|p| *p != pid);
-        }
+        children::forget(pids, self.pid.take());
     }
-}
-
-fn lock(cell: &PidCell) -> std::sync::MutexGuard<'_, Vec<u32>> {
-    cell.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The servers' pids while they run, for [`crate::shutdown::kill_and_reap`].
-pub fn running(cell: &PidCell) -> Vec<u32> {
-    lock(cell).clone()
 }

@@ -164,16 +164,7 @@ impl Postgres {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        if let Some(pid) = child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
-            // SAFETY: kill(2) on our own child, not yet reaped.
-            unsafe { libc::kill(pid, libc::SIGINT) };
-        }
-        if tokio::time::timeout(STOP_GRACE, child.wait())
-            .await
-            .is_err()
-        {
-            let _ = child.kill().await;
-        }
+        super::children::stop(&mut child, libc::SIGINT, STOP_GRACE).await;
     }
 }
 

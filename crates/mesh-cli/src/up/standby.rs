@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::process::{Child, Command};
 
-use super::broker::PidCell;
+use super::children::{self, PidCell};
 
 pub struct Standby {
     /// None once it exited, until started again.
@@ -76,9 +76,7 @@ impl Standby {
             .spawn()
             .context("starting the second controller")?;
         self.pid = child.id();
-        pids.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(self.pid);
+        children::remember(pids, self.pid);
         self.child = Some(child);
         Ok(())
     }
@@ -102,22 +100,12 @@ impl Standby {
         let Some(child) = self.child.as_mut() else {
             return;
         };
-        if let Some(pid) = child.id().and_then(|p| libc::pid_t::try_from(p).ok()) {
-            // SAFETY: kill(2) on our own child, not yet reaped.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-        }
-        if tokio::time::timeout(grace, child.wait()).await.is_err() {
-            let _ = child.kill().await;
-        }
+        children::stop(child, libc::SIGTERM, grace).await;
         self.forget(pids);
     }
 
     fn forget(&mut self, pids: &PidCell) {
         self.child = None;
-        if let Some(pid) = self.pid.take() {
-            pids.lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .retain(|p| *p != pid);
-        }
+        children::forget(pids, self.pid.take());
     }
 }
