@@ -21,16 +21,9 @@ pub fn free_port_run(n: u16) -> Result<u16, TestkitError> {
         .and_then(|t| t.split_whitespace().next()?.parse::<u32>().ok())
         .unwrap_or(32_768);
     let span = ephemeral.saturating_sub(LOWEST + u32::from(n)).max(1);
-    let mut seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-        ^ (u64::from(std::process::id()) << 32);
     for _ in 0..200 {
-        // xorshift: spread over the span, different per process and call.
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let Ok(first) = u16::try_from(LOWEST + (seed % u64::from(span)) as u32) else {
+        // Spread over the span: tests of several processes pick at once.
+        let Ok(first) = u16::try_from(LOWEST + rand::random_range(0..span)) else {
             continue;
         };
         let held: Vec<TcpListener> = (first..first + n)
