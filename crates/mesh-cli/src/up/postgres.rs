@@ -8,10 +8,12 @@
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::str::FromStr as _;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use sqlx::Connection as _;
+use sqlx::postgres::PgConnectOptions;
 use tokio::process::{Child, Command};
 
 /// How long a start may take to accept connections.
@@ -60,10 +62,9 @@ impl Postgres {
             ),
             (false, _) => initdb(&bin, &data, user, &url_file).await?,
         };
-        let port = url
-            .rsplit_once(':')
-            .and_then(|(_, rest)| rest.split('/').next()?.parse().ok())
-            .with_context(|| format!("{} names no port", url_file.display()))?;
+        let port = options(&url)
+            .with_context(|| format!("reading {}", url_file.display()))?
+            .get_port();
         Ok((
             Postgres {
                 bin,
@@ -121,13 +122,11 @@ impl Postgres {
             .spawn()
             .with_context(|| format!("starting {}", self.bin.join("postgres").display()))?;
         self.child = Some(child);
-        let admin = url
-            .rsplit_once('/')
-            .map(|(base, _)| format!("{base}/postgres"));
-        let admin = admin.context("the store URL names no database")?;
+        // The store's database is made through the server's own.
+        let admin = options(url)?.database("postgres");
         let deadline = tokio::time::Instant::now() + READY_WITHIN;
         loop {
-            if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
+            if let Ok(mut c) = sqlx::PgConnection::connect_with(&admin).await {
                 let exists: Option<(i32,)> =
                     sqlx::query_as("SELECT 1 FROM pg_database WHERE datname = 'mesh'")
                         .fetch_optional(&mut c)
@@ -166,6 +165,13 @@ impl Postgres {
         };
         super::children::stop(&mut child, libc::SIGINT, STOP_GRACE).await;
     }
+}
+
+/// The connect options a store URL names; an error never quotes it (it
+/// holds the password).
+fn options(url: &str) -> anyhow::Result<PgConnectOptions> {
+    PgConnectOptions::from_str(url)
+        .map_err(|_| anyhow::anyhow!("the store URL is not a PostgreSQL URL"))
 }
 
 /// `<dir>/postgres`; as root, where the `postgres` user can reach it (a
