@@ -151,9 +151,6 @@ fn find_program(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Puts each program into the artifact store (its debug info stripped, as
-/// a program is shipped: a debug build is mostly debug info, over 100 MB)
-/// and assigns its module to the local node pinned at that version.
 /// Waits until JetStream answers: a cluster's servers listen seconds
 /// before they have elected the leader that answers its requests, and a
 /// put meanwhile times out.
@@ -177,6 +174,9 @@ async fn jetstream_ready(client: &async_nats::Client) -> anyhow::Result<()> {
     }
 }
 
+/// Puts each program into the artifact store (its debug info stripped, as
+/// a program is shipped: a debug build is mostly debug info, over 100 MB)
+/// and assigns its module to the local node pinned at that version.
 pub(super) async fn put_programs(
     dir: &Path,
     genesis: &Genesis,
