@@ -981,6 +981,22 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
     let exit = up.wait_exit_within(STOP * 3);
     assert!(exit.success(), "{exit}\n{}", up.log());
     assert_nothing_left(&up, &recorded, "mesh up --ha");
+
+    // Its store's URL (the password's only copy) lost: the data is never
+    // made again over, and the refusal says what to do.
+    std::fs::remove_file(dir.join("store.url")).unwrap();
+    let out = run_bounded(root, &["up", "--ha", "--dir", dir.to_str().unwrap()], None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("(its URL and password) is gone; put it back, or remove"),
+        "{err}"
+    );
+    assert!(
+        data.join("PG_VERSION").is_file(),
+        "the store's data was kept"
+    );
+    drop(gone);
 }
 
 /// A mesh of one server is not started as `--ha`, nor a `--ha` one
