@@ -51,6 +51,13 @@ pub struct SetArgs {
     /// Read the value from this file instead of standard input.
     #[arg(long, value_name = "FILE")]
     pub from_file: Option<PathBuf>,
+    /// Wait until every node running a module that uses it reports the
+    /// declaration carrying the new value (the module restarted with it).
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "5m", value_parser = crate::node::parse_ttl, requires = "wait")]
+    pub timeout: std::time::Duration,
     #[command(flatten)]
     pub mesh: MeshArgs,
 }
@@ -132,12 +139,48 @@ fn set(args: &SetArgs) -> anyhow::Result<ExitCode> {
     let sealed = mesh_core::sealed::seal(&sender_seed, &genesis.xkey, value.expose())?;
     crate::block_on(async {
         let store = open_store_to_write(&args.mesh.store_url()?).await?;
-        let r = store.set_secret(&name, &sealed, &sender.public_key()).await;
+        let result = async {
+            store
+                .set_secret(&name, &sealed, &sender.public_key())
+                .await?;
+            output::print(&format!("set secret {name}\n"))?;
+            if !args.wait {
+                return Ok(ExitCode::SUCCESS);
+            }
+            let users = assigned_users(&store, &name).await?;
+            let wanted: Vec<crate::wait::Wanted<'_>> = users
+                .iter()
+                .map(|(node, module)| crate::wait::Wanted {
+                    module,
+                    node,
+                    assigned: true,
+                })
+                .collect();
+            crate::wait::all_answered(&store, &args.mesh, &wanted, args.timeout).await
+        }
+        .await;
         store.close().await;
-        anyhow::Ok(r?)
-    })??;
-    output::print(&format!("set secret {name}\n"))?;
-    Ok(ExitCode::SUCCESS)
+        result
+    })?
+}
+
+/// Each (node, module) assigned whose module uses secret `name`.
+async fn assigned_users(
+    store: &mesh_store::Store,
+    name: &Name,
+) -> anyhow::Result<Vec<(Name, Name)>> {
+    let catalogue = mesh_state::registered::catalogue(store).await?;
+    Ok(store
+        .assignments()
+        .await?
+        .into_iter()
+        .filter(|a| {
+            catalogue
+                .module(&a.module)
+                .is_some_and(|m| m.secrets_used().contains(name))
+        })
+        .map(|a| (a.node, a.module))
+        .collect())
 }
 
 /// Every secret with the registered modules that use it.

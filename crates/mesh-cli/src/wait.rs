@@ -25,12 +25,48 @@ pub struct Wanted<'a> {
     pub assigned: bool,
 }
 
-/// Waits for the declaration, then the report; exit 1 when the module
-/// failed or the host refused the declaration.
+/// Waits for the declaration that carries the change just written, then
+/// for the report answering it; exit 1 when the module failed or the host
+/// refused the declaration.
 pub async fn answered(
     store: &Store,
     mesh: &MeshArgs,
     w: &Wanted<'_>,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    // Read after the change was written: the revision it produced, or a
+    // later one. A declaration composed from an older revision does not
+    // carry it (a module already declared at another version would pass
+    // for the answer: the old program still running).
+    let revision = store.records_revision().await?;
+    answered_from(store, mesh, w, revision, Instant::now() + timeout, timeout).await
+}
+
+/// `answered` for every one of `wanted` in turn, within one `timeout`;
+/// exit 1 when any failed.
+pub async fn all_answered(
+    store: &Store,
+    mesh: &MeshArgs,
+    wanted: &[Wanted<'_>],
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let revision = store.records_revision().await?;
+    let deadline = Instant::now() + timeout;
+    let mut code = ExitCode::SUCCESS;
+    for w in wanted {
+        if answered_from(store, mesh, w, revision, deadline, timeout).await? != ExitCode::SUCCESS {
+            code = ExitCode::FAILURE;
+        }
+    }
+    Ok(code)
+}
+
+async fn answered_from(
+    store: &Store,
+    mesh: &MeshArgs,
+    w: &Wanted<'_>,
+    revision: i64,
+    deadline: Instant,
     timeout: Duration,
 ) -> anyhow::Result<ExitCode> {
     let dir = mesh.dir()?;
@@ -38,16 +74,20 @@ pub async fn answered(
         .with_context(|| format!("reading the controller's key in {}", dir.display()))?;
     let key = declaration::verifying_key(&genesis.signing_key)
         .context("the controller's signing key in the genesis is not a key")?;
-    let deadline = Instant::now() + timeout;
     let (module, node) = (w.module, w.node);
     let mut progress = Progress::start(format!(
         "waiting for the controller to declare the change to {node}"
     ));
-    // The newest declaration that has the module (or, unassigned, lacks
-    // it): the one just composed, or the one that already did (an
-    // assignment made twice has nothing new to declare).
     let sequence = loop {
-        if let Some(d) = store.latest_declaration(node).await? {
+        // Once the controller has composed every declaration from these
+        // records, the node's newest one is the answer to the change: the
+        // one just composed, or the one that already had it (an assignment
+        // made twice has nothing new to declare).
+        let declared = store
+            .declared_through()
+            .await?
+            .is_some_and(|d| d >= revision);
+        if declared && let Some(d) = store.latest_declaration(node).await? {
             // Read through the signature check a host applies: a record
             // that does not verify is not what the node will run.
             let decl = declaration::verify(d.body.as_bytes(), &key, node, None)
@@ -58,8 +98,10 @@ pub async fn answered(
         }
         // Refused by the controller: the module stays out of the node's
         // declaration until the reason is mended, so there is nothing to
-        // wait for.
-        if w.assigned
+        // wait for. Read once the pass of these records has written what
+        // it left out, never a row of an earlier one.
+        if declared
+            && w.assigned
             && let Some(l) = store
                 .left_out()
                 .await?
@@ -89,6 +131,12 @@ pub async fn answered(
             if !enrolled {
                 bail!(
                     "{node} has not enrolled within {}s: start its host with the token `mesh node add {node}` printed (`mesh host --token …`); its declaration is made then",
+                    timeout.as_secs()
+                );
+            }
+            if !declared {
+                bail!(
+                    "the controller has not declared records revision {revision} within {}s; is `mesh controller` running? (its log says why a pass failed)",
                     timeout.as_secs()
                 );
             }

@@ -249,16 +249,46 @@ async fn code_reaches_the_nodes_through_the_artifact_store() {
         &["plan", "assign", "runner", "n1", "--version", "v2"],
     );
     assert!(plan.contains(&format!("@sha256:{sha2}")), "{plan}");
-    ok(&mesh, &["assign", "runner", "n1", "--version", "v2"]);
-    assert!(
-        wait_until(LONG, || exe(&mesh, "n1", "runner")
-            == Some(cache_file(&mesh, "n1", &sha2))),
-        "{:?}",
-        exe(&mesh, "n1", "runner")
+    // `--wait` returns once the declaration carrying this version is
+    // reported: the new bytes already run (the one before it, which had
+    // the module at v1, is no answer).
+    let moved = ok(
+        &mesh,
+        &[
+            "assign",
+            "runner",
+            "n1",
+            "--version",
+            "v2",
+            "--wait",
+            "--timeout",
+            "90s",
+        ],
     );
-    ok(&mesh, &["assign", "runner", "n1", "--version", "v1"]);
-    assert!(wait_until(LONG, || exe(&mesh, "n1", "runner")
-        == Some(cache_file(&mesh, "n1", &sha1))));
+    assert!(moved.contains("runner on n1: running"), "{moved}");
+    assert_eq!(
+        exe(&mesh, "n1", "runner"),
+        Some(cache_file(&mesh, "n1", &sha2)),
+        "`assign --version v2 --wait` returned with the old version running: {moved}"
+    );
+    ok(
+        &mesh,
+        &[
+            "assign",
+            "runner",
+            "n1",
+            "--version",
+            "v1",
+            "--wait",
+            "--timeout",
+            "90s",
+        ],
+    );
+    assert_eq!(
+        exe(&mesh, "n1", "runner"),
+        Some(cache_file(&mesh, "n1", &sha1)),
+        "`assign --version v1 --wait` returned with v2 running"
+    );
     assert_eq!(pid(&mesh, "n1", "steady"), steady, "steady was restarted");
     cases += 1;
 

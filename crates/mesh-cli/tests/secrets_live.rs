@@ -124,9 +124,15 @@ fn catalogue(dir: &Path) -> PathBuf {
 
 /// `mesh secret set NAME` with `value` on standard input.
 fn set_secret(mesh: &Mesh, name: &str, value: &str) {
+    set_secret_with(mesh, name, value, &[]);
+}
+
+/// `set_secret` with more arguments; what it printed.
+fn set_secret_with(mesh: &Mesh, name: &str, value: &str, more: &[&str]) -> String {
     use std::io::Write as _;
     let mut child = Command::new(harness::mesh_bin())
         .args(["secret", "set", name])
+        .args(more)
         .args([
             "--dir",
             mesh.dir.to_str().unwrap(),
@@ -151,6 +157,7 @@ fn set_secret(mesh: &Mesh, name: &str, value: &str) {
         "secret set {name}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn ok(mesh: &Mesh, args: &[&str]) -> String {
@@ -343,7 +350,22 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
 
     // Rotation: a new value restarts exactly the module that uses it.
     let (before, _) = newest(&mesh, "n1").await;
-    set_secret(&mesh, "db-password", &pw2);
+    let started = harness::module_pid(&mesh, "n1", "vault-user");
+    // `--wait` returns once the node reports the declaration carrying the
+    // new value: the module was already started again.
+    let waited = set_secret_with(&mesh, "db-password", &pw2, &["--wait", "--timeout", "90s"]);
+    assert!(
+        waited.contains(&format!(
+            "vault-user on n1: running (declaration {})",
+            before + 1
+        )),
+        "`secret set --wait` answered with another declaration than the new value's: {waited}"
+    );
+    let restarted = harness::module_pid(&mesh, "n1", "vault-user");
+    assert!(
+        started.is_some() && restarted.is_some() && restarted != started,
+        "`secret set --wait` returned before the module restarted: {started:?} then {restarted:?}"
+    );
     assert!(
         wait_until(LONG, || read(&env_sha)
             .is_some_and(|s| s.contains(&sha256_hex(&pw2)))),

@@ -513,12 +513,13 @@ impl Term<'_> {
             declare_again: tokio::sync::Notify::new(),
         });
         shared.set_running(ctx.clone());
-        let published = tokio::select! {
-            n = declare::declare_all(&ctx, true) => n,
+        let pass = tokio::select! {
+            p = declare::declare_all(&ctx, true) => p,
             () = shutdown.as_mut() => return Ok(lease::Ended::Shutdown(CountersView::of(&ctx.counters))),
             why = lease::lost(roles) => return Ok(lease::Ended::Deposed(why)),
         };
-        info!(published, "declarations composed");
+        declare::declared_through(&ctx, revision, pass).await;
+        info!(published = pass.published, "declarations composed");
 
         let heartbeats = ctx
             .client

@@ -44,17 +44,52 @@ fn recorded(body: &str) -> Option<Declaration> {
     serde_json::from_slice(&bytes).ok()
 }
 
+/// What a pass of the declarations did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Pass {
+    /// Declarations published (new ones, and recorded ones published again).
+    pub published: usize,
+    /// Every node's declaration was composed, and each one that changed was
+    /// recorded and stored in NODES: the node's newest recorded declaration
+    /// is the one the records call for. False after anything logged as
+    /// failed, so a waiting command never takes an older declaration for
+    /// the answer to its change.
+    pub complete: bool,
+}
+
+impl Pass {
+    const FAILED: Pass = Pass {
+        published: 0,
+        complete: false,
+    };
+}
+
 /// Composes every node's declaration and publishes those that changed.
 /// With `converge` (at start), a node whose newest recorded declaration is
 /// missing from NODES (a wiped JetStream directory, a restored backup) gets
-/// it published again. Returns how many were published.
-pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> usize {
+/// it published again.
+pub(crate) async fn declare_all(ctx: &Ctx, converge: bool) -> Pass {
     match mesh_state::derive(&ctx.store, &ctx.opts.controller).await {
         Ok(derived) => declare_from(ctx, &derived, converge).await,
         Err(e) => {
             warn!(error = %error_chain(&e), "the records do not derive; no declaration composed");
-            0
+            Pass::FAILED
         }
+    }
+}
+
+/// Records that the declarations are composed from `revision` (a pass that
+/// began by reading it, and completed): what `--wait` waits for.
+pub(crate) async fn declared_through(ctx: &Ctx, revision: i64, pass: Pass) {
+    if !pass.complete {
+        return;
+    }
+    if let Err(e) = ctx
+        .store
+        .record_declared_through(revision, mesh_store::now_ms())
+        .await
+    {
+        warn!(revision, error = %error_chain(&e), "which records the declarations are composed from was not recorded");
     }
 }
 
@@ -71,11 +106,7 @@ pub(crate) fn broker_held(derived: &mesh_state::Derived) -> bool {
 
 /// `declare_all` from records already derived (the watcher derived them for
 /// the bus objects: at 10,000 nodes a derivation is a third of a second).
-pub(crate) async fn declare_from(
-    ctx: &Ctx,
-    derived: &mesh_state::Derived,
-    converge: bool,
-) -> usize {
+pub(crate) async fn declare_from(ctx: &Ctx, derived: &mesh_state::Derived, converge: bool) -> Pass {
     for (module, why) in &derived.left_out {
         warn!(%module, reason = %why, "module left out of every declaration");
     }
@@ -86,14 +117,14 @@ pub(crate) async fn declare_from(
             .collect(),
         Err(e) => {
             warn!(error = %error_chain(&e), "no declaration composed");
-            return 0;
+            return Pass::FAILED;
         }
     };
     let (sealing, reached) = match super::sealing::read(ctx).await {
         Ok(r) => r,
         Err(e) => {
             warn!(error = %error_chain(&e), "no declaration composed");
-            return 0;
+            return Pass::FAILED;
         }
     };
     // Composed here, from the records this pass declares from: a copy kept
@@ -110,7 +141,7 @@ pub(crate) async fn declare_from(
         Ok(k) => k,
         Err(e) => {
             warn!(error = %error_chain(&e), "no declaration composed");
-            return 0;
+            return Pass::FAILED;
         }
     };
     if !held_back.is_empty() {
@@ -159,7 +190,7 @@ pub(crate) async fn declare_from(
         Ok(b) => b,
         Err(e) => {
             warn!(error = %error_chain(&e), "no declaration composed");
-            return 0;
+            return Pass::FAILED;
         }
     };
     // Every node's newest declaration in one read, not one per node.
@@ -167,12 +198,13 @@ pub(crate) async fn declare_from(
         Ok(n) => n,
         Err(e) => {
             warn!(error = %error_chain(&e), "no declaration composed");
-            return 0;
+            return Pass::FAILED;
         }
     };
     let mut nodes = derived.snapshot.records.nodes.clone();
     nodes.sort();
     let mut left_out = Vec::new();
+    let mut failed = false;
     let (batches, mut to_publish) = tokio::sync::mpsc::channel::<Vec<Next>>(IN_FLIGHT);
     // Composing and signing go on while earlier batches are recorded and
     // published: the pass waited on each batch's round trip through the
@@ -205,7 +237,10 @@ pub(crate) async fn declare_from(
                 Ok(Declared::Next(n)) => next.push(n),
                 Ok(Declared::Republished) => republished += 1,
                 Ok(Declared::Nothing) => {}
-                Err(e) => warn!(%node, error = %e, "no declaration for this node"),
+                Err(e) => {
+                    failed = true;
+                    warn!(%node, error = %e, "no declaration for this node");
+                }
             }
             if next.len() >= DECLARE_BATCH {
                 if batches.send(std::mem::take(&mut next)).await.is_err() {
@@ -225,7 +260,7 @@ pub(crate) async fn declare_from(
         // Waited for once, before the first new declaration is published:
         // a module declared before its grants are live is refused once.
         let Some(first) = to_publish.recv().await else {
-            return 0;
+            return (0, true);
         };
         super::keys::composition_live(ctx).await;
         let rest = futures::stream::unfold(to_publish, |mut rx| async move {
@@ -235,10 +270,12 @@ pub(crate) async fn declare_from(
             .chain(rest)
             .map(|batch| record_and_publish(ctx, batch))
             .buffer_unordered(IN_FLIGHT)
-            .fold(0, |sum, n| async move { sum + n })
+            .fold((0, true), |(sum, all), (n, ok)| async move {
+                (sum + n, all && ok)
+            })
             .await
     };
-    let (republished, new) = tokio::join!(composing, publishing);
+    let (republished, (new, all_stored)) = tokio::join!(composing, publishing);
     let published = republished + new;
     drop(users_file);
     drop(newest);
@@ -249,7 +286,10 @@ pub(crate) async fn declare_from(
     }
     drop(left_out);
     crate::memory::give_back();
-    published
+    Pass {
+        published,
+        complete: !failed && all_stored,
+    }
 }
 
 /// Where nodes reach the broker: as `mesh broker set-address` recorded it,
@@ -304,11 +344,13 @@ struct Next {
 }
 
 /// Records `next` (one transaction; one by one if the store refuses the
-/// batch) and publishes each recorded one; returns how many were published.
-async fn record_and_publish(ctx: &Ctx, next: Vec<Next>) -> usize {
+/// batch) and publishes each recorded one; returns how many were published,
+/// and whether every one was recorded and stored.
+async fn record_and_publish(ctx: &Ctx, next: Vec<Next>) -> (usize, bool) {
     if next.is_empty() {
-        return 0;
+        return (0, true);
     }
+    let count = next.len();
     let records: Vec<mesh_store::Declaration> = next.iter().map(|n| n.record.clone()).collect();
     let recorded: Vec<bool> = match ctx.store.record_declarations(&records).await {
         Ok(()) => vec![true; next.len()],
@@ -356,7 +398,7 @@ async fn record_and_publish(ctx: &Ctx, next: Vec<Next>) -> usize {
             }
         }
     }
-    published
+    (published, published == count)
 }
 
 async fn declare(

@@ -179,13 +179,23 @@ pub(crate) async fn follow(
                     // wait for the composition they need (keys given first),
                     // so a fan-out is one composition and one reload.
                     if work.declare {
-                        super::declare::declare_from(&ctx, &d, false).await;
+                        let pass = super::declare::declare_from(&ctx, &d, false).await;
+                        super::declare::declared_through(&ctx, revision, pass).await;
                     }
                 }
                 Err(e) => {
                     warn!(error = %error_chain(&e), "the records do not derive; nothing asserted or declared");
                 }
             }
+        }
+        if !work.declare {
+            // Nothing declared derives from what moved: every node's newest
+            // declaration is already the one these records call for.
+            let whole = super::declare::Pass {
+                published: 0,
+                complete: true,
+            };
+            super::declare::declared_through(&ctx, revision, whole).await;
         }
         // After the declarations: a pass that published none still puts
         // the records in force (and one that did finds it done).

@@ -14,18 +14,32 @@ impl Store {
         revision: i64,
         at: Millis,
     ) -> Result<(), StoreError> {
+        self.record_forward(
+            "INSERT INTO composition_live (id, records_revision, live_at) VALUES (1, $1, $2) \
+             ON CONFLICT (id) DO UPDATE \
+             SET records_revision = excluded.records_revision, live_at = excluded.live_at \
+             WHERE composition_live.records_revision < excluded.records_revision",
+            revision,
+            at,
+        )
+        .await
+    }
+
+    /// Runs `upsert` (a one-row table's revision, bound `$1`, and when, `$2`,
+    /// moved only forward by its own `WHERE`) in a fenced transaction.
+    async fn record_forward(
+        &self,
+        upsert: &'static str,
+        revision: i64,
+        at: Millis,
+    ) -> Result<(), StoreError> {
         with_pool!(self, |pool| {
             let mut tx = self.begin_write_on(pool).await?;
-            sqlx::query(
-                "INSERT INTO composition_live (id, records_revision, live_at) VALUES (1, $1, $2) \
-                 ON CONFLICT (id) DO UPDATE \
-                 SET records_revision = excluded.records_revision, live_at = excluded.live_at \
-                 WHERE composition_live.records_revision < excluded.records_revision",
-            )
-            .bind(revision)
-            .bind(at)
-            .execute(&mut *tx)
-            .await?;
+            sqlx::query(upsert)
+                .bind(revision)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
             Ok(())
         })
@@ -43,6 +57,40 @@ impl Store {
                 records_revision,
                 live_at,
             }))
+        })
+    }
+}
+
+impl Store {
+    /// Records that every node's declaration has been composed from the
+    /// records at `revision` or later (those that changed recorded, the
+    /// rest found as they were). Never moves backwards, and fenced: a
+    /// deposed controller's pass declared nothing a host will read.
+    pub async fn record_declared_through(
+        &self,
+        revision: i64,
+        at: Millis,
+    ) -> Result<(), StoreError> {
+        self.record_forward(
+            "INSERT INTO declared_through (id, records_revision, declared_at) VALUES (1, $1, $2) \
+             ON CONFLICT (id) DO UPDATE \
+             SET records_revision = excluded.records_revision, declared_at = excluded.declared_at \
+             WHERE declared_through.records_revision < excluded.records_revision",
+            revision,
+            at,
+        )
+        .await
+    }
+
+    /// The newest records revision every node's declaration was composed
+    /// from; none before a controller's first pass.
+    pub async fn declared_through(&self) -> Result<Option<i64>, StoreError> {
+        with_pool!(self, |pool| {
+            let row: Option<(i64,)> =
+                sqlx::query_as("SELECT records_revision FROM declared_through WHERE id = 1")
+                    .fetch_optional(pool)
+                    .await?;
+            Ok(row.map(|(r,)| r))
         })
     }
 }

@@ -180,6 +180,10 @@ async fn sqlite_a_second_controller_is_refused_naming_the_first() {
     // A deposed controller's composition reaches no server.
     let e = fa.share_users_file("deposed").await.unwrap_err();
     assert!(matches!(e, StoreError::Deposed { epoch: 1 }), "{e:?}");
+    // Nor does a waiting command take its pass for the answer to a change.
+    let e = fa.record_declared_through(99, 1).await.unwrap_err();
+    assert!(matches!(e, StoreError::Deposed { epoch: 1 }), "{e:?}");
+    assert_eq!(other.declared_through().await.unwrap(), None);
     assert_eq!(
         other.shared_users_file().await.unwrap(),
         Some(SharedUsersFile {

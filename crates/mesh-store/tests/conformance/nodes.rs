@@ -183,6 +183,26 @@ async fn the_live_composition_only_moves_forward(fx: &Fixture) {
     assert_eq!(s.records_revision().await.unwrap(), revision);
 }
 
+/// Which records the declarations are composed from is recorded forward
+/// only, and recording it moves no revision (else every pass would ask for
+/// another).
+async fn the_declared_revision_only_moves_forward(fx: &Fixture) {
+    let s = &fx.store;
+    assert_eq!(s.declared_through().await.unwrap(), None);
+    let revision = s.records_revision().await.unwrap();
+    s.record_declared_through(7, 100).await.unwrap();
+    assert_eq!(s.declared_through().await.unwrap(), Some(7));
+    s.record_declared_through(5, 200).await.unwrap();
+    assert_eq!(
+        s.declared_through().await.unwrap(),
+        Some(7),
+        "an older pass finishing later does not take it back"
+    );
+    s.record_declared_through(9, 300).await.unwrap();
+    assert_eq!(s.declared_through().await.unwrap(), Some(9));
+    assert_eq!(s.records_revision().await.unwrap(), revision);
+}
+
 /// What is left out is replaced whole; a module left out again keeps when
 /// it was first left out; a forgotten node takes its rows along; recording
 /// it moves no revision.
@@ -320,4 +340,5 @@ conformance!(
     forgetting_a_node_leaves_none_of_its_credentials,
     the_records_revision_moves_with_records_only,
     the_live_composition_only_moves_forward,
+    the_declared_revision_only_moves_forward,
 );
