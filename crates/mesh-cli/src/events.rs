@@ -13,7 +13,6 @@ use clap::Args;
 use futures::StreamExt as _;
 use mesh_controller::Genesis;
 use mesh_core::manifest::refs::parse_event_ref;
-use mesh_core::manifest::{EventRef, Target};
 use mesh_core::subjects::{self, STREAM_EVENTS};
 
 use crate::output;
@@ -86,19 +85,14 @@ fn filter_subject(filter: &str, mesh: &MeshArgs) -> anyhow::Result<String> {
             "{filter:?}: {e}; write <module>.<event>, seat:<seat>.<event> or a mesh. subject"
         )
     })?;
-    if let Target::Seat(seat) = &r.emitter {
-        let catalogue = crate::block_on(async {
-            let store = crate::authority::open_existing_store(&mesh.store_url()?).await?;
-            let c = mesh_state::registered::catalogue(&store).await;
-            store.close().await;
-            anyhow::Ok(c?)
-        })??;
-        return Ok(catalogue.event_subject(&EventRef {
-            emitter: Target::Seat(catalogue.resolve_seat(seat)),
-            event: r.event.clone(),
-        }));
-    }
-    Ok(r.subject())
+    let catalogue = crate::block_on(async {
+        let store = crate::authority::open_existing_store(&mesh.store_url()?).await?;
+        let c = mesh_state::registered::catalogue(&store).await;
+        store.close().await;
+        anyhow::Ok(c?)
+    })??;
+    // A filter nothing registered emits would wait for ever, silently.
+    Ok(catalogue.watched(&r)?)
 }
 
 pub fn run(args: &EventsArgs) -> anyhow::Result<ExitCode> {

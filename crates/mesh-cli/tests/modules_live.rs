@@ -307,6 +307,24 @@ async fn a_consumer_assigned_after_three_events_receives_all_three() {
             "{line}"
         );
     }
+
+    // A typo waits for nothing: refused at once, naming the closest name
+    // (without the check it would wait out --timeout, or for ever).
+    for (filter, said) in [
+        (
+            "tickr.tick",
+            "no module `tickr` is registered, so nothing emits `tickr.tick`; did you mean `ticker.tick`?",
+        ),
+        (
+            "ticker.tik",
+            "`ticker` never emits `tik` (it emits `tick`); did you mean `ticker.tick`?",
+        ),
+    ] {
+        let out = mesh.mesh(&["events", "tail", filter, "--count", "1", "--timeout", "5s"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{filter}: {err}");
+        assert!(err.contains(said), "{filter}: {err}");
+    }
 }
 
 /// RFC 3339 UTC to the second, as the system's `date` writes it: a second

@@ -187,7 +187,7 @@ fn check_seat_refs(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
     }
 }
 
-fn names_list(items: &[Name]) -> String {
+pub(super) fn names_list(items: &[Name]) -> String {
     if items.is_empty() {
         "nothing".into()
     } else {

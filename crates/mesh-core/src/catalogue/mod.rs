@@ -9,6 +9,7 @@ mod index;
 mod left_out;
 mod registering;
 mod roles;
+mod watched;
 
 pub use aliases::{Alias, Aliases};
 pub use checks::{check, check_tool_use};
@@ -17,3 +18,4 @@ pub use index::{Catalogue, Consume, Origin, Publication, SeatEntry, SeatRef, Too
 pub use left_out::left_out;
 pub use registering::broken_by;
 pub use roles::{BUILD_MACHINE_ROLE, STORE_ROLE, builtin_roles};
+pub use watched::Unwatchable;
