@@ -184,7 +184,7 @@ async fn add(args: &AddArgs) -> anyhow::Result<ExitCode> {
     // The token alone on stdout, so `> file` or a pipe carries nothing else.
     output::print(&format!("{}\n", token.encode().expose()))?;
     output::note(format_args!(
-        "token for node {node}, usable once within {}: on the node run `mesh host --token <token>` (a controller must be running)",
+        "token for node {node}, usable once within {}: on the node give it on standard input, `mesh host --token - < FILE`, or in MESH_TOKEN, never as an argument (any user of that machine can read a command line); a controller must be running",
         humane(args.ttl)
     ));
     Ok(ExitCode::SUCCESS)

@@ -387,7 +387,8 @@ impl Local<'_> {
                     }
                 }
                 (what, status, log) = broker.exited() => {
-                    tracing::warn!(?status, log = %log.display(), "{what} exited; starting it again");
+                    let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                    tracing::warn!(%status, log = %log.display(), "{what} exited; starting it again");
                     let restarted = tokio::select! {
                         r = async {
                             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -505,6 +506,12 @@ async fn enrol_local(
         store.add_node(&node, &[]).await?;
     }
     let issued = store.issue_token(&node, Duration::from_secs(600)).await;
+    // The token's key is admitted once a composition of the records that
+    // hold it is live: enrolling before is refused (and logged by the
+    // broker as an authentication error) until then.
+    if issued.is_ok() {
+        token_live(&store).await;
+    }
     store.close().await;
     let issued = issued?;
     let token = Token {
@@ -517,6 +524,24 @@ async fn enrol_local(
         expires_at: u64::try_from(issued.expires_at).unwrap_or(0),
     };
     Ok(mesh_host::enrol(&token, host_dir, &mesh_host::EnrolOptions::default()).await?)
+}
+
+/// Waits (a few seconds at most: the host's own retries cover the rest)
+/// until the controller confirms a composition of the records as they are
+/// now.
+async fn token_live(store: &mesh_store::Store) {
+    let Ok(revision) = store.records_revision().await else {
+        return;
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(Some(l)) = store.composition_live().await
+            && l.records_revision >= revision
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Registers the catalogue and assigns to the local node each module whose

@@ -495,6 +495,14 @@ async fn three_hosts_enrol_and_bind(backend: Backend) {
     mesh.start_controller();
     let names = ["n1", "n2", "n3"];
     let tokens: Vec<String> = names.iter().map(|n| mesh.node_add(n, "1h")).collect();
+    // Once each token's key is admitted (as it is by the time an operator
+    // has carried the token to its machine), nothing of a good enrolment
+    // is refused.
+    for t in &tokens {
+        token_admitted(&mesh, &Token::decode(t).unwrap()).await;
+    }
+    // The probes above were refused until then: only what follows counts.
+    let probed = mesh.broker.log().len();
     let mut hosts: Vec<_> = names
         .iter()
         .zip(&tokens)
@@ -506,6 +514,23 @@ async fn three_hosts_enrol_and_bind(backend: Backend) {
     for (h, n) in hosts.iter().zip(names) {
         h.wait_log(&format!("enrolled as node {n}"), LONG);
     }
+    // Said once, in words: the broker refused no key (each host waits for
+    // the reload that admits it before it connects with its own, and the
+    // enrolment connection never dials again), and no log prints a value
+    // in Rust's debug form. (A connection caught mid-handshake by a reload
+    // is cut off by the server with a keyless "authentication error": the
+    // composer's canary may be; it is not a refusal of any principal.)
+    let broker_log = mesh.broker.log().split_off(probed);
+    assert!(
+        !broker_log.contains("authentication error - Nkey"),
+        "{broker_log}"
+    );
+    for h in &hosts {
+        let log = h.log();
+        assert!(!log.contains("refused the credential"), "{log}");
+        assert_words(&log);
+    }
+    assert_words(&mesh.controller().log());
 
     // The users file: each host by its own key, no enrolment principal, no
     // password; each token's key now refused by the broker.
@@ -579,6 +604,45 @@ async fn three_hosts_enrol_and_bind(backend: Backend) {
     }
 }
 
+/// No line of `log` shows a value in Rust's debug form (`Work { compose:
+/// true … }`, `Some(3)`): a log is read by operators.
+fn assert_words(log: &str) {
+    for line in log.lines() {
+        // `Name { ` with Name capitalised, or a wrapped `Some(`/`Ok(`/`Err(`.
+        let debug_struct = line.match_indices(" { ").any(|(at, _)| {
+            let before = &line[..at];
+            let word: String = before
+                .chars()
+                .rev()
+                .take_while(|c| c.is_alphanumeric())
+                .collect();
+            word.chars().last().is_some_and(char::is_uppercase)
+        });
+        let wrapped = ["Some(", "Ok(", "Err("]
+            .iter()
+            .any(|w| line.contains(&format!("={w}")) || line.contains(&format!(" {w}")));
+        assert!(!debug_struct && !wrapped, "a value in debug form: {line}");
+    }
+}
+
+/// Waits until the broker admits `token`'s enrolment key (tried every
+/// 100 ms; each refusal is logged by the broker).
+async fn token_admitted(mesh: &Mesh, token: &Token) {
+    let inbox = mesh_core::subjects::enrol_inbox_prefix(&token.node);
+    let until = std::time::Instant::now() + LONG;
+    while std::time::Instant::now() < until {
+        let seed = token.enrolment_seed.expose();
+        if try_connect(mesh, "enrol", seed, inbox.clone())
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the token's key for {} is never admitted", token.node);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hosts_enrol_and_bind_on_sqlite() {
     three_hosts_enrol_and_bind(Backend::Sqlite).await;
@@ -611,10 +675,22 @@ async fn a_token_used_twice_and_an_expired_token_say_one_thing() {
     let again = mesh.host("n1-again", Some(&t1));
     let twice = refused(again);
     let took = started.elapsed();
+    // The advice names what works for an enrolled node (its state
+    // directory, or --reissue): `mesh node add n1` alone is refused for it.
     assert_eq!(
         twice,
-        "error: this token was already used or has expired; issue a new one with `mesh node add n1` on the controller"
+        "error: this token was already used or has expired: if node n1 enrolled with it, start that host from the state directory it enrolled into, with no token (`mesh host --state DIR`); if its host never kept that enrolment, `mesh node add n1 --reissue` on the controller issues a new token (for a node not enrolled yet: `mesh node add n1`)"
     );
+    // The failed attempt leaves no keys behind: a seed with no enrolment.
+    let leftovers: Vec<String> = std::fs::read_dir(mesh.host_dir("n1-again"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|f| f.contains("seed") || f == "spare")
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "keys left behind: {leftovers:?}");
     assert!(took < Duration::from_secs(6), "took {took:?}");
 
     let t2 = mesh.node_add("n2", "1s");
@@ -691,6 +767,67 @@ async fn fifty_concurrent_enrolments_with_one_token_enrol_one_node() {
     );
 }
 
+/// Log lines written on this thread, kept for a test to read.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_host_admitted_after_its_wait_keeps_its_enrolment_and_says_why() {
+    let mut mesh = Mesh::new(Backend::Sqlite);
+    mesh.start_controller();
+    let token = Token::decode(&mesh.node_add("n1", "1h")).unwrap();
+    token_admitted(&mesh, &token).await;
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let _logs = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish(),
+    );
+    // A wait for admission shorter than any reload: the controller's signed
+    // answer came, the broker has not admitted the key yet.
+    let opts = mesh_host::EnrolOptions {
+        admit_within: Duration::from_millis(1),
+        ..mesh_host::EnrolOptions::default()
+    };
+    let dir = mesh.host_dir("n1");
+    let enrolled = mesh_host::enrol(&token, &dir, &opts).await;
+    let said = captured.text();
+    assert!(enrolled.is_ok(), "{:?}\n{said}", enrolled.err());
+    assert!(dir.join("host.json").exists(), "the enrolment is kept");
+    assert!(
+        said.contains(
+            "the broker has not admitted this host's key since the controller's signed answer"
+        ) && said.contains("`mesh node add n1 --reissue`"),
+        "{said}"
+    );
+    assert!(!said.contains("already used"), "not a spent token: {said}");
+    // Its host, started from the state kept, is admitted and binds.
+    let host = mesh.host("n1", None);
+    let js = jetstream::new(mesh.observer().await);
+    wait_bound(&js, &["n1"], LONG).await;
+    drop(host);
+    let log = mesh.controller().log();
+    assert!(!log.contains("answering anyway"), "{log}");
+}
+
 /// `token` with `edit` applied, re-encoded: the checksum recomputed, as a
 /// deliberate edit would have it.
 fn edited(token: &str, edit: impl FnOnce(&mut Token)) -> String {
@@ -736,6 +873,27 @@ async fn tokens_edited_with_their_checksum_recomputed_do_not_enrol() {
     assert!(
         !mesh.host_dir("n1").join("host.json").exists(),
         "not enrolled"
+    );
+    // The controller did enrol n1 (its answer was its own; the host would
+    // not believe it): the records say enrolled, nothing of the host is
+    // left, and `mesh status` names the node with the step that mends it.
+    assert!(
+        !mesh.host_dir("n1").join("nkey.seed").exists(),
+        "no key of a refused enrolment is kept"
+    );
+    let out = mesh.mesh(&["status", "--output", "json"]);
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let actions = status["needs_action"].as_array().unwrap();
+    let action = actions
+        .iter()
+        .find(|a| a["what"] == "node n1 enrolled but was never heard from")
+        .unwrap_or_else(|| panic!("{actions:#?}"));
+    assert!(
+        action["next"]
+            .as_str()
+            .unwrap()
+            .contains("`mesh node add n1 --reissue`"),
+        "{action}"
     );
 }
 

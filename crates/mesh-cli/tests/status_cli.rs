@@ -83,7 +83,9 @@ fn seats_and_status_print_json_with_holders_and_next_steps() {
         .collect();
     assert!(steps[0].contains("mesh controller"), "{steps:?}");
     assert!(
-        steps.contains(&"run `mesh host --token <token>` on n1"),
+        steps.contains(
+            &"run `mesh host --token -` on n1 with its token on standard input (or in MESH_TOKEN)"
+        ),
         "{steps:?}"
     );
     let text = String::from_utf8(mesh(&dir, &["status", "--http", &addr]).stdout).unwrap();

@@ -24,19 +24,28 @@ pub enum Kind {
 
 impl Kind {
     pub fn from_name(name: &str) -> Option<Kind> {
-        Some(match name {
-            "nodes" => Kind::Nodes,
-            "tokens" => Kind::Tokens,
-            "credentials" => Kind::Credentials,
-            "persons" => Kind::Persons,
-            "catalogue" => Kind::Catalogue,
-            "assignments" => Kind::Assignments,
-            "secrets" => Kind::Secrets,
-            "bus" => Kind::Bus,
-            "builds" => Kind::Builds,
-            _ => return None,
-        })
+        every().into_iter().find(|k| k.name() == name)
     }
+
+    /// Its name in the store's `records_revisions` (and in logs).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Nodes => "nodes",
+            Kind::Tokens => "tokens",
+            Kind::Credentials => "credentials",
+            Kind::Persons => "persons",
+            Kind::Catalogue => "catalogue",
+            Kind::Assignments => "assignments",
+            Kind::Secrets => "secrets",
+            Kind::Bus => "bus",
+            Kind::Builds => "builds",
+        }
+    }
+}
+
+/// The kinds' names, comma-separated: what a log line says moved.
+pub fn names(kinds: &BTreeSet<Kind>) -> String {
+    kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join(",")
 }
 
 /// What to do after a change.
@@ -48,6 +57,24 @@ pub struct Work {
     pub assert_objects: bool,
     /// Compose every node's declaration again.
     pub declare: bool,
+}
+
+impl std::fmt::Display for Work {
+    /// What the controller does, in words.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let steps: Vec<&str> = [
+            (self.compose, "compose the users file"),
+            (self.assert_objects, "assert the bus objects"),
+            (self.declare, "declare to the nodes"),
+        ]
+        .into_iter()
+        .filter_map(|(due, what)| due.then_some(what))
+        .collect();
+        match steps.is_empty() {
+            true => f.write_str("nothing to do"),
+            false => f.write_str(&steps.join(", ")),
+        }
+    }
 }
 
 /// The kinds whose revision moved from `before` to `now`. A kind the
@@ -216,5 +243,24 @@ mod tests {
         let read: BTreeSet<Kind> = names.iter().map(|(_, k)| *k).collect();
         assert_eq!(read, every(), "every kind has its name");
         assert_eq!(Kind::from_name("Nodes"), None);
+    }
+
+    #[test]
+    fn what_moved_and_what_is_done_are_said_in_words() {
+        use Kind::*;
+        assert_eq!(names(&set(&[Secrets, Nodes])), "nodes,secrets");
+        assert_eq!(
+            work(&set(&[Nodes]), false).to_string(),
+            "compose the users file, assert the bus objects, declare to the nodes"
+        );
+        assert_eq!(
+            work(&set(&[Credentials]), false).to_string(),
+            "compose the users file"
+        );
+        assert_eq!(
+            work(&set(&[Secrets]), false).to_string(),
+            "declare to the nodes"
+        );
+        assert_eq!(Work::default().to_string(), "nothing to do");
     }
 }

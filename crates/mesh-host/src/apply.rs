@@ -282,8 +282,13 @@ impl Applier {
         // after a restore, or a wiped JetStream directory): nothing to
         // change, and nothing refused either; it is answered with a report.
         let kept = std::fs::read(self.state.dir.join(APPLIED_FILE)).ok();
-        if applied.is_some() && kept.as_deref() == Some(&message.payload[..]) {
-            tracing::info!(sequence = ?applied, "the applied declaration delivered again; reporting");
+        if let Some(sequence) = applied
+            && kept.as_deref() == Some(&message.payload[..])
+        {
+            tracing::info!(
+                sequence,
+                "the applied declaration delivered again; reporting"
+            );
             self.report(client, None).await;
             progress.abort();
             self.ack(&message).await;

@@ -321,7 +321,7 @@ async fn a_welcome_signed_by_another_key_is_refused_naming_the_controller() {
 }
 
 /// Enrols against a test controller that answers `answer` signed by `key`;
-/// the enrolment must fail, keeping the keys and writing no host record.
+/// the enrolment must fail, leaving no key it made and no host record.
 async fn enrol_answered_with(answer: EnrolAnswer, key: ed25519_dalek::SigningKey) -> EnrolError {
     let bus = PermissionedBus::start(vec![controller(), enrolment_principal(&n1())]);
     let js = assert_mesh_objects(&bus).await;
@@ -350,9 +350,12 @@ async fn enrol_answered_with(answer: EnrolAnswer, key: ed25519_dalek::SigningKey
     .unwrap()
     .unwrap_err();
     answerer.await.unwrap();
-    // Keys kept for a retry with a new token; not enrolled.
-    assert!(dir.join(NKEY_SEED_FILE).exists() && dir.join(XKEY_SEED_FILE).exists());
+    // Not enrolled, and this token never will: a retry with a new one makes
+    // its own keys, so none of these is left to be mistaken for an
+    // enrolment's.
+    assert!(!dir.join(NKEY_SEED_FILE).exists() && !dir.join(XKEY_SEED_FILE).exists());
     assert!(!dir.join(HOST_FILE).exists());
+    assert!(!dir.exists(), "the directory the attempt made is gone too");
     err
 }
 

@@ -440,6 +440,14 @@ impl Mesh {
         );
         let token = String::from_utf8(out.stdout).unwrap();
         assert_eq!(token.lines().count(), 1, "the token alone on stdout");
+        // The advice keeps the token off command lines (world-readable).
+        let advice = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            advice.contains("`mesh host --token - < FILE`")
+                && advice.contains("MESH_TOKEN")
+                && !advice.contains("--token <token>"),
+            "{advice}"
+        );
         token.trim().to_string()
     }
 

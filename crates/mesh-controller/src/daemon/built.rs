@@ -64,7 +64,18 @@ async fn take_one(ctx: &Ctx, msg: jetstream::Message) {
         }
         Step::Record(build) => match ctx.store.record_build(&build).await {
             Ok(()) => {
-                info!(id = %build.id, module = ?build.module.as_ref().map(|m| m.as_str()), version = ?build.rev, state = ?build.state, "build recorded");
+                let (module, version) = (
+                    build.module.as_ref().map_or("none", |m| m.as_str()),
+                    build.rev.as_deref().unwrap_or("none"),
+                );
+                match &build.state {
+                    mesh_store::BuildState::Succeeded => {
+                        info!(id = %build.id, module, version, "build recorded: succeeded")
+                    }
+                    mesh_store::BuildState::Failed { reason } => {
+                        info!(id = %build.id, %reason, "build recorded: failed")
+                    }
+                }
                 let _ = msg.ack().await;
             }
             Err(StoreError::AlreadyExists { .. }) => {

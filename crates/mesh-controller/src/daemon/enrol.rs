@@ -127,8 +127,8 @@ async fn execute(ctx: &Ctx, plan: &EnrolPlan, msg: &jetstream::Message) -> Resul
                     Ok(Ok(_)) => {}
                     Ok(Err(stopped)) => warn!(error = %stopped, "composition not confirmed"),
                     Err(_) => warn!(
-                        waited = ?ctx.opts.live_within,
-                        "the composition admitting the node is not live yet; answering anyway (the host retries)"
+                        waited = %format!("{} s", ctx.opts.live_within.as_secs()),
+                        "the composition admitting the node is not live yet (the host, answered already, goes on trying)"
                     ),
                 }
             }

@@ -153,7 +153,11 @@ pub(crate) async fn follow(
             _ => revisions::every(),
         };
         let work = revisions::work(&changed, broker_held);
-        info!(revision, changed = ?changed, work = ?work, "records changed");
+        info!(
+            revision,
+            changed = %revisions::names(&changed),
+            "records changed: {work}"
+        );
         expires = next_expiry(&ctx).await;
         let mut done = true;
         if work.assert_objects || work.declare {

@@ -260,7 +260,7 @@ impl Driver {
             match outcome {
                 Ok(None) => {}
                 Ok(Some(outcome)) => {
-                    tracing::info!(dir = %path.display(), ?outcome, "pid record of a previous host")
+                    tracing::info!(dir = %path.display(), "pid record of a previous host: {outcome}")
                 }
                 Err(source) => {
                     return Err(DriverError::Io {

@@ -209,6 +209,25 @@ pub enum Leftover {
     Unreadable,
 }
 
+impl std::fmt::Display for Leftover {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Leftover::Killed { pid, gone: true } => {
+                write!(f, "its process group {pid} was still running; stopped")
+            }
+            Leftover::Killed { pid, gone: false } => write!(
+                f,
+                "its process group {pid} was still running and survived SIGKILL"
+            ),
+            Leftover::NotOurs { pid } => write!(
+                f,
+                "process {pid} is gone (or the pid is another program's now); nothing to stop"
+            ),
+            Leftover::Unreadable => write!(f, "unreadable; removed"),
+        }
+    }
+}
+
 /// Terminates what the record in `dir` names, if it is still ours, and
 /// removes the record.
 pub async fn kill_leftover(dir: &Path, grace: Duration) -> io::Result<Option<Leftover>> {

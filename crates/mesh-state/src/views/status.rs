@@ -204,7 +204,9 @@ pub fn needs_action(
             ),
             (false, _) if n.state == "token issued" => add(
                 format!("node {node} has a token but has not enrolled"),
-                format!("run `mesh host --token <token>` on {node}"),
+                format!(
+                    "run `mesh host --token -` on {node} with its token on standard input (or in MESH_TOKEN)"
+                ),
             ),
             (false, _) => add(
                 format!("node {node} has no token"),

@@ -12,9 +12,11 @@
 //! reload, so this is the exception.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use async_nats::{ClientError, Event, ServerError};
+use async_nats::Event;
 use ed25519_dalek::VerifyingKey;
 use futures::StreamExt as _;
 use mesh_bus::{BusConfig, CertPin, ClientCredential, ConnectError};
@@ -25,6 +27,13 @@ use mesh_core::subjects;
 use mesh_core::token::Token;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+
+mod events;
+
+use events::{
+    LOSS_SHOWS_WITHIN, Loss, ended_within, is_loss, loss_within, permission_text,
+    permission_violation,
+};
 
 use crate::backoff::Backoff;
 use crate::dial::{self, GaveUp};
@@ -63,6 +72,10 @@ impl Default for EnrolOptions {
     }
 }
 
+/// The enrolment connection's reconnect delay once the controller's welcome
+/// is read: longer than any enrolment, so it never dials again.
+const NEVER: Duration = Duration::from_secs(365 * 86_400);
+
 const BACKOFF_START: Duration = Duration::from_millis(250);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
@@ -88,7 +101,7 @@ pub enum EnrolError {
     /// broker kept refusing the token's enrolment key (its principal is gone
     /// once the token is spent or expired).
     #[error(
-        "this token was already used or has expired; issue a new one with `mesh node add {node}` on the controller"
+        "this token was already used or has expired: if node {node} enrolled with it, start that host from the state directory it enrolled into, with no token (`mesh host --state DIR`); if its host never kept that enrolment, `mesh node add {node} --reissue` on the controller issues a new token (for a node not enrolled yet: `mesh node add {node}`)"
     )]
     Spent { node: Name },
     #[error(
@@ -123,8 +136,83 @@ pub enum EnrolError {
 }
 
 /// Enrols the token's node with its state in `state_dir` (created 0700),
-/// returning the enrolled state (`host.json` written).
+/// returning the enrolled state (`host.json` written). An attempt the token
+/// can no longer succeed in leaves none of the keys it made behind: a seed
+/// with no enrolment is nothing the next attempt should pick up.
 pub async fn enrol(
+    token: &Token,
+    state_dir: &Path,
+    opts: &EnrolOptions,
+) -> Result<HostState, EnrolError> {
+    let made = MadeKeys::before(state_dir);
+    let result = enrol_once(token, state_dir, opts).await;
+    if let Err(e) = &result
+        && e.token_is_done()
+    {
+        made.remove();
+    }
+    result
+}
+
+/// The key files an attempt is about to make in a state directory: those
+/// not there before it.
+struct MadeKeys {
+    dir: PathBuf,
+    dir_made: bool,
+    files: Vec<PathBuf>,
+}
+
+impl MadeKeys {
+    fn before(dir: &Path) -> MadeKeys {
+        let files = [
+            crate::state::NKEY_SEED_FILE,
+            crate::state::XKEY_SEED_FILE,
+            crate::spare::SPARE_DIR,
+        ]
+        .iter()
+        .map(|f| dir.join(f))
+        .filter(|p| !p.exists())
+        .collect();
+        MadeKeys {
+            dir: dir.to_path_buf(),
+            dir_made: !dir.exists(),
+            files,
+        }
+    }
+
+    /// Removes what the attempt made (best effort: it is failing already).
+    fn remove(self) {
+        for f in &self.files {
+            let _ = match f.is_dir() {
+                true => std::fs::remove_dir_all(f),
+                false => std::fs::remove_file(f),
+            };
+        }
+        if self.dir_made {
+            // Only if empty: nothing of anyone else's goes with it.
+            let _ = std::fs::remove_dir(&self.dir);
+        }
+    }
+}
+
+impl EnrolError {
+    /// Whether this token can never enrol the node now (spent, expired,
+    /// refused, for another mesh or node): no retry with it can use the
+    /// keys made for it. An unreachable broker or a request not stored is
+    /// tried again with the same token, and the same keys.
+    pub fn token_is_done(&self) -> bool {
+        matches!(
+            self,
+            EnrolError::Refused
+                | EnrolError::Spent { .. }
+                | EnrolError::NotSignedByController { .. }
+                | EnrolError::NotPermitted { .. }
+                | EnrolError::CertificateMismatch { .. }
+        )
+    }
+}
+
+async fn enrol_once(
     token: &Token,
     state_dir: &Path,
     opts: &EnrolOptions,
@@ -163,6 +251,7 @@ pub async fn enrol(
         })
         .collect();
     let (events_tx, mut events) = mpsc::unbounded_channel();
+    let welcomed = Arc::new(AtomicBool::new(false));
     let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
     let deadline = Instant::now() + opts.connect_within;
     let client = dial::connect_refused_within(
@@ -173,14 +262,25 @@ pub async fn enrol(
         opts.connect_within,
         |o| {
             let tx = events_tx.clone();
-            // The reload that admits the host closes this connection; a
-            // reconnect would only be refused again, and noisily.
-            o.max_reconnects(1).event_callback(move |event| {
-                let tx = tx.clone();
-                async move {
-                    let _ = tx.send(event);
-                }
-            })
+            let welcomed = welcomed.clone();
+            // The reload that admits the host ends this connection; a
+            // reconnect would only be refused again, and logged by the
+            // broker as an authentication error: once the controller's
+            // welcome is read (nothing more is asked of this connection),
+            // the one reconnect allowed waits past any enrolment. Before,
+            // it is made at once: a refused reconnect is how a connection
+            // whose token another enrolment spent learns it is closed.
+            o.max_reconnects(1)
+                .reconnect_delay_callback(move |_| match welcomed.load(Ordering::Relaxed) {
+                    true => NEVER,
+                    false => Duration::ZERO,
+                })
+                .event_callback(move |event| {
+                    let tx = tx.clone();
+                    async move {
+                        let _ = tx.send(event);
+                    }
+                })
         },
     )
     .await
@@ -294,8 +394,30 @@ pub async fn enrol(
             });
         }
         Waited::Enrolled => {
-            tracing::info!(node = %node, "the controller's signed answer admits this node; connecting with the host's own key");
-            admit(&host_configs, &mut answers, &controller, &to, token, opts).await?;
+            welcomed.store(true, Ordering::Relaxed);
+            tracing::info!(node = %node, "the controller's signed answer admits this node; waiting for the broker to admit its key");
+            // The composition that admits the host's key is the one that
+            // drops the token's: the broker ends this connection then.
+            // Connecting with the host's key before would only be refused
+            // (and logged by the broker as an authentication error).
+            let ended = ended_within(&mut events, opts.admit_within).await;
+            let admitted = match ended {
+                true => admit(&host_configs, &mut answers, &controller, &to, token, opts).await,
+                false => Err(EnrolError::Refused),
+            };
+            match admitted {
+                Ok(()) => {}
+                // Enrolled by the controller's signed word: the host keeps
+                // its enrolment and goes on connecting until the broker
+                // admits it. Giving up here would strand a node the records
+                // say is enrolled, with its token spent.
+                Err(EnrolError::Refused) => tracing::warn!(
+                    node = %node,
+                    within = %format!("{} s", opts.admit_within.as_secs()),
+                    "the broker has not admitted this host's key since the controller's signed answer: the composition admitting it is not live yet (the controller's log says why); the enrolment is kept and the host goes on trying (should it never be admitted, `mesh node add {node} --reissue` on the controller issues a new token)"
+                ),
+                Err(e) => return Err(e),
+            }
         }
         Waited::Lost | Waited::Silent => {
             tracing::warn!(node = %node, "no answer on the enrolment connection; connecting with the host's own key (the controller key is checked on the first declaration)");
@@ -303,8 +425,9 @@ pub async fn enrol(
         }
     }
     drop(answers);
-    // Closing is best effort: the server may have closed it already.
-    let _ = client.drain().await;
+    // Closing is best effort: the server may have closed it already (and
+    // a connection waiting to reconnect would never finish draining).
+    let _ = tokio::time::timeout(Duration::from_secs(1), client.drain()).await;
     let state = HostState::record(
         state_dir,
         node.clone(),
@@ -329,95 +452,6 @@ enum Waited {
     Lost,
     /// No answer in time.
     Silent,
-}
-
-fn is_loss(event: &Event) -> bool {
-    loss_of(event) != Loss::None
-}
-
-/// What an event says of the connection: the server's refusal of the key
-/// comes as a server error on the connection, or as a client error when a
-/// reconnect is refused.
-fn loss_of(event: &Event) -> Loss {
-    match event {
-        Event::ServerError(ServerError::AuthorizationViolation) => Loss::Refused,
-        Event::ClientError(ClientError::Other(m))
-            if m.to_lowercase().contains("authorization violation") =>
-        {
-            Loss::Refused
-        }
-        Event::Disconnected | Event::Closed | Event::ClientError(ClientError::MaxReconnects) => {
-            Loss::Lost
-        }
-        _ => Loss::None,
-    }
-}
-
-/// How long a failed operation waits for the connection to report its
-/// loss (a broken pipe comes before the event; a refused reconnect after).
-const LOSS_SHOWS_WITHIN: Duration = Duration::from_secs(3);
-
-/// What the enrolment connection reported, worst last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Loss {
-    None,
-    /// Closed or disconnected.
-    Lost,
-    /// The server refused the token's key (it is no longer admitted).
-    Refused,
-}
-
-/// After an operation on the connection failed: `seen` so far, then what
-/// comes within `within`, until the key is refused or the client gives up.
-async fn loss_within(
-    events: &mut mpsc::UnboundedReceiver<Event>,
-    mut seen: Loss,
-    within: Duration,
-) -> Loss {
-    let until = tokio::time::Instant::now() + within;
-    while seen != Loss::Refused {
-        match tokio::time::timeout_at(until, events.recv()).await {
-            Ok(Some(e)) => {
-                seen = seen.max(loss_of(&e));
-                if matches!(
-                    e,
-                    Event::Closed | Event::ClientError(ClientError::MaxReconnects)
-                ) {
-                    break;
-                }
-            }
-            Ok(None) | Err(_) => break,
-        }
-    }
-    seen
-}
-
-/// The server's text when it refuses the principal a subject.
-fn permission_text(event: &Event) -> Option<String> {
-    match event {
-        Event::ServerError(ServerError::Other(m))
-            if m.to_lowercase().contains("permissions violation") =>
-        {
-            Some(m.clone())
-        }
-        _ => None,
-    }
-}
-
-/// Resolves with the server's text at the first permissions violation the
-/// connection reports; never otherwise.
-/// Notes in `seen` what else the connection reports meanwhile.
-async fn permission_violation(
-    events: &mut mpsc::UnboundedReceiver<Event>,
-    seen: &mut Loss,
-) -> String {
-    while let Some(e) = events.recv().await {
-        if let Some(m) = permission_text(&e) {
-            return m;
-        }
-        *seen = (*seen).max(loss_of(&e));
-    }
-    std::future::pending().await
 }
 
 fn read_answer(payload: &[u8], controller: &VerifyingKey, to: &AnswerTo) -> Option<Waited> {
@@ -594,7 +628,7 @@ mod tests {
         assert!(matches!(err, EnrolError::Spent { .. }), "{err}");
         assert_eq!(
             err.to_string(),
-            "this token was already used or has expired; issue a new one with `mesh node add n1` on the controller"
+            "this token was already used or has expired: if node n1 enrolled with it, start that host from the state directory it enrolled into, with no token (`mesh host --state DIR`); if its host never kept that enrolment, `mesh node add n1 --reissue` on the controller issues a new token (for a node not enrolled yet: `mesh node add n1`)"
         );
         assert!(!dir.exists());
         assert!(!format!("{err:?}").contains(&seed[2..]));
