@@ -23,8 +23,8 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "1h", value_parser = crate::node::parse_ttl)]
     pub store_window: std::time::Duration,
     /// Where to serve /healthz, /readyz, /metrics, the JSON API and the
-    /// dashboard [default: 127.0.0.1:7420, skipped with a warning when
-    /// taken]. Given explicitly, an address that cannot be bound stops the
+    /// dashboard [default: 127.0.0.1:7420; when taken, a free port on
+    /// 127.0.0.1, named in the log]. Given explicitly, an address that cannot be bound stops the
     /// start.
     #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
     pub http: Option<std::net::SocketAddr>,
@@ -95,7 +95,7 @@ async fn controller(opts: ControllerOptions) -> anyhow::Result<()> {
 }
 
 /// `--http ADDR` / `--no-http` as the controller takes them: nothing given
-/// serves on the default address (skipped with a warning when taken); an
+/// serves on the default address (a free port instead when it is taken); an
 /// address given must be bound.
 pub fn http_listen(no_http: bool, http: Option<std::net::SocketAddr>) -> Option<HttpListen> {
     match (no_http, http) {

@@ -98,7 +98,6 @@ pub enum Command {
   mesh node add n2 --ttl 10m > n2.token
   mesh node forget n1")]
     Node(node::NodeArgs),
-    /// Register a catalogue's manifests (what the mesh can run), or draw it.
     /// Secrets a module uses: recorded sealed, never shown again.
     #[command(after_help = "Examples:
   mesh secret set db-password < db-password.txt
@@ -129,6 +128,7 @@ pub enum Command {
     /// The broker's addresses: move it without enrolling any node again.
     #[command(after_help = "Example:\n  mesh broker set-address --port 4333")]
     Broker(broker::BrokerArgs),
+    /// Register a catalogue's manifests (what the mesh can run), or draw it.
     #[command(after_help = "Examples:
   mesh catalogue register examples/catalogue
   mesh catalogue graph --format svg > catalogue.svg
@@ -242,7 +242,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Cli::try_parse_from(dir_first(args)) {
         Ok(cli) => cli,
         Err(e) if e.use_stderr() => {
             // A usage error: stderr, exit 2. A failed write has nowhere to go.
@@ -288,6 +288,28 @@ where
         Command::Completions(args) => completions::run(&args),
     };
     result.unwrap_or_else(edge_error)
+}
+
+/// `mesh --dir D nodes` as `mesh nodes --dir D`: the mesh's directory is
+/// every command's own option, and where a person types it first (as
+/// `git -C`), it is taken there too.
+fn dir_first<I, T>(args: I) -> Vec<OsString>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let mut args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let Some(first) = args.get(1).and_then(|a| a.to_str()) else {
+        return args;
+    };
+    let taken = match first {
+        "--dir" if args.len() > 2 => 2,
+        f if f.starts_with("--dir=") => 1,
+        _ => return args,
+    };
+    let dir: Vec<OsString> = args.drain(1..1 + taken).collect();
+    args.extend(dir);
+    args
 }
 
 /// Prints clap's help or version text, styled only for a terminal.
@@ -336,6 +358,67 @@ fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    /// Each command's help opens with its own description: a doc comment
+    /// written above the wrong variant describes another command.
+    #[test]
+    fn each_command_is_described_as_itself() {
+        let cli = super::Cli::command();
+        let about = |name: &str| {
+            cli.find_subcommand(name)
+                .and_then(|c| c.get_about())
+                .map(|a| a.to_string())
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            about("secret"),
+            "Secrets a module uses: recorded sealed, never shown again"
+        );
+        assert_eq!(
+            about("catalogue"),
+            "Register a catalogue's manifests (what the mesh can run), or draw it"
+        );
+    }
+
+    /// `--dir` before the command is the command's `--dir`.
+    #[test]
+    fn the_mesh_directory_may_come_before_the_command() {
+        use clap::Parser as _;
+        for args in [
+            vec!["mesh", "--dir", "/m", "nodes"],
+            vec!["mesh", "--dir=/m", "nodes"],
+            vec!["mesh", "nodes", "--dir", "/m"],
+        ] {
+            let cli = super::Cli::try_parse_from(super::dir_first(args.clone()))
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            match cli.command {
+                super::Command::Nodes(a) => {
+                    assert_eq!(a.mesh.dir, Some("/m".into()), "{args:?}")
+                }
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
+        // A command that takes no mesh still says so.
+        let e = super::Cli::try_parse_from(super::dir_first(["mesh", "--dir", "/m", "version"]));
+        assert!(e.is_err());
+    }
+
+    /// A taken default HTTP address is not skipped: the controller serves
+    /// on a free port instead, and the help says so.
+    #[test]
+    fn the_http_help_says_what_a_taken_default_address_does() {
+        let mut cli = super::Cli::command();
+        for name in ["controller"] {
+            let help = cli
+                .find_subcommand_mut(name)
+                .map(|c| c.render_long_help().to_string())
+                .unwrap_or_default();
+            assert!(
+                help.contains("a free port") && !help.contains("skipped"),
+                "{name}: {help}"
+            );
+        }
+    }
 
     /// Every command's help ends with examples of that very command.
     #[test]

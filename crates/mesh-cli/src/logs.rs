@@ -92,6 +92,17 @@ pub fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
             ));
         }
         print(&first.lines)?;
+        // No log file at all: the host never started it (an empty answer
+        // would read as a module that is quiet).
+        if first.file.is_empty() && first.lines.is_empty() {
+            output::note(format_args!(
+                "mesh logs: {module} on {} has no log: it has never started there (`mesh reports {}` says why)",
+                host.node, host.node
+            ));
+            if !args.follow {
+                return anyhow::Ok(ExitCode::FAILURE);
+            }
+        }
         if args.follow {
             follow(&host, module, first).await?;
         }

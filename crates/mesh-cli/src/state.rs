@@ -55,17 +55,30 @@ pub fn read_store_file(path: &Path) -> anyhow::Result<String> {
 
 /// No mesh could be found, and this command does not make one.
 #[derive(Debug)]
-pub struct NoMesh {
-    pub cwd: PathBuf,
+pub enum NoMesh {
+    /// Nothing given, and no `.mesh` at or above the working directory.
+    NotFound { cwd: PathBuf },
+    /// The directory given holds no mesh, but its `.mesh` does (a
+    /// checkout's root given for the mesh `mesh up` made in it).
+    Below { given: PathBuf, below: PathBuf },
 }
 
 impl std::fmt::Display for NoMesh {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "no mesh found: no --dir given, {MESH_DIR} is not set, and no {DIR_NAME} directory in {} or above it; run `mesh up` or `mesh init` here, or point at a mesh with --dir DIR or {MESH_DIR}=DIR",
-            self.cwd.display()
-        )
+        match self {
+            NoMesh::NotFound { cwd } => write!(
+                f,
+                "no mesh found: no --dir given, {MESH_DIR} is not set, and no {DIR_NAME} directory in {} or above it; run `mesh up` or `mesh init` here, or point at a mesh with --dir DIR or {MESH_DIR}=DIR",
+                cwd.display()
+            ),
+            NoMesh::Below { given, below } => write!(
+                f,
+                "{} holds no mesh, but {} does: give --dir {}",
+                given.display(),
+                below.display(),
+                below.display()
+            ),
+        }
     }
 }
 
@@ -75,12 +88,13 @@ impl MeshArgs {
     /// The mesh's directory: `--dir`, `MESH_DIR`, or the nearest `.mesh`
     /// above the working directory. Nothing is created.
     pub fn find(&self) -> Result<PathBuf, NoMesh> {
-        if let Some(dir) = &self.dir {
-            return Ok(dir.clone());
-        }
         let env = std::env::var_os(MESH_DIR).filter(|v| !v.is_empty());
+        let given = self.dir.clone().or(env.map(PathBuf::from));
+        if let Some(dir) = &given {
+            return given_dir(dir);
+        }
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-        find_dir(env.map(PathBuf::from), &cwd)
+        find_dir(None, &cwd)
     }
 
     /// As [`MeshArgs::find`], as the error a command ends with.
@@ -133,6 +147,25 @@ pub fn sqlite_in(dir: &Path) -> String {
     format!("sqlite://{}", dir.join("mesh.db").display())
 }
 
+/// Whether `dir` holds a mesh's genesis.
+fn is_mesh(dir: &Path) -> bool {
+    dir.join(mesh_controller::genesis::SIGNING_SEED).is_file()
+}
+
+/// The directory given (`--dir`, `MESH_DIR`), unless it holds no mesh while
+/// its `.mesh` does: then the one meant is named. A directory holding
+/// neither is left to the command (`mesh init` makes one there).
+fn given_dir(dir: &Path) -> Result<PathBuf, NoMesh> {
+    let below = dir.join(DIR_NAME);
+    if !is_mesh(dir) && is_mesh(&below) {
+        return Err(NoMesh::Below {
+            given: dir.to_path_buf(),
+            below,
+        });
+    }
+    Ok(dir.to_path_buf())
+}
+
 /// `env` when set, else the nearest `.mesh` directory at or above `cwd`.
 fn find_dir(env: Option<PathBuf>, cwd: &Path) -> Result<PathBuf, NoMesh> {
     if let Some(dir) = env {
@@ -141,7 +174,7 @@ fn find_dir(env: Option<PathBuf>, cwd: &Path) -> Result<PathBuf, NoMesh> {
     cwd.ancestors()
         .map(|d| d.join(DIR_NAME))
         .find(|d| d.is_dir())
-        .ok_or_else(|| NoMesh {
+        .ok_or_else(|| NoMesh::NotFound {
             cwd: cwd.to_path_buf(),
         })
 }
@@ -164,6 +197,28 @@ mod tests {
         assert_eq!(find_dir(None, &deep).unwrap(), near);
         let env = PathBuf::from("/elsewhere");
         assert_eq!(find_dir(Some(env.clone()), &deep).unwrap(), env);
+    }
+
+    #[test]
+    fn a_directory_given_for_the_mesh_below_it_names_that_mesh() {
+        let tmp = tempfile::tempdir().unwrap();
+        let below = tmp.path().join(DIR_NAME);
+        std::fs::create_dir_all(below.join("controller")).unwrap();
+        std::fs::write(below.join(mesh_controller::genesis::SIGNING_SEED), "").unwrap();
+        let e = given_dir(tmp.path()).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{} holds no mesh, but {} does: give --dir {}",
+                tmp.path().display(),
+                below.display(),
+                below.display()
+            )
+        );
+        assert_eq!(given_dir(&below).unwrap(), below);
+        // Neither a mesh nor above one: left to the command.
+        let empty = tmp.path().join("empty");
+        assert_eq!(given_dir(&empty).unwrap(), empty);
     }
 
     #[test]

@@ -333,6 +333,16 @@ async fn code_reaches_the_nodes_through_the_artifact_store() {
         "{:?}",
         reported(&mesh, "n3", "runner")
     );
+    // Never started: its log is no empty success but said, exit 1.
+    let logs = mesh.mesh(&["logs", "runner", "--node", "n3"]);
+    let said = String::from_utf8_lossy(&logs.stderr);
+    assert_eq!(logs.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(
+            "runner on n3 has no log: it has never started there (`mesh reports n3` says why)"
+        ),
+        "{said}"
+    );
     ok(
         &mesh,
         &[

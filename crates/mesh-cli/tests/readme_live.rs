@@ -268,6 +268,27 @@ fn the_readme_walked_in_order_prints_what_it_shows() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     assert!(hung.is_empty(), "still running 30 s after Ctrl-C: {hung:?}");
+    // Followed in a checkout, the README leaves nothing `git status` would
+    // show (a person's seed written into the repository's root was).
+    let checkout = harness_examples().join("..");
+    let shown: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "examples" && name != ".tools")
+        .filter(|name| {
+            !std::process::Command::new("git")
+                .arg("-C")
+                .arg(&checkout)
+                .args(["check-ignore", "-q", "--no-index", name])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+        .collect();
+    assert!(
+        shown.is_empty(),
+        "the README leaves files git would show in a checkout: {shown:?}"
+    );
     println!(
         "readme: {} commands walked, each printing what the README shows",
         steps.len()

@@ -161,3 +161,46 @@ fn commands_find_the_nearest_mesh_above_and_mesh_dir_from_anywhere() {
     );
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
 }
+
+/// Given the directory a mesh was made in (a checkout's root after `mesh
+/// up`) for the mesh itself, a command names the `.mesh` below it instead
+/// of reading an empty store there; `--dir` may come before the command.
+#[test]
+fn a_directory_above_the_mesh_names_the_mesh_below_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let below = tmp.path().join(".mesh");
+    let port = mesh_testkit::broker::free_port().unwrap().to_string();
+    mesh(&below, &["init", "--port", &port]);
+    let out = Command::new(env!("CARGO_BIN_EXE_mesh"))
+        .args(["--dir"])
+        .arg(tmp.path())
+        .args(["status"])
+        .env_remove("MESH_STORE")
+        .env_remove("MESH_DIR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{} holds no mesh, but {} does: give --dir {}",
+            tmp.path().display(),
+            below.display(),
+            below.display()
+        )),
+        "{err}"
+    );
+    // Before the command, as a person may type it.
+    let nodes = Command::new(env!("CARGO_BIN_EXE_mesh"))
+        .arg("--dir")
+        .arg(&below)
+        .args(["nodes", "--output", "json"])
+        .env_remove("MESH_STORE")
+        .output()
+        .unwrap();
+    assert!(
+        nodes.status.success(),
+        "{}",
+        String::from_utf8_lossy(&nodes.stderr)
+    );
+}
