@@ -94,6 +94,21 @@ async fn the_dashboard_of_a_live_mesh_shows_its_nodes_and_modules() {
     assert!(svg.contains("git-server") && svg.contains("echo"), "{svg}");
     assert!(dom.contains("class=\"badge ok\">ready<"), "{dom}");
 
+    // Something needs action (a module left out: no holder of git): the
+    // header is no longer green, and says how many.
+    mesh.assign("code-search", "dash-node", true);
+    assert!(
+        wait_until(LONG, || http_get(&addr, "/api/status")
+            .is_ok_and(|(_, b)| b.contains("code-search"))),
+        "code-search never needs action"
+    );
+    let out = chromium(&profile, &url, &["--dump-dom"]);
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dom.contains("class=\"badge warn\">ready; 1 thing needs action<"),
+        "{dom}"
+    );
+
     let shot: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
     let _ = std::fs::remove_file(&shot);
     let out = chromium(

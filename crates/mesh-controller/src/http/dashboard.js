@@ -51,8 +51,18 @@ async function refresh() {
     get("/api/status"), get("/api/nodes"), get("/api/modules"), get("/api/seats"), get("/api/catalogue"),
   ]);
   const ready = document.getElementById("ready");
-  ready.textContent = status.controller.ready ? "ready" : "not ready: " + status.controller.reason;
-  ready.className = "badge " + (status.controller.ready ? "ok" : "bad");
+  // Green only when nothing needs action: a failed module is not "ready".
+  const pending = status.needs_action.length;
+  if (!status.controller.ready) {
+    ready.textContent = "not ready: " + status.controller.reason;
+    ready.className = "badge bad";
+  } else if (pending > 0) {
+    ready.textContent = "ready; " + pending + (pending === 1 ? " thing needs" : " things need") + " action";
+    ready.className = "badge warn";
+  } else {
+    ready.textContent = "ready";
+    ready.className = "badge ok";
+  }
 
   const actions = document.getElementById("needs-action");
   actions.replaceChildren();
