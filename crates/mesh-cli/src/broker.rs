@@ -41,6 +41,13 @@ pub struct SetAddressArgs {
     /// those given at genesis; none given: kept as they are.
     #[arg(long = "address")]
     pub addresses: Vec<String>,
+    /// How long to wait for every node to apply the addresses before
+    /// saying which have not.
+    #[arg(long, default_value = "30s", value_parser = crate::node::parse_ttl)]
+    pub timeout: std::time::Duration,
+    /// Return once recorded, naming no node.
+    #[arg(long, conflicts_with = "timeout")]
+    pub no_wait: bool,
     #[command(flatten)]
     pub mesh: MeshArgs,
 }
@@ -66,18 +73,100 @@ pub fn run(args: &BrokerArgs) -> anyhow::Result<ExitCode> {
         };
         probe.bus_urls()
     };
-    crate::block_on(async {
+    let store = crate::block_on(async {
         let store = open_store_to_write(&url).await?;
-        let r = store.set_bus_urls(&urls).await;
-        store.close().await;
-        anyhow::Ok(r?)
+        if let Err(e) = store.set_bus_urls(&urls).await {
+            store.close().await;
+            return Err(anyhow::Error::from(e));
+        }
+        anyhow::Ok(store)
     })??;
-    let moved = genesis.move_broker(args.port, addresses)?;
+    let conf = genesis
+        .move_broker(args.port, addresses)
+        .map(|m| (m.path(mesh_controller::genesis::BROKER_CONF), m.port));
+    let behind = match (&conf, args.no_wait) {
+        (Ok(_), false) => crate::block_on(followed(&store, &urls, args.timeout))?,
+        _ => Ok(Vec::new()),
+    };
+    crate::block_on(store.close())?;
+    let (conf, port) = conf?;
+    let behind = behind?;
     output::print(&format!("broker addresses: {}\n", urls.join(", ")))?;
+    if args.no_wait {
+        output::note(format_args!(
+            "every node is declared them and follows; once `mesh status` names no node behind the broker, start the broker again on {} (it listens on port {port} from then on)",
+            conf.display()
+        ));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if behind.is_empty() {
+        output::note(format_args!(
+            "every node has applied them: start the broker again on {} (it listens on port {port} from then on)",
+            conf.display()
+        ));
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Such a host keeps the old addresses: once the broker has moved, it
+    // cannot be told. It is the one to wait for.
+    for b in &behind {
+        output::note(format_args!(
+            "node {} has not applied them (declaration {} carries them): start its host now, while the broker still listens where it was; if it cannot be, once the broker has moved run on it `mesh host --state DIR --broker {}`",
+            b.node, b.sequence, urls[0]
+        ));
+    }
     output::note(format_args!(
-        "every node is declared them and follows; once `mesh status` shows the nodes ready, start the broker again on {} (it listens on port {} from then on)",
-        moved.path(mesh_controller::genesis::BROKER_CONF).display(),
-        moved.port
+        "start the broker again on {} once `mesh status` names no node behind it",
+        conf.display()
     ));
-    Ok(ExitCode::SUCCESS)
+    Ok(ExitCode::FAILURE)
+}
+
+/// Waits (within `timeout`) for the controller to declare the addresses
+/// and for every enrolled node to report them applied; the nodes that have
+/// not by then. A node the controller has not declared them to yet is
+/// waited for as well.
+async fn followed(
+    store: &mesh_store::Store,
+    urls: &[String],
+    timeout: std::time::Duration,
+) -> anyhow::Result<Vec<mesh_state::views::Behind>> {
+    let revision = store.records_revision().await?;
+    let deadline = std::time::Instant::now() + timeout;
+    let progress =
+        crate::progress::Progress::start("waiting for every node to apply the addresses");
+    loop {
+        let declared = store
+            .declared_through()
+            .await?
+            .is_some_and(|d| d >= revision);
+        let mut behind = Vec::new();
+        for n in store.nodes().await? {
+            if n.enrolled_at.is_none() {
+                continue;
+            }
+            let d = store.latest_declaration(&n.name).await?;
+            let r = store.latest_report(&n.name).await?;
+            let sequence = d.as_ref().map_or(0, |d| d.version);
+            let b = mesh_state::views::behind(
+                n.name.as_str(),
+                urls,
+                d.as_ref().map(|d| (d.version, d.body.as_str())),
+                r.as_ref().map(|r| r.report.declaration_version),
+            );
+            // Not declared yet counts as behind too: the wait is for the
+            // host to have them.
+            behind.extend(b.or_else(|| {
+                (!declared).then(|| mesh_state::views::Behind {
+                    node: n.name.to_string(),
+                    sequence,
+                    urls: urls.to_vec(),
+                })
+            }));
+        }
+        if behind.is_empty() || std::time::Instant::now() > deadline {
+            progress.finish(None);
+            return Ok(behind);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }

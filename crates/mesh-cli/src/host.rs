@@ -32,6 +32,12 @@ pub struct HostArgs {
     /// seat. Reported to the controller, and again whenever it changes.
     #[arg(long, value_parser = address)]
     pub advertise: Option<String>,
+    /// The broker's addresses now (`tls://HOST:PORT`, repeatable), for a
+    /// host that was down while the broker moved (`mesh broker
+    /// set-address`): checked against the pinned certificate and this
+    /// host's key, then recorded in its host.json.
+    #[arg(long = "broker", value_name = "URL", conflicts_with = "token")]
+    pub broker: Vec<String>,
 }
 
 fn address(s: &str) -> Result<String, String> {
@@ -101,7 +107,13 @@ async fn host(args: &HostArgs) -> anyhow::Result<ExitCode> {
             out.flush()?;
             enrolled
         }
-        None => HostState::open(dir)?,
+        None => {
+            let state = HostState::open(dir)?;
+            match args.broker.is_empty() {
+                true => state,
+                false => mesh_host::point_at(&state, &args.broker).await?,
+            }
+        }
     };
     let ran = shutdown::bounded_after(
         signals.first(),

@@ -191,7 +191,8 @@ pub enum Command {
     #[command(after_help = "Examples:
   mesh host --token mesh2.eyJi... --state /var/lib/mesh-host
   mesh host --token - < token.txt
-  mesh host --state /var/lib/mesh-host")]
+  mesh host --state /var/lib/mesh-host
+  mesh host --state /var/lib/mesh-host --broker tls://10.0.0.5:4333")]
     Host(host::HostArgs),
     /// Operators: their keys and the tools each may call.
     #[command(after_help = "Examples:

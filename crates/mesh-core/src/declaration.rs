@@ -190,6 +190,15 @@ impl Declaration {
     }
 }
 
+/// The declaration a recorded envelope carries, unverified: for the
+/// controller's own records (it signed them; a host is the one that
+/// verifies). None when the body is not one.
+pub fn recorded(body: &str) -> Option<Declaration> {
+    let env: Envelope = serde_json::from_str(body).ok()?;
+    let bytes = STANDARD.decode(env.declaration).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
 /// Why a host refuses what was delivered. None quotes the payload.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerifyError {

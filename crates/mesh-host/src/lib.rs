@@ -9,10 +9,12 @@ mod dial;
 pub mod driver;
 pub mod enrol;
 pub mod logs;
+pub mod moved;
 pub mod run;
 pub mod spare;
 pub mod state;
 
 pub use enrol::{EnrolError, EnrolOptions, enrol};
+pub use moved::{MovedError, point_at};
 pub use run::{HostError, HostOptions, run};
 pub use state::{HostKeys, HostState, StateError};

@@ -9,7 +9,8 @@ pub use seats::{
     CatalogueModule, CatalogueView, ConsumeView, HolderView, SeatView, catalogue, seats,
 };
 pub use status::{
-    Action, ControllerView, LeaseView, Refusal, ServerView, StatusView, needs_action, status,
+    Action, Behind, ControllerView, LeaseView, Refusal, ServerView, StatusView, behind,
+    needs_action, status,
 };
 
 use mesh_core::liveness::{HEARTBEAT_EVERY, liveness};

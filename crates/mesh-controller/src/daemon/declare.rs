@@ -6,10 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
 use ed25519_dalek::SigningKey;
 use futures::StreamExt as _;
-use mesh_core::declaration::{self, BusDecl, Declaration, Envelope, Inputs};
+use mesh_core::declaration::{self, BusDecl, Inputs};
 use mesh_core::names::Name;
 use mesh_core::subjects;
 use tracing::{info, warn};
@@ -32,16 +31,6 @@ pub(crate) fn signing_key(genesis: &crate::Genesis) -> Result<SigningKey, crate:
             what: "an Ed25519 seed (64 hex characters)",
         })?;
     Ok(SigningKey::from_bytes(&seed))
-}
-
-/// The declaration a recorded envelope carries (the controller trusts its
-/// own records; the host is the one that verifies).
-fn recorded(body: &str) -> Option<Declaration> {
-    let env: Envelope = serde_json::from_str(body).ok()?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(env.declaration)
-        .ok()?;
-    serde_json::from_slice(&bytes).ok()
 }
 
 /// What a pass of the declarations did.
@@ -409,7 +398,7 @@ async fn declare(
     record: Option<&mesh_store::Declaration>,
     converge: bool,
 ) -> Result<Declared, String> {
-    let last = record.as_ref().and_then(|d| recorded(&d.body));
+    let last = record.as_ref().and_then(|d| declaration::recorded(&d.body));
     // A node never declared and given nothing yet needs no declaration.
     if last.is_none() && modules.is_empty() {
         return Ok(Declared::Nothing);

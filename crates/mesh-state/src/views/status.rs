@@ -86,6 +86,38 @@ pub struct StatusView {
     pub needs_action: Vec<Action>,
 }
 
+/// A node that has not applied the declaration carrying the broker's
+/// addresses `mesh broker set-address` recorded: its host keeps the old
+/// ones, and cannot follow once the broker has moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Behind {
+    pub node: String,
+    /// The declaration carrying the addresses.
+    pub sequence: i64,
+    pub urls: Vec<String>,
+}
+
+/// Whether a node whose newest declaration is `declared` (its sequence and
+/// its body) and whose newest report answers `reported` has yet to apply
+/// the broker's addresses `urls`: only a declaration that carries them
+/// counts (the controller has not declared them yet otherwise).
+pub fn behind(
+    node: &str,
+    urls: &[String],
+    declared: Option<(i64, &str)>,
+    reported: Option<i64>,
+) -> Option<Behind> {
+    let (sequence, body) = declared?;
+    let carries = mesh_core::declaration::recorded(body)
+        .and_then(|d| d.bus)
+        .is_some_and(|b| b.urls == urls);
+    (carries && reported.is_none_or(|r| r < sequence)).then(|| Behind {
+        node: node.to_string(),
+        sequence,
+        urls: urls.to_vec(),
+    })
+}
+
 /// A host's refusal of its node's newest declaration.
 #[derive(Debug, Clone)]
 pub struct Refusal {
@@ -111,11 +143,23 @@ pub async fn status(
     let nodes = super::nodes(store, now_ms).await?;
     let modules = super::modules(store).await?;
     let mut refusals = Vec::new();
+    let mut stranded = Vec::new();
+    let moved = store.bus_urls().await?;
     for n in nodes.iter().filter(|n| n.enrolled_at.is_some()) {
         let Ok(name) = Name::new(&n.node) else {
             continue;
         };
-        if let Some(r) = store.latest_report(&name).await?
+        let report = store.latest_report(&name).await?;
+        if let Some(urls) = &moved {
+            let declared = store.latest_declaration(&name).await?;
+            stranded.extend(behind(
+                &n.node,
+                urls,
+                declared.as_ref().map(|d| (d.version, d.body.as_str())),
+                report.as_ref().map(|r| r.report.declaration_version),
+            ));
+        }
+        if let Some(r) = report
             && let Some(reason) = r.report.refused
         {
             refusals.push(Refusal {
@@ -126,7 +170,14 @@ pub async fn status(
         }
     }
     let left_out = store.left_out().await?;
-    let needs_action = needs_action(&controller, &nodes, &modules, &refusals, &left_out);
+    let needs_action = needs_action(
+        &controller,
+        &nodes,
+        &modules,
+        &refusals,
+        &left_out,
+        &stranded,
+    );
     let lease = store.lease_record().await?.map(|r| LeaseView {
         epoch: r.epoch,
         holder: r.holder,
@@ -151,6 +202,7 @@ pub fn needs_action(
     modules: &[ModuleView],
     refusals: &[Refusal],
     left_out: &[mesh_store::LeftOut],
+    stranded: &[Behind],
 ) -> Vec<Action> {
     let mut out = Vec::new();
     let mut add = |what: String, next: String| out.push(Action { what, next });
@@ -215,6 +267,20 @@ pub fn needs_action(
             _ => {}
         }
     }
+    for b in stranded {
+        let urls = b.urls.join(",");
+        add(
+            format!(
+                "node {} has not followed the broker to {urls}: its host has not applied declaration {}",
+                b.node, b.sequence
+            ),
+            format!(
+                "start its host while the broker still listens where it was; if the broker has moved, on {}: `mesh host --state DIR --broker {}`",
+                b.node,
+                b.urls.first().map_or("URL", String::as_str)
+            ),
+        );
+    }
     for r in refusals {
         add(
             format!(
@@ -263,6 +329,65 @@ fn first_line(s: &str) -> &str {
 mod tests {
     use super::*;
 
+    /// A recorded declaration of n1 at `sequence` carrying `urls`.
+    fn recorded(sequence: u64, urls: Option<&[&str]>) -> String {
+        let d = mesh_core::declaration::Declaration {
+            node: Name::new("n1").unwrap(),
+            sequence,
+            composed_at: 0,
+            modules: Vec::new(),
+            bus: urls.map(|u| mesh_core::declaration::BusDecl {
+                urls: u.iter().map(|s| s.to_string()).collect(),
+            }),
+            sealed_by: None,
+        };
+        let key = ed25519_dalek::SigningKey::from_bytes(&[1; 32]);
+        String::from_utf8(d.sign(&key)).unwrap()
+    }
+
+    #[test]
+    fn a_node_is_behind_the_broker_until_it_reports_the_declaration_carrying_its_addresses() {
+        let urls = vec!["tls://10.0.0.5:4333".to_string()];
+        let moved = recorded(7, Some(&["tls://10.0.0.5:4333"]));
+        let old = recorded(7, Some(&["tls://10.0.0.5:4222"]));
+        let none = recorded(7, None);
+        let want = Some(Behind {
+            node: "n1".into(),
+            sequence: 7,
+            urls: urls.clone(),
+        });
+        assert_eq!(behind("n1", &urls, Some((7, &moved)), Some(6)), want);
+        assert_eq!(behind("n1", &urls, Some((7, &moved)), None), want);
+        assert_eq!(behind("n1", &urls, Some((7, &moved)), Some(7)), None);
+        assert_eq!(behind("n1", &urls, Some((7, &moved)), Some(8)), None);
+        // Not declared yet: the controller's to do, not the host's.
+        assert_eq!(behind("n1", &urls, Some((7, &old)), Some(6)), None);
+        assert_eq!(behind("n1", &urls, Some((7, &none)), Some(6)), None);
+        assert_eq!(behind("n1", &urls, None, None), None);
+        let a = needs_action(
+            &ControllerView {
+                reachable: true,
+                ready: true,
+                ..ControllerView::default()
+            },
+            &[],
+            &[],
+            &[],
+            &[],
+            &[want.unwrap()],
+        );
+        assert_eq!(
+            a[0].what,
+            "node n1 has not followed the broker to tls://10.0.0.5:4333: its host has not applied declaration 7"
+        );
+        assert!(
+            a[0].next
+                .contains("`mesh host --state DIR --broker tls://10.0.0.5:4333`"),
+            "{}",
+            a[0].next
+        );
+    }
+
     fn node(name: &str, enrolled: bool, liveness: &str, state: &str) -> NodeView {
         NodeView {
             node: name.into(),
@@ -288,7 +413,7 @@ mod tests {
             node("n2", true, "down", "enrolled"),
             node("n3", false, "unseen", "token issued"),
         ];
-        let a = needs_action(&ctl, &nodes, &[], &[], &[]);
+        let a = needs_action(&ctl, &nodes, &[], &[], &[], &[]);
         assert_eq!(a.len(), 2, "{a:?}");
         assert_eq!(a[0].what, "node n2 is down");
         assert_eq!(a[0].next, "check `mesh host` on n2");
@@ -309,7 +434,7 @@ mod tests {
             reason: Some("exit status 1\nlast lines".into()),
             sequence: Some(2),
         };
-        let a = needs_action(&ctl, &[], &[failed], &[], &[]);
+        let a = needs_action(&ctl, &[], &[failed], &[], &[], &[]);
         assert_eq!(
             a[0].what,
             "the controller does not answer at http://127.0.0.1:7420"
@@ -330,7 +455,7 @@ mod tests {
             reason: "module echo: ${seat:db:5432} cannot be filled: assign its holder first".into(),
             since: 1,
         };
-        let a = needs_action(&ctl, &[], &[], &[], &[l]);
+        let a = needs_action(&ctl, &[], &[], &[], &[l], &[]);
         assert_eq!(a.len(), 1, "{a:?}");
         assert_eq!(
             a[0].what,
