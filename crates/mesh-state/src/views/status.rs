@@ -351,11 +351,12 @@ mod tests {
         let moved = recorded(7, Some(&["tls://10.0.0.5:4333"]));
         let old = recorded(7, Some(&["tls://10.0.0.5:4222"]));
         let none = recorded(7, None);
-        let want = Some(Behind {
+        let one = Behind {
             node: "n1".into(),
             sequence: 7,
             urls: urls.clone(),
-        });
+        };
+        let want = Some(one.clone());
         assert_eq!(behind("n1", &urls, Some((7, &moved)), Some(6)), want);
         assert_eq!(behind("n1", &urls, Some((7, &moved)), None), want);
         assert_eq!(behind("n1", &urls, Some((7, &moved)), Some(7)), None);
@@ -374,7 +375,7 @@ mod tests {
             &[],
             &[],
             &[],
-            &[want.unwrap()],
+            &[one],
         );
         assert_eq!(
             a[0].what,
