@@ -163,6 +163,7 @@ mod tests {
             token: Some(Secret::new("mesh1.very-secret-token")),
             state: ".mesh-host".into(),
             advertise: None,
+            broker: Vec::new(),
         };
         assert!(!format!("{args:?}").contains("very-secret"));
     }
