@@ -409,7 +409,7 @@ mod tests {
     #[test]
     fn the_http_help_says_what_a_taken_default_address_does() {
         let mut cli = super::Cli::command();
-        for name in ["controller"] {
+        for name in ["controller", "up"] {
             let help = cli
                 .find_subcommand_mut(name)
                 .map(|c| c.render_long_help().to_string())
