@@ -220,10 +220,6 @@ fn store_report(r: &Report) -> mesh_store::Report {
     }
 }
 
-/// Records reports as [`record`] does each, together: the supersession
-/// checks, then every report and its outcomes in one transaction, then the
-/// module keys they name (for modules assigned to their node) in one more.
-/// The outcomes are in the order of `reports`.
 /// The address a host advertises, recorded when it differs from the one
 /// the store holds (read first: writing an unchanged one would still move
 /// the records revision on PostgreSQL, whose triggers are per statement).
@@ -241,10 +237,13 @@ async fn record_address(store: &Store, r: &Report) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Records reports as [`record`] does each, together: the supersession
+/// checks, then every report and its outcomes in one transaction, then the
+/// module keys they name (for modules assigned to their node) in one more.
+/// The outcomes are in the order of `reports`. A superseded report is
+/// settled without being acted on: not its outcomes, keys, spares, nor the
+/// address it carries.
 pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Ingested>, StoreError> {
-    for r in reports {
-        record_address(store, r).await?;
-    }
     // A handful of statements for the batch, however many reports: the
     // nodes' newest versions, the reports and outcomes, the nodes'
     // assignments and the modules' recorded keys, each one read.
@@ -265,6 +264,9 @@ pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Inges
             }
             _ => taken.push(i),
         }
+    }
+    for &i in &taken {
+        record_address(store, &reports[i]).await?;
     }
     let rows: Vec<mesh_store::Report> = taken.iter().map(|&i| store_report(&reports[i])).collect();
     let recorded = store.record_reports(&rows).await?;
