@@ -332,7 +332,9 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
     let pid_of = |m: &str| {
         read(&n1_dir.join("modules").join(m).join("work/pid")).map(|p| p.trim().to_string())
     };
-    assert!(wait_until(LONG, || pid_of("bystander").is_some()));
+    // Each module writes its pid last: waited for, not read.
+    assert!(wait_until(LONG, || pid_of("bystander").is_some()
+        && pid_of("vault-user").is_some()));
     let (user_pid, bystander_pid) = (pid_of("vault-user").unwrap(), pid_of("bystander").unwrap());
 
     // Listed by name and use, never by value.
