@@ -293,6 +293,30 @@ async fn the_broker_holder_is_declared_the_newest_user_list() {
             .is_ok_and(|t| t.contains(&person))),
         "the host wrote it"
     );
+
+    // A token's enrolment user is in the holder's file while the token
+    // lives, and gone from it once it expires: nothing in the records moves
+    // then, yet the holder is declared the file without it.
+    let token = mesh.node_add("n9", "3s");
+    let enrol_key = nkeys::KeyPair::from_seed(
+        mesh_core::token::Token::decode(&token)
+            .unwrap()
+            .enrolment_seed
+            .expose(),
+    )
+    .unwrap()
+    .public_key();
+    assert!(
+        wait_until(LONG, || std::fs::read_to_string(&file)
+            .is_ok_and(|t| t.contains(&enrol_key))),
+        "the live token's user is declared to the holder"
+    );
+    assert!(
+        wait_until(LONG, || std::fs::read_to_string(&file)
+            .is_ok_and(|t| !t.contains(&enrol_key))),
+        "the expired token's user stays in the holder's file:\n{}",
+        std::fs::read_to_string(&file).unwrap_or_default()
+    );
 }
 
 /// Modules assigned one after another, faster than the controller's quiet

@@ -119,6 +119,11 @@ pub(crate) async fn follow(
             if expires.is_some_and(|at| at <= mesh_store::now_ms()) {
                 info!("an enrolment token expired; composing without it");
                 ctx.covered.trigger(&ctx.composer, revision);
+                // The broker holder's declaration carries the file: it is
+                // declared the one without the token's user too.
+                if broker_held {
+                    super::declare::declare_all(&ctx, false).await;
+                }
                 expires = next_expiry(&ctx).await;
             }
             continue;
