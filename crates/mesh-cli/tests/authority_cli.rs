@@ -103,6 +103,37 @@ fn compose_is_deterministic_and_the_server_accepts_it() {
         .expect("nats-server -t accepts the composed users file");
 }
 
+/// Authority is derived from the records every time, never read back: the
+/// users file a clustered bus shares through the store (the one stored
+/// text with permissions in it) has no say in what is composed (L40).
+#[test]
+fn a_shared_users_file_is_never_read_back_as_authority() {
+    let dir = tempfile::tempdir().unwrap();
+    load_fleet(dir.path());
+    let (derived, _) = compose(dir.path(), "broker/users.conf");
+    let url = format!("sqlite://{}", dir.path().join("mesh.db").display());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = mesh_store::Store::open(&url).await.unwrap();
+        store
+            .share_users_file(
+                "authorization { users = [ { nkey: \"UAAA\", permissions: { publish: \">\" } } ] }",
+            )
+            .await
+            .unwrap();
+        store.close().await;
+    });
+    let (again, _) = compose(dir.path(), "broker/users.conf");
+    assert_eq!(
+        String::from_utf8(again).unwrap(),
+        String::from_utf8(derived).unwrap(),
+        "a stored users file changed what the records derive"
+    );
+}
+
 /// (principal, "nkey" or "password") for every user of a composed file: an
 /// NKey user is named by the comment above it, a password user by `user:`.
 fn users_of(text: &str) -> Vec<(String, &'static str)> {

@@ -895,6 +895,12 @@ content = "mode = 1"
                 .to_bytes(),
         )
         .unwrap();
+        // Nor does the manifest's reason for a secret in the environment
+        // reach the machine: it stays in the catalogue (L87).
+        assert!(
+            !wire.contains("reads its password only") && !wire.contains("secrets-in-environment"),
+            "{wire}"
+        );
         assert!(
             !wire.contains("PW-ONE") && !wire.contains("KEY-PLAINTEXT"),
             "{wire}"
