@@ -138,7 +138,8 @@ pub enum Command {
     #[command(after_help = "Examples:
   mesh assign echo n1
   mesh assign notifier n1 --dry-run
-  mesh assign echo n1 --wait --timeout 2m")]
+  mesh assign echo n1 --wait --timeout 2m
+  mesh assign postgres n2 --move-from n1")]
     Assign(assign::AssignArgs),
     /// Stop running a module on a node; its key is refused once recomposed.
     #[command(after_help = "Examples:

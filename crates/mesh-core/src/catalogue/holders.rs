@@ -12,12 +12,16 @@ use crate::names::Name;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HolderConflict {
     #[error(
-        "seat `{seat}` is mesh-scoped and already held by module {module} on node {node}: a mesh-scoped seat has one holder in the mesh. To move it, run `mesh unassign {module} {node}` first"
+        "seat `{seat}` is mesh-scoped and already held by module {module} on node {node}: a mesh-scoped seat has one holder in the mesh. {how}",
+        how = mesh_remedy(module, node, moving.as_ref())
     )]
     Mesh {
         seat: Name,
         module: Name,
         node: Name,
+        /// The node the holder itself was to be assigned to: it can move
+        /// there in one step.
+        moving: Option<Name>,
     },
     #[error(
         "seat `{seat}` is node-scoped and module {module} already holds it on node {node}: a node-scoped seat has one holder per node. To replace it, run `mesh unassign {module} {node}` first"
@@ -27,6 +31,18 @@ pub enum HolderConflict {
         module: Name,
         node: Name,
     },
+}
+
+/// How to take a mesh-scoped seat from `module` on `node`.
+fn mesh_remedy(module: &Name, node: &Name, moving: Option<&Name>) -> String {
+    match moving {
+        Some(to) => format!(
+            "To move it in one step, the modules addressing the seat keeping an address, run `mesh assign {module} {to} --move-from {node}`"
+        ),
+        None => format!(
+            "To replace it, run `mesh unassign {module} {node}` first (the modules addressing the seat are left out until the new holder is assigned)"
+        ),
+    }
 }
 
 /// The catalogue of registered manifests (`(name, source)`) and seat
@@ -81,6 +97,7 @@ pub fn holder_conflict(
             match entry.decl.scope.value {
                 Scope::Mesh => {
                     return Some(HolderConflict::Mesh {
+                        moving: (m2 == module).then(|| node.clone()),
                         seat,
                         module: first,
                         node: on,
@@ -152,20 +169,43 @@ mod tests {
         let made = a(&[("n1", "store-a")]);
         // Again on its own node: nothing new.
         assert_eq!(holder_conflict(&cat, &made, &n("n1"), &n("store-a")), None);
-        let want = Some(HolderConflict::Mesh {
-            seat: n("store"),
-            module: n("store-a"),
-            node: n("n1"),
-        });
-        // The same module on a second node, and another holder anywhere.
-        assert_eq!(holder_conflict(&cat, &made, &n("n2"), &n("store-a")), want);
-        assert_eq!(holder_conflict(&cat, &made, &n("n1"), &n("store-b")), want);
-        assert_eq!(holder_conflict(&cat, &made, &n("n2"), &n("store-b")), want);
+        let want = |moving: Option<&str>| {
+            Some(HolderConflict::Mesh {
+                seat: n("store"),
+                module: n("store-a"),
+                node: n("n1"),
+                moving: moving.map(n),
+            })
+        };
+        // The same module on a second node (which may move there), and
+        // another holder anywhere.
+        let moved = holder_conflict(&cat, &made, &n("n2"), &n("store-a"));
+        assert_eq!(moved, want(Some("n2")));
+        assert_eq!(
+            holder_conflict(&cat, &made, &n("n1"), &n("store-b")),
+            want(None)
+        );
+        assert_eq!(
+            holder_conflict(&cat, &made, &n("n2"), &n("store-b")),
+            want(None)
+        );
         let msg = holder_conflict(&cat, &made, &n("n2"), &n("store-b"))
             .map(|c| c.to_string())
             .unwrap_or_default();
         assert!(msg.contains("held by module store-a on node n1"), "{msg}");
-        assert!(msg.contains("`mesh unassign store-a n1` first"), "{msg}");
+        assert!(
+            msg.ends_with(
+                "To replace it, run `mesh unassign store-a n1` first (the modules addressing the seat are left out until the new holder is assigned)"
+            ),
+            "{msg}"
+        );
+        let msg = moved.map(|c| c.to_string()).unwrap_or_default();
+        assert!(
+            msg.ends_with(
+                "To move it in one step, the modules addressing the seat keeping an address, run `mesh assign store-a n2 --move-from n1`"
+            ),
+            "{msg}"
+        );
         // Free once unassigned; modules holding nothing never conflict.
         assert_eq!(holder_conflict(&cat, &[], &n("n2"), &n("store-b")), None);
         assert_eq!(holder_conflict(&cat, &made, &n("n1"), &n("plain")), None);

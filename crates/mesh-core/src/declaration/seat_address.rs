@@ -55,8 +55,28 @@ pub struct Unaddressed {
     pub node: Name,
     /// The seat, renames followed (as the catalogue after has it).
     pub seat: Name,
+    /// Whether the seat has one holder per node (the module needs one on
+    /// its own node) rather than one in the mesh.
+    pub node_scoped: bool,
     /// The holder it addressed before the change.
     pub holder: Assignment,
+}
+
+impl Unaddressed {
+    /// What gives it an address again, or would have kept it.
+    pub fn remedy(&self) -> String {
+        if self.node_scoped {
+            format!(
+                "assign a holder of seat {} to {} (`mesh assign MODULE {}`)",
+                self.seat, self.node, self.node
+            )
+        } else {
+            format!(
+                "`mesh assign {} NODE --move-from {}` moves the holder in one step, leaving nobody without an address",
+                self.holder.module, self.holder.node
+            )
+        }
+    }
 }
 
 impl std::fmt::Display for Unaddressed {
@@ -88,10 +108,14 @@ pub fn left_without_address(
                 continue;
             };
             if holder(after_cat, after_records, &seat, &a.node).is_err() {
+                let seat = after_cat.resolve_seat(&seat);
                 out.insert(Unaddressed {
                     module: a.module.clone(),
                     node: a.node.clone(),
-                    seat: after_cat.resolve_seat(&seat),
+                    node_scoped: after_cat
+                        .seat(&seat)
+                        .is_some_and(|e| e.decl.scope.value == Scope::Node),
+                    seat,
                     holder: had.clone(),
                 });
             }

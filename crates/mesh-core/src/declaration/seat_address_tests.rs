@@ -150,12 +150,15 @@ fn unassigning_a_holder_names_the_modules_it_leaves_without_an_address() {
     let want = |node: &str, seat: &str, holder: &Assignment| Unaddressed {
         module: n("app"),
         node: n(node),
+        node_scoped: seat == "filter",
         seat: n(seat),
         holder: holder.clone(),
     };
+    let got = left_without_address((&c, &before), (&c, &after));
+    assert_eq!(got, [want("n1", "db", &pg), want("n2", "db", &pg)]);
     assert_eq!(
-        left_without_address((&c, &before), (&c, &after)),
-        [want("n1", "db", &pg), want("n2", "db", &pg)]
+        got[0].remedy(),
+        "`mesh assign pg NODE --move-from n3` moves the holder in one step, leaving nobody without an address"
     );
     // n2's packet filter unassigned: only app on n2 loses it.
     let after = records(&[("n1", "nft"), ("n3", "pg"), ("n1", "app"), ("n2", "app")]);
@@ -167,6 +170,10 @@ fn unassigning_a_holder_names_the_modules_it_leaves_without_an_address() {
     assert_eq!(
         got[0].to_string(),
         "app on n2 is left without an address for seat filter (held by nft on n2 until now)"
+    );
+    assert_eq!(
+        got[0].remedy(),
+        "assign a holder of seat filter to n2 (`mesh assign MODULE n2`)"
     );
     // Moved in one change: nobody is left without one.
     let after = records(&[

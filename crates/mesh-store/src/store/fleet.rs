@@ -201,16 +201,7 @@ impl Store {
                         continue;
                     }
                     // As `unassign`: the module's credential goes with it.
-                    for sql in [
-                        "DELETE FROM credentials WHERE node = $1 AND module = $2",
-                        "DELETE FROM assignments WHERE node = $1 AND module = $2",
-                    ] {
-                        sqlx::query(sql)
-                            .bind(&node)
-                            .bind(&module)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
+                    let _ = unassign_in!(tx, &node, &module);
                     out.assignments_pruned.push((
                         super::name("assignment", node)?,
                         super::name("assignment", module)?,

@@ -80,6 +80,27 @@ macro_rules! holder_conflict {
     }};
 }
 
+/// Unassigns `$module` from `$node` in `$tx`, deleting that module's
+/// credential on the node; evaluates to whether it was assigned. One
+/// statement set for `unassign`, a move and a fleet's prune.
+macro_rules! unassign_in {
+    ($tx:ident, $node:expr, $module:expr) => {{
+        let (node, module): (&str, &str) = ($node, $module);
+        sqlx::query("DELETE FROM credentials WHERE node = $1 AND module = $2")
+            .bind(node)
+            .bind(module)
+            .execute(&mut *$tx)
+            .await?;
+        sqlx::query("DELETE FROM assignments WHERE node = $1 AND module = $2")
+            .bind(node)
+            .bind(module)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected()
+            == 1
+    }};
+}
+
 /// The `all_tools` flag and the tool rows a person's access is stored as.
 /// The flag, not a "*" row: a "*" among tool rows would read as every tool
 /// to one reader and as a tool named "*" to another.
