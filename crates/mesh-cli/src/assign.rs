@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
 use mesh_core::declaration::seat_address::{self, Unaddressed};
 use mesh_core::diagnostic::suggest;
@@ -14,7 +14,7 @@ use mesh_core::names::Name;
 use mesh_core::records::{Assignment, Records};
 use mesh_store::Store;
 
-use crate::authority::{checked_catalogue, open_store_to_write};
+use crate::authority::open_store_to_write;
 use crate::output;
 use crate::output::ListFormat;
 use crate::plan::{Pending, name};
@@ -90,92 +90,22 @@ pub fn run_catalogue(args: &CatalogueArgs) -> anyhow::Result<ExitCode> {
         CatalogueCommand::Register(a) => a,
         CatalogueCommand::Graph(a) => return crate::graph::run(a),
     };
-    let report = checked_catalogue(&args.paths, "nothing was registered")?;
     crate::block_on(async {
         let store = open_store_to_write(&args.mesh.store_url()?).await?;
-        let result = register(&store, &report, &args.paths).await;
+        let result =
+            crate::registering::register(&store, &args.paths, "nothing was registered").await;
         store.close().await;
-        let done = result?;
+        let done = result?.registration.modules;
         output::print(&format!(
             "registered {} module(s): {}\n",
             done.len(),
-            done.join(", ")
+            done.iter()
+                .map(|(m, _)| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))?;
         Ok(ExitCode::SUCCESS)
     })?
-}
-
-/// Checks the catalogue as it would be once `report` is registered, and
-/// records the manifests, their seats and the renames in one transaction;
-/// returns the modules registered.
-pub(crate) async fn register(
-    store: &Store,
-    report: &mesh_state::CatalogueCheck,
-    paths: &[PathBuf],
-) -> anyhow::Result<Vec<String>> {
-    let registered = mesh_state::registered::read(store).await?;
-    let after = registered.catalogue.registering(&report.catalogue);
-    let broken = mesh_core::catalogue::broken_by(&registered.catalogue, &after);
-    if !broken.is_empty() {
-        let mut sources = report.sources.clone();
-        for m in store.modules().await? {
-            sources.insert(
-                mesh_state::registered::source_name(m.name.as_str()),
-                m.manifest_source,
-            );
-        }
-        let n = broken.len();
-        crate::check::print_text(&mesh_state::CatalogueCheck {
-            manifests: after.manifests().len(),
-            diagnostics: broken,
-            sources,
-            catalogue: after,
-        })?;
-        bail!(
-            "registering {} would break the registered catalogue: {} error{} (printed above, each where it breaks); nothing was registered",
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" "),
-            mesh_core::diagnostic::thousands(n),
-            crate::check::plural(n),
-        );
-    }
-    let mut registration = mesh_store::Registration::default();
-    for m in report.catalogue.manifests() {
-        let source = report
-            .sources
-            .get(&m.path)
-            .with_context(|| format!("the text of {} was not kept", m.path))?;
-        registration
-            .modules
-            .push((m.name.value.clone(), source.clone()));
-    }
-    // Every seat of the catalogue after, roles included: an alias names a
-    // recorded seat, and a catalogue registered before seats were recorded
-    // gets them now.
-    for entry in after.seats() {
-        registration.seats.push(mesh_store::Seat {
-            name: entry.decl.name.value.clone(),
-            declared_by: entry.module.clone(),
-            scope: entry.decl.scope.value,
-            protocol: entry.decl.protocol.value.clone(),
-        });
-    }
-    // A rename is a row: the controller's catalogue resolves it from the
-    // store, never from a file it cannot see.
-    for a in report.catalogue.aliases().entries() {
-        registration
-            .aliases
-            .push((a.old.value.clone(), after.resolve_seat(&a.old.value)));
-    }
-    store.register_catalogue(&registration).await?;
-    Ok(registration
-        .modules
-        .iter()
-        .map(|(m, _)| m.to_string())
-        .collect())
 }
 
 pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {

@@ -31,6 +31,7 @@ pub mod output;
 pub mod person;
 pub mod plan;
 pub mod progress;
+pub mod registering;
 pub mod seats;
 pub mod secret;
 pub mod shutdown;

@@ -19,7 +19,7 @@ use mesh_core::names::Name;
 use mesh_core::records::{Assignment, ControllerSpec, Records};
 use serde::Serialize;
 
-use crate::authority::{checked_catalogue, open_existing_store};
+use crate::authority::open_existing_store;
 use crate::output;
 use crate::output::ListFormat;
 use crate::state::MeshArgs;
@@ -181,13 +181,21 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             },
             &a.opts,
         ),
-        PlanCommand::Register(a) => (register(&a.paths)?, &a.opts),
+        PlanCommand::Register(a) => (register(&a.paths, &a.opts.mesh)?, &a.opts),
     };
     print_plan(&pending, &opts.mesh, opts.output)
 }
 
-fn register(paths: &[PathBuf]) -> anyhow::Result<Pending> {
-    let report = checked_catalogue(paths, "nothing is planned")?;
+/// The manifests of `paths`, checked as `mesh catalogue register` checks
+/// them: with the registered catalogue in view.
+fn register(paths: &[PathBuf], mesh: &MeshArgs) -> anyhow::Result<Pending> {
+    let registered = crate::block_on(async {
+        let store = open_existing_store(&mesh.store_url()?).await?;
+        let read = crate::registering::InView::read(&store).await;
+        store.close().await;
+        read
+    })??;
+    let report = crate::registering::checked(paths, &registered, "nothing is planned")?.report;
     let mut sources = BTreeMap::new();
     for m in report.catalogue.manifests() {
         let text = report
