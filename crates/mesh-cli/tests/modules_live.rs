@@ -211,18 +211,23 @@ async fn subscribe_refused(client: &async_nats::Client, errors: &ServerErrors, s
         .unwrap_or_else(|_| panic!("subscribing to {subject} was not refused"));
 }
 
+/// Assigns the ticker to `node` and waits for its three ticks, stored.
+async fn ticks_three(mesh: &Mesh, node: &str) {
+    mesh.assign("ticker", node, true);
+    let ticked = mesh.module_dir(node, "ticker").join("work/ticked");
+    assert!(
+        wait_until(LONG, || std::fs::read_to_string(&ticked)
+            .is_ok_and(|t| t == "3")),
+        "the ticker never emitted 3; its log:\n{}",
+        module_log(mesh, node, "ticker")
+    );
+    wait_stored(mesh, "EVENTS", 3).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_assigned_after_three_events_receives_all_three() {
     let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
-    mesh.assign("ticker", "n1", true);
-    let ticker_work = mesh.module_dir("n1", "ticker").join("work/ticked");
-    assert!(
-        wait_until(LONG, || std::fs::read_to_string(&ticker_work)
-            .is_ok_and(|t| t == "3")),
-        "the ticker never emitted 3; its log:\n{}",
-        module_log(&mesh, "n1", "ticker")
-    );
-    assert_eq!(stored(&mesh, "EVENTS").await, 3);
+    ticks_three(&mesh, "n1").await;
 
     // Only now does a consumer exist: the stream is a log.
     mesh.assign("recorder", "n1", true);
@@ -305,6 +310,77 @@ async fn a_consumer_assigned_after_three_events_receives_all_three() {
         assert!(
             line.starts_with(&format!("{time}  mesh.mod.ticker.event.tick  ticker@n1  ")),
             "{line}"
+        );
+    }
+}
+
+/// A module's own events carry no node in their subject, so the node an
+/// envelope names is its emitter's word: `mesh events tail` shows it only
+/// where the records bear it out. ticker runs on n3; an envelope it
+/// publishes claiming n1 is shown as a claim, never as n1's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_claiming_another_node_is_shown_as_a_claim_not_as_that_nodes() {
+    let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1", "n3"]).await;
+    ticks_three(&mesh, "n3").await;
+    let (client, _errors) = raw_as(&mesh, "n3", "ticker").await;
+    let forged = mesh_core::event::EventEnvelope {
+        id: "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0".into(),
+        module: Name::new("ticker").unwrap(),
+        node: Name::new("n1").unwrap(),
+        at: 1_796_163_654_000,
+        payload: json!({"n": 99}),
+    };
+    async_nats::jetstream::new(client)
+        .publish(
+            "mesh.mod.ticker.event.tick",
+            forged.to_json().unwrap().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .expect("stored: ticker may publish on its own subject");
+    let tail = |format: &str| {
+        let out = mesh.mesh(&[
+            "events",
+            "tail",
+            "ticker.tick",
+            "--all",
+            "--count",
+            "4",
+            "--output",
+            format,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let claim = "the envelope claims ticker@n1, but ticker is not assigned to n1: it runs on n3";
+    let json: Vec<Value> = tail("json")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(json.len(), 4);
+    for v in &json {
+        let doubt = if v["envelope"]["id"] == forged.id.as_str() {
+            json!(claim)
+        } else {
+            Value::Null
+        };
+        assert_eq!(v["doubt"], doubt, "{v}");
+    }
+    let text = tail("text");
+    for line in text.lines() {
+        if line.contains(&forged.id) {
+            assert!(line.contains(&format!("  ticker@? ({claim})  ")), "{line}");
+        } else {
+            assert!(line.contains("  ticker@n3  "), "{line}");
+        }
+        assert!(
+            !line.contains("  ticker@n1  "),
+            "never shown as n1's: {line}"
         );
     }
 }
