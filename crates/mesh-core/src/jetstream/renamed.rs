@@ -187,7 +187,9 @@ mod tests {
             nft.target("mesh.seat.nft.work.rule"),
             Err("seat filter is node-scoped and mesh.seat.nft.work.rule names no node; it stays in SEAT_nft".into())
         );
+        // Another seat's work, of either form, is none of this move's.
         assert!(jobs.target("mesh.seat.tasks.work.job").is_err());
+        assert!(jobs.target("mesh.seat.tasks.node.n1.work.job").is_err());
         assert!(jobs.target("mesh.seat.jobs.node.N!.work.job").is_ok());
         assert!(nft.target("mesh.seat.nft.node.N!.work.rule").is_err());
         // No rename, nothing to move.
