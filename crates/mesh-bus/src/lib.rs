@@ -8,6 +8,7 @@ pub mod connect;
 pub mod objects;
 pub mod reconnect;
 pub mod refusals;
+pub mod renamed;
 pub mod tls;
 
 pub use connect::{BusConfig, ClientCredential, ConnectError, Secret, connect, connect_with};

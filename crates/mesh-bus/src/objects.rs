@@ -76,7 +76,7 @@ pub async fn assert_objects(
     Ok(steps)
 }
 
-fn is_not_found(e: &GetStreamError) -> bool {
+pub(crate) fn is_not_found(e: &GetStreamError) -> bool {
     matches!(e.kind(), GetStreamErrorKind::JetStream(ref j)
         if j.error_code() == ErrorCode::STREAM_NOT_FOUND)
 }

@@ -6,13 +6,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use clap::{Args, Subcommand};
+use mesh_core::declaration::seat_address::{self, Unaddressed};
 use mesh_core::diagnostic::suggest;
 use mesh_core::names::Name;
+use mesh_core::records::{Assignment, Records};
 use mesh_store::Store;
 
-use crate::authority::{checked_catalogue, open_store_to_write};
+use crate::authority::open_store_to_write;
 use crate::output;
 use crate::output::ListFormat;
 use crate::plan::{Pending, name};
@@ -73,6 +75,12 @@ pub struct AssignArgs {
     /// Assigning again with another version moves it.
     #[arg(long)]
     pub version: Option<String>,
+    /// Move the module here from this node, in one step (assign only): its
+    /// assignment there goes as this one is made, so a seat it holds is
+    /// never held by nobody, and the modules addressing the seat keep an
+    /// address. It runs the version it ran there unless --version says.
+    #[arg(long, value_name = "NODE")]
+    pub move_from: Option<String>,
     #[command(flatten)]
     pub mesh: MeshArgs,
 }
@@ -82,92 +90,22 @@ pub fn run_catalogue(args: &CatalogueArgs) -> anyhow::Result<ExitCode> {
         CatalogueCommand::Register(a) => a,
         CatalogueCommand::Graph(a) => return crate::graph::run(a),
     };
-    let report = checked_catalogue(&args.paths, "nothing was registered")?;
     crate::block_on(async {
         let store = open_store_to_write(&args.mesh.store_url()?).await?;
-        let result = register(&store, &report, &args.paths).await;
+        let result =
+            crate::registering::register(&store, &args.paths, "nothing was registered").await;
         store.close().await;
-        let done = result?;
+        let done = result?.registration.modules;
         output::print(&format!(
             "registered {} module(s): {}\n",
             done.len(),
-            done.join(", ")
+            done.iter()
+                .map(|(m, _)| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))?;
         Ok(ExitCode::SUCCESS)
     })?
-}
-
-/// Checks the catalogue as it would be once `report` is registered, and
-/// records the manifests, their seats and the renames in one transaction;
-/// returns the modules registered.
-pub(crate) async fn register(
-    store: &Store,
-    report: &mesh_state::CatalogueCheck,
-    paths: &[PathBuf],
-) -> anyhow::Result<Vec<String>> {
-    let registered = mesh_state::registered::read(store).await?;
-    let after = registered.catalogue.registering(&report.catalogue);
-    let broken = mesh_core::catalogue::broken_by(&registered.catalogue, &after);
-    if !broken.is_empty() {
-        let mut sources = report.sources.clone();
-        for m in store.modules().await? {
-            sources.insert(
-                mesh_state::registered::source_name(m.name.as_str()),
-                m.manifest_source,
-            );
-        }
-        let n = broken.len();
-        crate::check::print_text(&mesh_state::CatalogueCheck {
-            manifests: after.manifests().len(),
-            diagnostics: broken,
-            sources,
-            catalogue: after,
-        })?;
-        bail!(
-            "registering {} would break the registered catalogue: {} error{} (printed above, each where it breaks); nothing was registered",
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" "),
-            mesh_core::diagnostic::thousands(n),
-            crate::check::plural(n),
-        );
-    }
-    let mut registration = mesh_store::Registration::default();
-    for m in report.catalogue.manifests() {
-        let source = report
-            .sources
-            .get(&m.path)
-            .with_context(|| format!("the text of {} was not kept", m.path))?;
-        registration
-            .modules
-            .push((m.name.value.clone(), source.clone()));
-    }
-    // Every seat of the catalogue after, roles included: an alias names a
-    // recorded seat, and a catalogue registered before seats were recorded
-    // gets them now.
-    for entry in after.seats() {
-        registration.seats.push(mesh_store::Seat {
-            name: entry.decl.name.value.clone(),
-            declared_by: entry.module.clone(),
-            scope: entry.decl.scope.value,
-            protocol: entry.decl.protocol.value.clone(),
-        });
-    }
-    // A rename is a row: the controller's catalogue resolves it from the
-    // store, never from a file it cannot see.
-    for a in report.catalogue.aliases().entries() {
-        registration
-            .aliases
-            .push((a.old.value.clone(), after.resolve_seat(&a.old.value)));
-    }
-    store.register_catalogue(&registration).await?;
-    Ok(registration
-        .modules
-        .iter()
-        .map(|(m, _)| m.to_string())
-        .collect())
 }
 
 pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
@@ -176,12 +114,14 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
     if !assign && args.version.is_some() {
         bail!("--version is for assigning: an unassigned module runs no version");
     }
+    let from = moved_from(args.move_from.as_deref(), &node, assign)?;
     if args.dry_run {
         let pending = if assign {
             Pending::Assign {
                 module,
                 node,
                 version: args.version.clone(),
+                from,
             }
         } else {
             Pending::Unassign { module, node }
@@ -191,16 +131,39 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
     crate::block_on(async {
         let store = open_store_to_write(&args.mesh.store_url()?).await?;
         let result = async {
-            if assign {
-                let pinned = match store
-                    .assign_version(&node, &module, args.version.as_deref())
-                    .await
-                {
+            // Who the change leaves without an address, read before it is
+            // made: said, not refused (an operator may mean it).
+            let unaddressed = match (&from, assign) {
+                (None, true) => Vec::new(),
+                (Some(from), _) => {
+                    left_without_address(&store, |a| {
+                        a.retain(|x| (&x.node, &x.module) != (from, &module));
+                        a.push(Assignment::new(node.clone(), module.clone()));
+                    })
+                    .await?
+                }
+                (None, false) => {
+                    left_without_address(&store, |a| {
+                        a.retain(|x| (&x.node, &x.module) != (&node, &module));
+                    })
+                    .await?
+                }
+            };
+            let line = if assign {
+                let pinned = match from.as_ref() {
+                    Some(from) => store.move_assignment(from, &node, &module, args.version.as_deref()).await,
+                    None => store.assign_version(&node, &module, args.version.as_deref()).await,
+                };
+                let pinned = match pinned {
                     Err(mesh_store::StoreError::NotFound { what: "module", .. }) => {
                         bail!(unregistered(&store, &module).await?)
                     }
                     Err(mesh_store::StoreError::NotFound { what: "node", .. }) => {
                         bail!(unrecorded(&store, &node).await?)
+                    }
+                    Err(mesh_store::StoreError::NotFound { what: "assignment", .. }) => {
+                        let from = from.as_ref().unwrap_or(&node);
+                        bail!(not_assigned(&store, &module, from).await?)
                     }
                     Err(mesh_store::StoreError::NotFound { what: "version", .. }) => bail!(
                         "module {module} has no version {}; `mesh artifact list --module {module}` lists its versions",
@@ -208,19 +171,34 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
                     ),
                     other => other?,
                 };
-                Ok(match pinned {
-                    Some(v) => format!("assigned {module} to {node} (version {v})\n"),
-                    None => format!("assigned {module} to {node}\n"),
-                })
+                let done = match &from {
+                    Some(from) => format!("moved {module} from {from} to {node}"),
+                    None => format!("assigned {module} to {node}"),
+                };
+                match pinned {
+                    Some(v) => format!("{done} (version {v})\n"),
+                    None => format!("{done}\n"),
+                }
             } else if store.unassign(&node, &module).await? {
-                Ok(format!("unassigned {module} from {node}\n"))
+                format!("unassigned {module} from {node}\n")
             } else {
                 bail!(not_assigned(&store, &module, &node).await?)
-            }
+            };
+            Ok((line, unaddressed))
         }
         .await;
         let done = match result {
-            Ok(line) => output::print(&line).map_err(anyhow::Error::from),
+            Ok((line, unaddressed)) => {
+                let printed = output::print(&line).map_err(anyhow::Error::from);
+                if !unaddressed.is_empty() {
+                    output::note(crate::plan::unaddressed_text(
+                        &unaddressed,
+                        "warning: ",
+                        "  = help: ",
+                    ));
+                }
+                printed
+            }
             Err(e) => Err(e),
         };
         let code = match done {
@@ -238,6 +216,46 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
         store.close().await;
         code
     })?
+}
+
+/// `--move-from`'s node: for assigning only, and another node than the
+/// one assigned to.
+fn moved_from(from: Option<&str>, node: &Name, assign: bool) -> anyhow::Result<Option<Name>> {
+    let Some(from) = from else { return Ok(None) };
+    if !assign {
+        bail!(
+            "--move-from is for assigning: `mesh assign MODULE NODE --move-from {from}` moves the module from {from} to NODE"
+        );
+    }
+    let from = name("node", from)?;
+    if from == *node {
+        bail!("--move-from {from} names the node it is assigned to; give the node it runs on now");
+    }
+    Ok(Some(from))
+}
+
+/// The modules that `change`, applied to the recorded assignments, leaves
+/// without an address for a seat they fill in.
+async fn left_without_address(
+    store: &Store,
+    change: impl FnOnce(&mut Vec<Assignment>),
+) -> anyhow::Result<Vec<Unaddressed>> {
+    let catalogue = mesh_state::registered::catalogue(store).await?;
+    let before = Records {
+        assignments: store
+            .assignments()
+            .await?
+            .into_iter()
+            .map(|a| Assignment::new(a.node, a.module))
+            .collect(),
+        ..Records::default()
+    };
+    let mut after = before.clone();
+    change(&mut after.assignments);
+    Ok(seat_address::left_without_address(
+        (&catalogue, &before),
+        (&catalogue, &after),
+    ))
 }
 
 /// A module that is not registered, with the closest that is.

@@ -108,20 +108,36 @@ pub struct Loaded {
 /// its diagnostics printed, with `refusal` saying what it blocks.
 pub fn checked_catalogue(paths: &[PathBuf], refusal: &str) -> anyhow::Result<CatalogueCheck> {
     let report = mesh_state::load(paths)?;
+    refuse_errors(&report, paths, refusal)?;
+    Ok(report)
+}
+
+/// Refuses a catalogue read from `paths` with errors, printing them, with
+/// `refusal` saying what it blocks.
+pub fn refuse_errors(
+    report: &CatalogueCheck,
+    paths: &[PathBuf],
+    refusal: &str,
+) -> anyhow::Result<()> {
     if report.errors() > 0 {
-        check::print_text(&report)?;
+        check::print_text(report)?;
         bail!(
             "the catalogue has {} error{} (printed above; `mesh check {}` shows them again); {refusal}",
             mesh_core::diagnostic::thousands(report.errors()),
             check::plural(report.errors()),
-            paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
+            shown(paths)
         );
     }
-    Ok(report)
+    Ok(())
+}
+
+/// Paths as an operator typed them, space-separated.
+pub fn shown(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Opens (creating or bringing forward) the store; the URL in the error has

@@ -2,7 +2,9 @@
 //! mesh stores. Reads `EVENTS` through an ordered, ephemeral consumer as the
 //! controller (whose key the administrator holds, and the only principal
 //! with JetStream API rights), so it creates nothing durable and acknowledges
-//! nothing: watching takes nothing from any module.
+//! nothing: watching takes nothing from any module. The sender it shows is
+//! what the subject and the records bear out (`mesh_core::event::sender`):
+//! an envelope's word alone never makes an event a node's.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -12,7 +14,10 @@ use async_nats::jetstream::consumer::{DeliverPolicy, pull};
 use clap::Args;
 use futures::StreamExt as _;
 use mesh_controller::Genesis;
+use mesh_core::event::sender::{Sender, sender};
+use mesh_core::event::{EventEnvelope, EventError};
 use mesh_core::manifest::refs::parse_event_ref;
+use mesh_core::records::Assignment;
 use mesh_core::subjects::{self, STREAM_EVENTS};
 
 use crate::output;
@@ -126,6 +131,10 @@ pub fn run(args: &EventsArgs) -> anyhow::Result<ExitCode> {
             .await
             .context("reading EVENTS")?;
         let mut messages = consumer.messages().await.context("reading EVENTS")?;
+        // Where each module runs: what the node an envelope claims is
+        // checked against (a module's own events carry no node in their
+        // subject).
+        let mut assigned = assignments(&args.mesh).await?;
         let mut seen = 0;
         while args.count.is_none_or(|c| seen < c) {
             let next = match args.count {
@@ -152,31 +161,65 @@ pub fn run(args: &EventsArgs) -> anyhow::Result<ExitCode> {
                 .info()
                 .ok()
                 .and_then(|i| u64::try_from(i.published.unix_timestamp()).ok());
-            print_event(&m.subject, &m.payload, stored, args.output)?;
+            let envelope = mesh_core::event::parse(&m.payload);
+            let mut who = envelope
+                .as_ref()
+                .ok()
+                .map(|e| sender(&m.subject, e, &assigned));
+            if who.as_ref().is_some_and(|w| w.doubt.is_some()) {
+                // Assigned since the records were read, perhaps: read
+                // them again before doubting.
+                assigned = assignments(&args.mesh).await?;
+                who = envelope
+                    .as_ref()
+                    .ok()
+                    .map(|e| sender(&m.subject, e, &assigned));
+            }
+            print_event(&m.subject, envelope, who, stored, args.output)?;
             seen += 1;
         }
         anyhow::Ok(ExitCode::SUCCESS)
     })?
 }
 
+/// Every assignment the store records.
+async fn assignments(mesh: &MeshArgs) -> anyhow::Result<Vec<Assignment>> {
+    let store = crate::authority::open_existing_store(&mesh.store_url()?).await?;
+    let read = store.assignments().await;
+    store.close().await;
+    Ok(read?
+        .into_iter()
+        .map(|a| Assignment::new(a.node, a.module))
+        .collect())
+}
+
+/// One event: the sender shown is what the subject and the records bear
+/// out, an envelope's claim that they do not shown as a claim.
 fn print_event(
     subject: &str,
-    payload: &[u8],
+    envelope: Result<EventEnvelope, EventError>,
+    who: Option<Sender>,
     stored_secs: Option<u64>,
     format: ListFormat,
 ) -> anyhow::Result<()> {
     let stored = stored_secs.map_or_else(|| "-".to_string(), utc_seconds);
-    let line = match (mesh_core::event::parse(payload), format) {
-        (Ok(e), ListFormat::Json) => serde_json::to_string(&serde_json::json!({
-            "time": utc_seconds(e.at / 1000),
-            "subject": subject,
-            "envelope": e,
-        }))?,
+    let doubt = who.as_ref().and_then(|w| w.doubt.clone());
+    let who = who.map_or_else(String::new, |w| w.to_string());
+    let line = match (envelope, format) {
+        (Ok(e), ListFormat::Json) => {
+            let mut line = serde_json::json!({
+                "time": utc_seconds(e.at / 1000),
+                "subject": subject,
+                "envelope": e,
+            });
+            if let Some(doubt) = doubt {
+                line["doubt"] = doubt.into();
+            }
+            serde_json::to_string(&line)?
+        }
         (Ok(e), ListFormat::Text) => format!(
-            "{}  {subject}  {}@{}  {}  {}",
+            "{}  {subject}  {who}  {}  {}",
             utc_seconds(e.at / 1000),
-            e.module,
-            e.node,
             e.id,
             serde_json::to_string(&e.payload)?
         ),

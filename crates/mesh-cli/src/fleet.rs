@@ -29,11 +29,11 @@ use mesh_core::diagnostic::{Diagnostic, render_text, suggest};
 use mesh_core::fleet::Fleet;
 use mesh_core::names::Name;
 use mesh_core::records::{Assignment, ControllerSpec, PersonRecord, Records};
-use mesh_state::CatalogueCheck;
 use mesh_store::{FleetApplied, FleetChange, Secret, Store, principal};
 
 use crate::authority;
 use crate::check::plural;
+use crate::registering::{self, InView, Registering};
 use crate::{files, output};
 
 /// How long an enrolment token issued by a fleet file stays live.
@@ -86,25 +86,56 @@ pub fn run(args: &FleetArgs) -> anyhow::Result<ExitCode> {
 async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     let path = args.file.display().to_string();
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("reading {path}"))?;
-    let report = authority::checked_catalogue(&args.sources.catalogue, "fix them first")?;
-    let fleet = match mesh_core::fleet::read(&path, &text, &report.catalogue) {
-        Ok(f) => f,
-        Err(diags) => return Err(refused(&path, &text, &diags)),
+    let url = args.store_url()?;
+    mesh_store::check_url(&url)?;
+    // Read before a store is created: a directory of another store's
+    // secrets refuses this load, and a catalogue or fleet file refused
+    // here leaves no store behind empty. A store this cannot read now (an
+    // older schema, or one away) is read once opened.
+    let mut store = None;
+    let registered = match existing(&url).await? {
+        Some((id, registered)) => {
+            secrets::check_marker(&args.secrets_dir(), id.as_deref())?;
+            registered
+        }
+        None => {
+            let opened = authority::open_store(&url).await?;
+            let read = InView::read(&opened).await;
+            if read.is_err() {
+                opened.close().await;
+            }
+            let read = read?;
+            store = Some(opened);
+            read
+        }
     };
-    mesh_store::check_url(&args.store_url()?)?;
-    // Before a store is created: a directory of another store's secrets
-    // refuses this load, a store made for it would be left behind empty.
-    if let Some(id) = existing_id(&args.store_url()?).await {
-        secrets::check_marker(&args.secrets_dir(), id.as_deref())?;
+    let loaded = async {
+        // The catalogue checked as `mesh catalogue register` checks it,
+        // with what is registered in view; the fleet names its modules.
+        let registering = registering::checked(
+            &args.sources.catalogue,
+            &registered,
+            "nothing was recorded: fix them first",
+        )?;
+        let fleet = match mesh_core::fleet::read(&path, &text, &registering.after) {
+            Ok(f) => f,
+            Err(diags) => return Err(refused(&path, &text, &diags)),
+        };
+        // Before anything is minted: a secret whose file cannot be written
+        // is lost, since the store keeps only its public key or hash.
+        files::private_dir(&args.secrets_dir())?;
+        if store.is_none() {
+            store = Some(authority::open_store(&url).await?);
+        }
+        let opened = store.as_ref().context("the store was opened")?;
+        let outcome = record(args, &fleet, &registering, opened).await?;
+        anyhow::Ok((outcome, fleet))
     }
-    // Before anything is minted: a secret whose file cannot be written is lost,
-    // since the store keeps only its public key or hash.
-    files::private_dir(&args.secrets_dir())?;
-
-    let store = authority::open_store(&args.store_url()?).await?;
-    let loaded = record(args, &fleet, &report, &store).await;
-    store.close().await;
-    let outcome = loaded?;
+    .await;
+    if let Some(s) = store {
+        s.close().await;
+    }
+    let (outcome, fleet) = loaded?;
     outcome.print(args, &fleet)?;
     Ok(if outcome.missing.is_empty() {
         ExitCode::SUCCESS
@@ -113,20 +144,26 @@ async fn load_fleet(args: &FleetArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The identity of the store at `url`, read without creating or migrating
-/// anything: `Some(None)` when there is no store yet (or one too old to have
-/// an identity), `None` when it cannot be told now (the store is away: the
-/// error comes from opening it, and the marker is checked after that).
-async fn existing_id(url: &str) -> Option<Option<String>> {
+/// The store at `url` read without creating or migrating anything: its
+/// identity and what it has registered (no identity and nothing
+/// registered when there is no store yet), or `None` when it cannot be
+/// read now: a store of an older schema (brought forward once opened), or
+/// one away (whose error comes from opening it).
+async fn existing(url: &str) -> anyhow::Result<Option<(Option<String>, InView)>> {
     use mesh_store::StoreError::{Missing, SchemaTooOld};
     match Store::open_existing(url).await {
         Ok(store) => {
-            let id = store.id().await.ok();
+            let read = async {
+                let id = store.id().await?;
+                anyhow::Ok((Some(id), InView::read(&store).await?))
+            }
+            .await;
             store.close().await;
-            id.map(Some)
+            Ok(read.ok())
         }
-        Err(Missing { .. } | SchemaTooOld { .. }) => Some(None),
-        Err(_) => None,
+        Err(Missing { .. }) => Ok(Some((None, InView::empty()))),
+        Err(SchemaTooOld { .. }) => Ok(None),
+        Err(_) => Ok(None),
     }
 }
 
@@ -158,7 +195,7 @@ struct Outcome {
 async fn record(
     args: &FleetArgs,
     fleet: &Fleet,
-    report: &CatalogueCheck,
+    registering: &Registering,
     store: &Store,
 ) -> anyhow::Result<Outcome> {
     let store_id = store.id().await?;
@@ -172,15 +209,7 @@ async fn record(
         .chain(fleet.tokens.iter().map(|t| &t.value))
         .collect();
     let mut change = FleetChange {
-        modules: report
-            .catalogue
-            .manifests()
-            .iter()
-            .map(|m| {
-                let source = report.sources.get(&m.path).cloned().unwrap_or_default();
-                (m.name.value.clone(), source)
-            })
-            .collect(),
+        registration: registering.registration.clone(),
         nodes: file_nodes.iter().map(|n| (*n).clone()).collect(),
         assignments: fleet
             .nodes
@@ -202,7 +231,7 @@ async fn record(
     let (after, unnamed) = records_after(&before.records, &change, fleet);
 
     let loaded = authority::Loaded {
-        catalogue: report.catalogue.clone(),
+        catalogue: registering.after.clone(),
         records: after,
         credentials: BTreeMap::new(),
         controller: ControllerSpec::default(),

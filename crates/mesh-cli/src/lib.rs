@@ -31,6 +31,7 @@ pub mod output;
 pub mod person;
 pub mod plan;
 pub mod progress;
+pub mod registering;
 pub mod seats;
 pub mod secret;
 pub mod shutdown;
@@ -138,7 +139,8 @@ pub enum Command {
     #[command(after_help = "Examples:
   mesh assign echo n1
   mesh assign notifier n1 --dry-run
-  mesh assign echo n1 --wait --timeout 2m")]
+  mesh assign echo n1 --wait --timeout 2m
+  mesh assign postgres n2 --move-from n1")]
     Assign(assign::AssignArgs),
     /// Stop running a module on a node; its key is refused once recomposed.
     #[command(after_help = "Examples:

@@ -13,12 +13,13 @@ use clap::{Args, Subcommand};
 use mesh_core::authority::Cause;
 use mesh_core::catalogue::Catalogue;
 use mesh_core::change::{self, Direction, Entry, Field, Object, Side};
+use mesh_core::declaration::seat_address::{self, Unaddressed};
 use mesh_core::declaration::{Inputs, ModuleDecl};
 use mesh_core::names::Name;
 use mesh_core::records::{Assignment, ControllerSpec, Records};
 use serde::Serialize;
 
-use crate::authority::{checked_catalogue, open_existing_store};
+use crate::authority::open_existing_store;
 use crate::output;
 use crate::output::ListFormat;
 use crate::state::MeshArgs;
@@ -35,7 +36,8 @@ pub enum PlanCommand {
     #[command(after_help = "Examples:
   mesh plan assign notifier n1
   mesh plan assign notifier n1 --output json
-  mesh plan assign audit n1 --version 1.4.0")]
+  mesh plan assign audit n1 --version 1.4.0
+  mesh plan assign db n2 --move-from n1")]
     Assign(PlanAssignArgs),
     /// What unassigning a module from a node would change.
     #[command(after_help = "Example:\n  mesh plan unassign notifier n1")]
@@ -52,6 +54,10 @@ pub struct PlanAssignArgs {
     /// With assign: the version to pin (`mesh assign --version`).
     #[arg(long)]
     pub version: Option<String>,
+    /// With assign: move the module from this node in one step (`mesh
+    /// assign --move-from`).
+    #[arg(long, value_name = "NODE")]
+    pub move_from: Option<String>,
     #[command(flatten)]
     pub opts: PlanOpts,
 }
@@ -79,9 +85,12 @@ pub enum Pending {
     Assign {
         module: Name,
         node: Name,
-        /// The version to pin (`--version`); none: the newest recorded,
-        /// for a module not yet assigned there.
+        /// The version to pin (`--version`); none: the version it ran
+        /// where it moves from, else the newest recorded, for a module not
+        /// yet assigned there.
         version: Option<String>,
+        /// Moved from this node in the same step (`--move-from`).
+        from: Option<Name>,
     },
     Unassign {
         module: Name,
@@ -99,13 +108,18 @@ impl std::fmt::Display for Pending {
             Pending::Assign {
                 module,
                 node,
-                version: None,
-            } => write!(f, "assign {module} to {node}"),
-            Pending::Assign {
-                module,
-                node,
-                version: Some(v),
-            } => write!(f, "assign {module} to {node} at version {v}"),
+                version,
+                from,
+            } => {
+                match from {
+                    Some(from) => write!(f, "move {module} from {from} to {node}")?,
+                    None => write!(f, "assign {module} to {node}")?,
+                }
+                match version {
+                    Some(v) => write!(f, " at version {v}"),
+                    None => Ok(()),
+                }
+            }
             Pending::Unassign { module, node } => write!(f, "unassign {module} from {node}"),
             Pending::Register { sources } => write!(
                 f,
@@ -132,6 +146,10 @@ pub struct Plan {
     /// then module: what `mesh assign` pins (a build's commit, an upload's
     /// version).
     pub pins: BTreeMap<Name, BTreeMap<Name, String>>,
+    /// The modules the change leaves without an address for a seat they
+    /// fill in (its holder unassigned or moved away): the controller
+    /// leaves them out of their nodes' declarations.
+    pub unaddressed: Vec<Unaddressed>,
 }
 
 pub fn name(what: &str, s: &str) -> anyhow::Result<Name> {
@@ -145,9 +163,17 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
                 module: name("module", &a.module)?,
                 node: name("node", &a.node)?,
                 version: a.version.clone(),
+                from: a
+                    .move_from
+                    .as_deref()
+                    .map(|n| name("node", n))
+                    .transpose()?,
             },
             &a.opts,
         ),
+        PlanCommand::Unassign(a) if a.move_from.is_some() || a.version.is_some() => {
+            bail!("--move-from and --version are for `mesh plan assign`")
+        }
         PlanCommand::Unassign(a) => (
             Pending::Unassign {
                 module: name("module", &a.module)?,
@@ -155,13 +181,21 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             },
             &a.opts,
         ),
-        PlanCommand::Register(a) => (register(&a.paths)?, &a.opts),
+        PlanCommand::Register(a) => (register(&a.paths, &a.opts.mesh)?, &a.opts),
     };
     print_plan(&pending, &opts.mesh, opts.output)
 }
 
-fn register(paths: &[PathBuf]) -> anyhow::Result<Pending> {
-    let report = checked_catalogue(paths, "nothing is planned")?;
+/// The manifests of `paths`, checked as `mesh catalogue register` checks
+/// them: with the registered catalogue in view.
+fn register(paths: &[PathBuf], mesh: &MeshArgs) -> anyhow::Result<Pending> {
+    let registered = crate::block_on(async {
+        let store = open_existing_store(&mesh.store_url()?).await?;
+        let read = crate::registering::InView::read(&store).await;
+        store.close().await;
+        read
+    })??;
+    let report = crate::registering::checked(paths, &registered, "nothing is planned")?.report;
     let mut sources = BTreeMap::new();
     for m in report.catalogue.manifests() {
         let text = report
@@ -322,6 +356,8 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         controller: &controller,
     };
     let entries = change::plan(&b, &a)?;
+    let unaddressed =
+        seat_address::left_without_address((&catalogue, &before), (after_catalogue, &after));
     let declarations = change::composed(&a)
         .into_iter()
         .filter(|(node, _)| entries.iter().any(|e| e.node() == Some(node)))
@@ -340,6 +376,7 @@ pub async fn compute(pending: &Pending, mesh: &MeshArgs) -> anyhow::Result<Plan>
         entries,
         declarations,
         pins,
+        unaddressed,
     })
 }
 
@@ -387,6 +424,7 @@ fn apply(
             module,
             node,
             version,
+            from,
         } => {
             if catalogue.module(module).is_none() {
                 bail!(
@@ -395,6 +433,23 @@ fn apply(
             }
             if !records.nodes.contains(node) {
                 bail!("node {node} is not recorded; add it with `mesh node add {node}`");
+            }
+            // A move: gone from where it ran, keeping what it ran.
+            let mut ran = None;
+            if let Some(from) = from {
+                if from == node {
+                    bail!(
+                        "--move-from {from} names the node it is assigned to; give the node it runs on now"
+                    );
+                }
+                let was = Assignment::new(from.clone(), module.clone());
+                if !records.assignments.contains(&was) {
+                    bail!(
+                        "{module} is not assigned to {from}; `mesh modules` lists what runs where"
+                    );
+                }
+                records.assignments.retain(|x| *x != was);
+                ran = records.pins.remove(&(from.clone(), module.clone()));
             }
             let a = Assignment::new(node.clone(), module.clone());
             let key = (node.clone(), module.clone());
@@ -415,7 +470,11 @@ fn apply(
                 return Ok(None);
             }
             records.assignments.push(a);
-            if let Some(v) = version.clone().or_else(|| newest.get(module).cloned()) {
+            if let Some(v) = version
+                .clone()
+                .or(ran)
+                .or_else(|| newest.get(module).cloned())
+            {
                 records.pins.insert(key, v);
             }
             Ok(None)
@@ -454,6 +513,26 @@ fn apply(
             )))
         }
     }
+}
+
+/// Each module left without an address, its line starting with `lead`,
+/// and what mends it (each remedy once), starting with `help`.
+pub fn unaddressed_text(unaddressed: &[Unaddressed], lead: &str, help: &str) -> String {
+    let mut out = String::new();
+    let mut remedies = Vec::new();
+    for u in unaddressed {
+        let _ = writeln!(
+            out,
+            "{lead}{u}: the controller leaves it out of {}'s declaration until a holder is assigned",
+            u.node
+        );
+        let remedy = u.remedy();
+        if !remedies.contains(&remedy) {
+            let _ = writeln!(out, "{help}{remedy}");
+            remedies.push(remedy);
+        }
+    }
+    out
 }
 
 fn causes(out: &mut String, causes: &[Cause]) {
@@ -546,6 +625,10 @@ pub fn render(plan: &Plan) -> String {
     }
     if !any {
         let _ = writeln!(out, "  (no node's declaration changes)");
+    }
+    if !plan.unaddressed.is_empty() {
+        let _ = writeln!(out, "left without an address:");
+        out.push_str(&unaddressed_text(&plan.unaddressed, "  ", "    = help: "));
     }
     let _ = writeln!(out, "authority:");
     let mut principal: Option<&str> = None;

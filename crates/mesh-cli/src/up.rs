@@ -559,8 +559,6 @@ async fn register_and_assign(
         ));
         return Ok((Vec::new(), Vec::new()));
     }
-    let report =
-        authority::checked_catalogue(&[catalogue.to_path_buf()], "nothing was registered")?;
     let node = Name::new(LOCAL_NODE).expect("a valid name");
     let store = authority::open_store(url).await?;
     let mut assigned = Vec::new();
@@ -570,8 +568,13 @@ async fn register_and_assign(
         if store.node(&node).await?.is_none() {
             store.add_node(&node, &[]).await?;
         }
-        crate::assign::register(&store, &report, &[catalogue.to_path_buf()]).await?;
-        for m in report.catalogue.manifests() {
+        let registered = crate::registering::register(
+            &store,
+            &[catalogue.to_path_buf()],
+            "nothing was registered",
+        )
+        .await?;
+        for m in registered.report.catalogue.manifests() {
             // The foundation (broker, store) is what `mesh up` runs itself:
             // a module holding it would be a second broker, started without
             // the configuration it needs, failing for good.

@@ -5,224 +5,35 @@
 
 #[path = "join_live/harness.rs"]
 mod harness;
+#[path = "modules_live/helpers.rs"]
+mod helpers;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::Duration;
+use helpers::*;
 
-use harness::{Backend, Mesh, mesh_bin, wait_until};
-use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
+use std::process::Command;
+
+use harness::{Backend, Mesh, wait_until};
 use mesh_core::names::Name;
-use mesh_sdk::{Denied, Module, ModuleEnv, SdkError, ServerErrors};
+use mesh_sdk::{Module, SdkError};
 use serde_json::{Value, json};
 
-const LONG: Duration = Duration::from_secs(60);
-
-/// The JSON lines a module appended to `file` in its working directory.
-fn lines(mesh: &Mesh, host: &str, module: &str, file: &str) -> Vec<Value> {
-    let path = mesh.module_dir(host, module).join("work").join(file);
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn module_log(mesh: &Mesh, host: &str, module: &str) -> String {
-    std::fs::read_to_string(mesh.module_dir(host, module).join("log")).unwrap_or_default()
-}
-
-/// Waits until `module` on `host` has appended `n` lines to `file`.
-fn wait_lines(mesh: &Mesh, host: &str, module: &str, file: &str, n: usize) -> Vec<Value> {
+/// Assigns the ticker to `node` and waits for its three ticks, stored.
+async fn ticks_three(mesh: &Mesh, node: &str) {
+    mesh.assign("ticker", node, true);
+    let ticked = mesh.module_dir(node, "ticker").join("work/ticked");
     assert!(
-        wait_until(LONG, || lines(mesh, host, module, file).len() >= n),
-        "{module} on {host} never wrote {n} lines to {file}: {:?}; its log:\n{}",
-        lines(mesh, host, module, file),
-        module_log(mesh, host, module)
+        wait_until(LONG, || std::fs::read_to_string(&ticked)
+            .is_ok_and(|t| t == "3")),
+        "the ticker never emitted 3; its log:\n{}",
+        module_log(mesh, node, "ticker")
     );
-    lines(mesh, host, module, file)
-}
-
-/// Waits until `node`'s newest report satisfies `f`.
-async fn wait_report(mesh: &Mesh, node: &str, mut f: impl FnMut(&mesh_store::Report) -> bool) {
-    let store = mesh_store::Store::open(&mesh.store_url).await.unwrap();
-    let name = Name::new(node).unwrap();
-    for _ in 0..1200 {
-        if let Some(r) = store.latest_report(&name).await.unwrap()
-            && f(&r.report)
-        {
-            store.close().await;
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!(
-        "no such report from {node}: {:?}",
-        store.latest_report(&name).await.unwrap()
-    );
-}
-
-/// Waits until `node`'s newest report has `module` running.
-async fn wait_running(mesh: &Mesh, node: &str, module: &str) {
-    wait_report(mesh, node, |r| {
-        r.outcomes
-            .iter()
-            .any(|o| o.module.as_str() == module && o.state == mesh_store::ModuleState::Running)
-    })
-    .await;
-}
-
-/// Waits until `stream` holds `n` messages.
-async fn wait_stored(mesh: &Mesh, stream: &str, n: u64) {
-    for _ in 0..1200 {
-        if stored(mesh, stream).await == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{stream} never held {n}: {}", stored(mesh, stream).await);
-}
-
-/// How many messages a stream holds.
-async fn stored(mesh: &Mesh, stream: &str) -> u64 {
-    let js = async_nats::jetstream::new(mesh.observer().await);
-    js.get_stream(stream)
-        .await
-        .unwrap()
-        .info()
-        .await
-        .unwrap()
-        .state
-        .messages
-}
-
-/// `mesh person key` into the mesh's temp dir, then `mesh person add`.
-fn person(mesh: &Mesh, name: &str, tools: &str) -> PathBuf {
-    let (seed, key) = person_key(mesh, name);
-    let out = mesh.mesh(&["person", "add", name, "--tools", tools, "--nkey", &key]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    seed
-}
-
-/// `mesh person key` into the mesh's temp dir: the seed file and the
-/// public key.
-fn person_key(mesh: &Mesh, name: &str) -> (PathBuf, String) {
-    let seed = mesh.tmp.path().join(format!("{name}.seed"));
-    let out = Command::new(mesh_bin())
-        .args(["person", "key", "--out", seed.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let key = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    assert!(
-        key.starts_with('U'),
-        "the public key alone on stdout: {key}"
-    );
-    use std::os::unix::fs::PermissionsExt as _;
-    let mode = std::fs::metadata(&seed).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600);
-    (seed, key)
-}
-
-/// `mesh call TOOL PAYLOAD --as SEED`, waiting until the person's key is
-/// live (the users file is recomposed after `mesh person add`).
-fn call(mesh: &Mesh, seed: &Path, tool: &str, payload: &Value, extra: &[&str]) -> Output {
-    let payload = payload.to_string();
-    let mut args = vec!["call", tool, &payload, "--as", seed.to_str().unwrap()];
-    args.extend(extra);
-    let mut out = None;
-    wait_until(LONG, || {
-        let o = mesh.mesh(&args);
-        let not_yet = String::from_utf8_lossy(&o.stderr).contains("authorization");
-        out = Some(o);
-        !not_yet
-    });
-    out.unwrap()
-}
-
-fn answer(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "mesh call: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// What the host gives `module` on `host`, for a test that connects with
-/// the module's own key.
-fn module_env(mesh: &Mesh, host: &str, module: &str) -> ModuleEnv {
-    let pin = mesh_bus::fingerprint_of_pem_file(&mesh.dir.join("broker/cert.pem")).unwrap();
-    ModuleEnv {
-        bus_urls: vec![format!("tls://127.0.0.1:{}", mesh.port())],
-        pin: CertPin::from_hex(&pin).unwrap(),
-        nkey_file: mesh.module_dir(host, module).join("nkey.seed"),
-        inbox_prefix: format!("_INBOX.module_{host}_{module}"),
-        node: Name::new(host).unwrap(),
-        module: Name::new(module).unwrap(),
-        ack_timeout: Duration::from_secs(5),
-    }
-}
-
-/// A raw connection with `module`'s key on `host`, hearing the server's
-/// refusals.
-async fn raw_as(mesh: &Mesh, host: &str, module: &str) -> (async_nats::Client, ServerErrors) {
-    let env = module_env(mesh, host, module);
-    let seed = std::fs::read_to_string(&env.nkey_file).unwrap();
-    let cfg = BusConfig {
-        url: env.bus_urls[0].clone(),
-        principal: env.principal(),
-        credential: ClientCredential::NKey(Secret::new(seed.trim())),
-        ca_file: None,
-        inbox_prefix: Some(env.inbox_prefix.clone()),
-        pin: Some(env.pin),
-    };
-    ServerErrors::connect(&cfg).await.unwrap()
-}
-
-/// Publishes to `subject` and waits, after a flush (so the server has
-/// processed it), for its refusal: synchronous, never "no error yet".
-async fn publish_refused(client: &async_nats::Client, errors: &ServerErrors, subject: &str) {
-    let refused = errors.refusal(Denied::Publish, subject);
-    client
-        .publish(subject.to_string(), "x".into())
-        .await
-        .unwrap();
-    client.flush().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), refused)
-        .await
-        .unwrap_or_else(|_| panic!("publishing to {subject} was not refused"));
-}
-
-async fn subscribe_refused(client: &async_nats::Client, errors: &ServerErrors, subject: &str) {
-    let refused = errors.refusal(Denied::Subscription, subject);
-    let _sub = client.subscribe(subject.to_string()).await.unwrap();
-    client.flush().await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), refused)
-        .await
-        .unwrap_or_else(|_| panic!("subscribing to {subject} was not refused"));
+    wait_stored(mesh, "EVENTS", 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_consumer_assigned_after_three_events_receives_all_three() {
     let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
-    mesh.assign("ticker", "n1", true);
-    let ticker_work = mesh.module_dir("n1", "ticker").join("work/ticked");
-    assert!(
-        wait_until(LONG, || std::fs::read_to_string(&ticker_work)
-            .is_ok_and(|t| t == "3")),
-        "the ticker never emitted 3; its log:\n{}",
-        module_log(&mesh, "n1", "ticker")
-    );
-    assert_eq!(stored(&mesh, "EVENTS").await, 3);
+    ticks_three(&mesh, "n1").await;
 
     // Only now does a consumer exist: the stream is a log.
     mesh.assign("recorder", "n1", true);
@@ -327,6 +138,77 @@ async fn a_consumer_assigned_after_three_events_receives_all_three() {
     }
 }
 
+/// A module's own events carry no node in their subject, so the node an
+/// envelope names is its emitter's word: `mesh events tail` shows it only
+/// where the records bear it out. ticker runs on n3; an envelope it
+/// publishes claiming n1 is shown as a claim, never as n1's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_claiming_another_node_is_shown_as_a_claim_not_as_that_nodes() {
+    let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1", "n3"]).await;
+    ticks_three(&mesh, "n3").await;
+    let (client, _errors) = raw_as(&mesh, "n3", "ticker").await;
+    let forged = mesh_core::event::EventEnvelope {
+        id: "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0".into(),
+        module: Name::new("ticker").unwrap(),
+        node: Name::new("n1").unwrap(),
+        at: 1_796_163_654_000,
+        payload: json!({"n": 99}),
+    };
+    async_nats::jetstream::new(client)
+        .publish(
+            "mesh.mod.ticker.event.tick",
+            forged.to_json().unwrap().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .expect("stored: ticker may publish on its own subject");
+    let tail = |format: &str| {
+        let out = mesh.mesh(&[
+            "events",
+            "tail",
+            "ticker.tick",
+            "--all",
+            "--count",
+            "4",
+            "--output",
+            format,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let claim = "the envelope claims ticker@n1, but ticker is not assigned to n1: it runs on n3";
+    let json: Vec<Value> = tail("json")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(json.len(), 4);
+    for v in &json {
+        let doubt = if v["envelope"]["id"] == forged.id.as_str() {
+            json!(claim)
+        } else {
+            Value::Null
+        };
+        assert_eq!(v["doubt"], doubt, "{v}");
+    }
+    let text = tail("text");
+    for line in text.lines() {
+        if line.contains(&forged.id) {
+            assert!(line.contains(&format!("  ticker@? ({claim})  ")), "{line}");
+        } else {
+            assert!(line.contains("  ticker@n3  "), "{line}");
+        }
+        assert!(
+            !line.contains("  ticker@n1  "),
+            "never shown as n1's: {line}"
+        );
+    }
+}
+
 /// RFC 3339 UTC to the second, as the system's `date` writes it: a second
 /// opinion on the CLI's own conversion.
 fn utc(secs: u64) -> String {
@@ -395,6 +277,63 @@ async fn seat_work_waits_comes_round_when_handed_back_and_follows_its_holder() {
         lines(&mesh, "n1", "worker", "done.jsonl").len(),
         2,
         "nothing more was done on n1"
+    );
+}
+
+/// A seat renamed while work waits under its old name: the holder binds the
+/// new seat's worker and nothing would take what `SEAT_<old>` holds. The
+/// controller moves it onto the new seat's subjects, and the holder does it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_queued_under_a_seats_old_name_is_done_after_the_rename() {
+    let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
+    let alice = person(&mesh, "alice", "*");
+    mesh.assign("greeter", "n1", true);
+    wait_running(&mesh, "n1", "greeter").await;
+    let mut queued = Vec::new();
+    for job in 1..=2 {
+        let out = call(
+            &mesh,
+            &alice,
+            "greeter.submit",
+            &json!({"seat": "jobs", "payload": {"job": job}}),
+            &[],
+        );
+        queued.push(answer(&out)["id"].as_str().unwrap().to_string());
+    }
+    assert_eq!(stored(&mesh, "SEAT_jobs").await, 2);
+
+    // jobs renamed to tasks: its holder's manifest says so; the greeter,
+    // still naming jobs, is resolved to tasks.
+    let worker = std::fs::read_to_string(Mesh::examples().join("worker/mesh.toml"))
+        .unwrap()
+        .replace("\"jobs\"", "\"tasks\"");
+    let renamed = mesh.tmp.path().join("renamed");
+    std::fs::create_dir_all(renamed.join("worker")).unwrap();
+    std::fs::write(renamed.join("worker/mesh.toml"), worker).unwrap();
+    std::fs::write(renamed.join("aliases.toml"), "[seats]\njobs = \"tasks\"\n").unwrap();
+    mesh.register(&renamed);
+    mesh.assign("worker", "n1", true);
+    let done = wait_lines(&mesh, "n1", "worker", "done.jsonl", 2);
+    let ids: Vec<&str> = done.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 2);
+    for id in &queued {
+        assert!(ids.contains(&id.as_str()), "{id} not done: {done:?}");
+    }
+    wait_stored(&mesh, "SEAT_tasks", 0).await;
+    // Nothing waits under the old name any more: its stream is gone.
+    let js = async_nats::jetstream::new(mesh.observer().await);
+    let mut gone = false;
+    for _ in 0..100 {
+        if js.get_stream("SEAT_jobs").await.is_err() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        gone,
+        "SEAT_jobs kept; the controller's log:\n{}",
+        mesh.controller().log()
     );
 }
 

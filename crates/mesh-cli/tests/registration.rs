@@ -244,10 +244,23 @@ async fn a_seat_rename_is_recorded_and_the_registered_catalogue_resolves_it() {
         aliases,
         [(Name::new("jobs").unwrap(), Name::new("tasks").unwrap())]
     );
-    let derived = mesh_state::derive(&store, &Default::default())
+    holder_speaks_for_tasks(&store).await;
+    store.close().await;
+
+    // Registering the catalogue again changes nothing and keeps the rename.
+    let out = f.register(&cat);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let store = f.store().await;
+    assert_eq!(store.seat_aliases().await.unwrap().len(), 1);
+    store.close().await;
+}
+
+/// The records derive with nothing left out, and the holder on n1, which
+/// names the seat `jobs`, publishes the events of `tasks` it was renamed to.
+async fn holder_speaks_for_tasks(store: &mesh_store::Store) {
+    let derived = mesh_state::derive(store, &Default::default())
         .await
         .expect("the registered catalogue derives");
-    store.close().await;
     assert!(derived.left_out.is_empty(), "{:?}", derived.left_out);
     let holder = derived
         .principals
@@ -262,13 +275,6 @@ async fn a_seat_rename_is_recorded_and_the_registered_catalogue_resolves_it() {
         "{:#?}",
         holder.permissions.publish
     );
-
-    // Registering the catalogue again changes nothing and keeps the rename.
-    let out = f.register(&cat);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let store = f.store().await;
-    assert_eq!(store.seat_aliases().await.unwrap().len(), 1);
-    store.close().await;
 }
 
 /// `--store-file` (or `MESH_STORE_FILE`) reads the store's URL from a file,
@@ -327,4 +333,198 @@ async fn the_store_url_may_come_from_a_file() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--store-file"), "{}", stderr(&out));
+}
+
+/// A module holding a seat that a registered module declares registers on
+/// its own: the catalogue is checked with what is registered in view, not
+/// the incoming files alone.
+#[tokio::test]
+async fn a_holder_of_a_registered_seat_registers_on_its_own() {
+    let f = Fixture::new();
+    let out = f.register(&f.catalogue("owner", &[("owner/mesh.toml", OWNER)]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let alone = f.catalogue("holder", &[("holder/mesh.toml", HOLDER)]);
+    // On its own the holder names a seat nobody declares...
+    let check = Command::new(mesh_bin())
+        .args(["check", alone.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&check).contains("unknown-seat"),
+        "{}",
+        stdout(&check)
+    );
+    // ...but the registered owner declares it.
+    let out = f.register(&alone);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(stdout(&out), "registered 1 module(s): holder\n");
+    assert_eq!(f.registered("holder").await.as_deref(), Some(HOLDER));
+    let out = f.mesh(&["plan", "register", alone.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // A hold on a seat nobody declares, registered or incoming, is still
+    // refused, where it is written.
+    let stray = f.catalogue(
+        "stray",
+        &[(
+            "stray/mesh.toml",
+            &HOLDER
+                .replace("holder", "stray")
+                .replace("\"jobs\"", "\"chores\""),
+        )],
+    );
+    let out = f.register(&stray);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("`chores` is claimed in [holds] but no module declares that seat"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains("the catalogue has 1 error with the registered catalogue in view")
+            && stderr(&out).contains("nothing was registered"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(f.registered("stray").await, None);
+}
+
+/// Registering again so that an assigned module holds a mesh-scoped seat
+/// another assigned module holds is refused as `mesh assign` refuses a
+/// second holder, naming the first; nothing of it is registered.
+#[tokio::test]
+async fn a_registration_that_makes_a_second_holder_is_refused_naming_the_first() {
+    let f = Fixture::new();
+    let plain = HOLDER.replace("[holds]\nseats = [\"jobs\"]\n", "");
+    let first = f.catalogue(
+        "first",
+        &[
+            (
+                "owner/mesh.toml",
+                &format!("{OWNER}\n[holds]\nseats = [\"jobs\"]\n"),
+            ),
+            ("holder/mesh.toml", &plain),
+        ],
+    );
+    let out = f.register(&first);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    for args in [
+        &["node", "add", "n1"][..],
+        &["node", "add", "n2"],
+        &["assign", "owner", "n1"],
+        &["assign", "holder", "n2"],
+    ] {
+        let out = f.mesh(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    let again = f.catalogue("again", &[("holder/mesh.toml", HOLDER)]);
+    let out = f.register(&again);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "would make module holder on node n2 a second holder of seat `jobs`, which module owner holds on node n1"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        f.registered("holder").await.as_deref(),
+        Some(plain.as_str())
+    );
+}
+
+/// `mesh fleet load` registers its catalogue as `mesh catalogue register`
+/// does: what it would break in the registered catalogue is refused (and
+/// nothing of the fleet recorded), and the seats and renames are recorded
+/// with the manifests, so a fleet-loaded holder naming a renamed seat is
+/// derived, not left out.
+#[tokio::test]
+async fn a_fleet_load_registers_its_catalogue_as_registration_does() {
+    let f = Fixture::new();
+    let first = f.catalogue(
+        "first",
+        &[
+            ("producer/mesh.toml", PRODUCER),
+            ("watcher/mesh.toml", WATCHER),
+        ],
+    );
+    let out = f.register(&first);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let fleet = f.tmp.path().join("fleet.toml");
+    std::fs::write(&fleet, "[[node]]\nname = \"n1\"\nmodules = [\"holder\"]\n").unwrap();
+    let load = |catalogue: &Path| {
+        f.mesh(&[
+            "fleet",
+            "load",
+            fleet.to_str().unwrap(),
+            "--catalogue",
+            catalogue.to_str().unwrap(),
+        ])
+    };
+
+    // The producer stops emitting what the registered watcher consumes.
+    let renamed = PRODUCER.replace("emits = [\"made\"]", "emits = [\"built\"]");
+    let breaking = f.catalogue(
+        "breaking",
+        &[
+            ("producer/mesh.toml", &renamed),
+            ("owner/mesh.toml", OWNER),
+            ("holder/mesh.toml", HOLDER),
+        ],
+    );
+    let out = load(&breaking);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("would break the registered catalogue: 1 error"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("registered:watcher:9"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(f.registered("producer").await.as_deref(), Some(PRODUCER));
+    assert_eq!(f.registered("holder").await, None);
+    let store = f.store().await;
+    assert!(store.nodes().await.unwrap().is_empty(), "nothing recorded");
+    store.close().await;
+
+    // A catalogue renaming jobs to tasks, its holder still naming jobs.
+    let moved = OWNER.replace("name = \"jobs\"", "name = \"tasks\"");
+    let renaming = f.catalogue(
+        "renaming",
+        &[
+            ("aliases.toml", "[seats]\njobs = \"tasks\"\n"),
+            ("owner/mesh.toml", &moved),
+            ("holder/mesh.toml", HOLDER),
+        ],
+    );
+    let out = load(&renaming);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let store = f.store().await;
+    assert_eq!(
+        store.seat_aliases().await.unwrap(),
+        [(Name::new("jobs").unwrap(), Name::new("tasks").unwrap())]
+    );
+    let seat = store.seat(&Name::new("tasks").unwrap()).await.unwrap();
+    assert_eq!(
+        seat.and_then(|s| s.declared_by)
+            .map(|m| m.to_string())
+            .as_deref(),
+        Some("owner")
+    );
+    holder_speaks_for_tasks(&store).await;
+    store.close().await;
+
+    // A fleet whose catalogue holds only what a registered module declares
+    // loads on its own too.
+    let alone = f.catalogue("alone", &[("holder/mesh.toml", HOLDER)]);
+    let out = load(&alone);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
 }

@@ -94,6 +94,31 @@ command = ["sleep", "3600"]
 env = { DB_ADDR = "${seat:db2:5432}" }
 "#;
 
+const NFT: &str = r#"[module]
+name = "nft"
+description = "holds the node-scoped filter seat"
+
+[run]
+command = ["sleep", "3600"]
+
+[[seat]]
+name = "filter"
+scope = "node"
+protocol = "http"
+
+[holds]
+seats = ["filter"]
+"#;
+
+const APP3: &str = r#"[module]
+name = "app3"
+description = "reaches its own node's filter"
+
+[run]
+command = ["sh", "-c", "printf %s \"$FILTER_ADDR\" > addr; exec sleep 3600"]
+env = { FILTER_ADDR = "${seat:filter:8080}" }
+"#;
+
 /// A random value nothing else in the mesh could hold by chance.
 fn plaintext(what: &str) -> String {
     use rand::RngCore as _;
@@ -115,6 +140,8 @@ fn catalogue(dir: &Path) -> PathBuf {
         ("app", APP),
         ("db2", DB2),
         ("app2", APP2),
+        ("nft", NFT),
+        ("app3", APP3),
     ] {
         std::fs::create_dir_all(root.join(name)).unwrap();
         std::fs::write(root.join(name).join("mesh.toml"), text).unwrap();
@@ -606,6 +633,36 @@ async fn seat_addresses_come_from_the_nodes_and_an_unfillable_one_leaves_one_mod
         String::from_utf8_lossy(&out.stdout).contains("stop   app2"),
         "{}",
         String::from_utf8_lossy(&out.stdout)
+    );
+
+    // A node-scoped seat is addressed at the holder on the module's own
+    // node, though n1's comes first in the records.
+    mesh.assign("nft", "n1", true);
+    mesh.assign("nft", "n2", true);
+    mesh.assign("app3", "n2", true);
+    let addr3 = work(&mesh, "n2", "app3", "addr");
+    assert!(
+        wait_until(LONG, || read(&addr3).is_some()),
+        "app3 on n2 never wrote its address"
+    );
+    assert_eq!(
+        read(&addr3).as_deref(),
+        Some("10.9.8.7:8080"),
+        "n2's own filter"
+    );
+
+    // db's holder moved to n1 in one step: app follows it, never left out.
+    let out = mesh.mesh(&["assign", "db", "n1", "--move-from", "n2", "--wait"]);
+    assert!(
+        out.status.success() && !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        wait_until(LONG, || read(&addr).as_deref() == Some("127.0.0.1:5432")),
+        "app reaches db on n1: {:?}",
+        read(&addr)
     );
 }
 

@@ -15,6 +15,7 @@ mod enrol;
 mod keys;
 mod lease;
 mod live;
+mod renamed;
 mod report;
 mod sealing;
 mod seen;
@@ -536,6 +537,12 @@ impl Term<'_> {
                 revision,
                 derived.objects.clone(),
             )),
+            // The composition made at start grants what a move needs.
+            tokio::spawn(renamed::move_when_live(
+                ctx.clone(),
+                mesh_core::jetstream::renamed::renamed(&derived.catalogue),
+                0,
+            )),
             tokio::spawn(take_control(ctx.clone())),
             tokio::spawn(built::take(ctx.clone())),
             tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
@@ -578,7 +585,7 @@ impl Term<'_> {
 }
 
 /// A task that ends with its holder.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

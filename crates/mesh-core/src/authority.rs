@@ -230,7 +230,22 @@ pub fn derive(
         Ok(())
     };
 
-    add(controller_principal(controller), &mut out)?;
+    let mut controller = controller_principal(controller);
+    // Work queued under a renamed seat's old name is the controller's to
+    // move onto the new seat's subjects.
+    for r in crate::jetstream::renamed::renamed(catalogue) {
+        for subject in r.publish_subjects() {
+            controller.permissions.publish(
+                subject,
+                record(format!(
+                    "seat {} is renamed to {}: the controller moves the work queued under the old name",
+                    r.old, r.seat
+                )),
+            );
+        }
+    }
+    controller.permissions.normalise();
+    add(controller, &mut out)?;
 
     let mut nodes: Vec<&Name> = records.nodes.iter().collect();
     nodes.sort();

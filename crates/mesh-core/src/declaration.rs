@@ -13,6 +13,7 @@
 
 mod apply;
 mod compose;
+pub mod seat_address;
 
 use std::collections::BTreeMap;
 

@@ -3,10 +3,14 @@
 //! reads back out of `EVENTS`. JSON, public interface: modules in other
 //! languages write and read exactly these fields.
 //!
-//! The envelope names its emitter even though the subject does too: a
-//! node-scoped seat's events share one subject across nodes, and a stored
-//! message read on its own (a stream get, a backup) must still say who sent
-//! it and from where.
+//! The envelope names its emitter and its node: a module's own events carry
+//! no node in their subject, and a stored message read on its own (a
+//! stream get, a backup) must still say who sent it and from where. Those
+//! fields are the emitter's word; what the subject proves is the server's
+//! (see [`sender`]: a reader checks one against the other, and against the
+//! records).
+
+pub mod sender;
 
 use serde::{Deserialize, Serialize};
 

@@ -293,16 +293,35 @@ pub struct FileDecl {
 }
 
 impl Manifest {
+    /// Every value placeholders are filled into: `[run]` command, image
+    /// and env, and each file's content.
+    pub fn filled_values(&self) -> impl Iterator<Item = &RunValue> {
+        let run = self.run.iter().flat_map(|r| {
+            r.command
+                .iter()
+                .chain(r.image.iter())
+                .chain(r.env.iter().map(|e| &e.value))
+        });
+        run.chain(self.files.iter().filter_map(|f| f.content.as_ref()))
+    }
+
     /// The secrets this module's run spec and files name (`${secret:..}`).
     pub fn secrets_used(&self) -> std::collections::BTreeSet<Name> {
-        let run = self
-            .run
-            .iter()
-            .flat_map(|r| r.command.iter().chain(r.env.iter().map(|e| &e.value)));
-        run.chain(self.files.iter().filter_map(|f| f.content.as_ref()))
+        self.filled_values()
             .flat_map(|v| v.placeholders.iter())
             .filter_map(|p| match &p.value {
                 Placeholder::Secret { name } => Some(name.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The seats this module's values address (`${seat:S:PORT}`), as written.
+    pub fn seats_addressed(&self) -> std::collections::BTreeSet<Name> {
+        self.filled_values()
+            .flat_map(|v| v.placeholders.iter())
+            .filter_map(|p| match &p.value {
+                Placeholder::Seat { seat, .. } => Some(seat.clone()),
                 _ => None,
             })
             .collect()

@@ -277,6 +277,12 @@ pub mod consumer {
         format!("seat_{seat}_{node}")
     }
 
+    /// The controller's consumer on a renamed seat's old stream, taking
+    /// what waits there to move it under the new name.
+    pub fn renamed_mover(old: &Name) -> String {
+        format!("moved_{old}")
+    }
+
     /// The controller's consumer of reports and enrolments on CONTROL.
     pub const CONTROLLER_CONTROL: &str = "controller_control";
     /// The controller's consumer of the events it follows on EVENTS.

@@ -43,23 +43,32 @@ impl Module {
 }
 
 impl Events {
-    /// The next event. A delivery that is not an envelope is terminated
-    /// (never redelivered) and returned as [`SdkError::Malformed`]; the
-    /// stream goes on after it. `None` once the connection is closed.
+    /// The next event. A delivery that is not an envelope, or whose
+    /// envelope names another sender than its subject proves (another
+    /// module than `mesh.mod.<module>`, another node than a node-scoped
+    /// seat's `node.<node>`), is terminated (never redelivered) and
+    /// returned as [`SdkError::Malformed`]; the stream goes on after it.
+    /// `None` once the connection is closed.
     pub async fn next(&mut self) -> Option<Result<Event, SdkError>> {
         let message = match self.bound.next().await? {
             Ok(m) => m,
             Err(e) => return Some(Err(e)),
         };
         let subject = message.subject.to_string();
-        match event::parse(&message.payload) {
-            Ok(envelope) => Some(Ok(Event {
+        let envelope = event::parse(&message.payload).map_err(|e| e.to_string());
+        let forged = envelope
+            .as_ref()
+            .ok()
+            .and_then(|e| event::sender::contradicts(&subject, e));
+        match (envelope, forged) {
+            (Ok(_), Some(why)) => Some(Err(terminate(&message, subject, why).await)),
+            (Ok(envelope), None) => Some(Ok(Event {
                 name: subject.rsplit('.').next().unwrap_or_default().to_string(),
                 subject,
                 envelope,
                 message,
             })),
-            Err(e) => Some(Err(terminate(&message, subject, e.to_string()).await)),
+            (Err(e), _) => Some(Err(terminate(&message, subject, e).await)),
         }
     }
 }

@@ -315,29 +315,47 @@ async fn handed_back_work_comes_round_and_instances_share_events_through_the_gro
     .await;
     assert!(more.is_err(), "an event was delivered twice");
 
-    // A stored message that is no envelope is terminated, not redelivered
-    // for ever, and the stream goes on after it.
+    // A stored message that is no envelope, or an envelope naming another
+    // module than its subject proves, is terminated, not redelivered for
+    // ever, and the stream goes on after it.
     let obs = w.bus.connect(mesh_testkit::bus::OBSERVER).await;
     let js = async_nats::jetstream::new(obs.client.clone());
-    js.publish("mesh.mod.greeter.event.greeted", "not json".into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    let forged = mesh_core::event::EventEnvelope {
+        id: "f0f0".into(),
+        module: n("listener"),
+        node: n("n1"),
+        at: 1,
+        payload: json!({"i": -1}),
+    };
+    for payload in [b"not json".to_vec(), forged.to_json().unwrap()] {
+        js.publish("mesh.mod.greeter.event.greeted", payload.into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
     greeter.emit("greeted", json!({"i": 10})).await.unwrap();
     let mut results = Vec::new();
-    while results.len() < 2 {
+    while results.len() < 3 {
         let r = tokio::select! { e = ea.next() => e, e = eb.next() => e }.unwrap();
         if let Ok(e) = &r {
             e.ack().await.unwrap();
         }
         results.push(r);
     }
+    let refused: Vec<String> = results
+        .iter()
+        .filter_map(|r| match r {
+            Err(mesh_sdk::SdkError::Malformed { reason, .. }) => Some(reason.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(refused.len(), 2, "{results:?}");
     assert!(
-        results
-            .iter()
-            .any(|r| matches!(r, Err(mesh_sdk::SdkError::Malformed { .. }))),
-        "{results:?}"
+        refused.contains(
+            &"the envelope claims listener@n1; the subject proves module greeter".to_string()
+        ),
+        "{refused:?}"
     );
     assert!(
         results

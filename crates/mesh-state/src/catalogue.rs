@@ -70,6 +70,19 @@ fn read_err(path: &Path) -> impl FnOnce(std::io::Error) -> LoadError + '_ {
 
 /// Reads and checks everything under `paths`.
 pub fn load(paths: &[PathBuf]) -> Result<CatalogueCheck, LoadError> {
+    let mut report = read(paths)?;
+    report
+        .diagnostics
+        .extend(catalogue::check(&report.catalogue));
+    diagnostic::sort(&mut report.diagnostics);
+    Ok(report)
+}
+
+/// Reads everything under `paths`, each file parsed on its own; the
+/// catalogue-wide checks are left to the caller (a registration runs them
+/// with the registered catalogue in view: a manifest may hold a seat a
+/// registered one declares).
+pub fn read(paths: &[PathBuf]) -> Result<CatalogueCheck, LoadError> {
     let mut manifest_files = Vec::new();
     let mut alias_files = Vec::new();
     for p in paths {
@@ -108,7 +121,6 @@ pub fn load(paths: &[PathBuf]) -> Result<CatalogueCheck, LoadError> {
         sources.insert(name, String::from_utf8_lossy(&bytes).into_owned());
     }
     let catalogue = Catalogue::build(manifests, aliases);
-    diagnostics.extend(catalogue::check(&catalogue));
     diagnostic::sort(&mut diagnostics);
     Ok(CatalogueCheck {
         manifests: manifest_files.len(),

@@ -71,6 +71,10 @@ pub enum StoreError {
     /// A second holder of a seat: refused at assign time.
     #[error(transparent)]
     SeatHeld(#[from] mesh_core::catalogue::holders::HolderConflict),
+    /// A registration that would make an assigned module a second holder
+    /// of a seat: refused, nothing of it recorded.
+    #[error(transparent)]
+    SecondHolder(#[from] Box<mesh_core::catalogue::holders::SecondHolder>),
     #[error("{what} {key} is not in the store")]
     NotFound { what: &'static str, key: String },
     #[error("{what} {key} is already in the store")]

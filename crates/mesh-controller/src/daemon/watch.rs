@@ -97,6 +97,9 @@ pub(crate) async fn follow(
     // A token's enrolment user is admitted until a composition after its
     // expiry leaves it out: nothing in the records moves when it expires.
     let mut expires = next_expiry(&ctx).await;
+    // The moves of renamed seats' work under way, ending with this task
+    // (never cut short by a later one: it waits its turn).
+    let mut moving: Vec<super::AbortOnDrop> = Vec::new();
     let mut tick = tokio::time::interval(ctx.opts.poll_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -165,10 +168,14 @@ pub(crate) async fn follow(
         );
         expires = next_expiry(&ctx).await;
         let mut done = true;
+        let mut renamed = Vec::new();
         if work.assert_objects || work.declare {
             match mesh_state::derive(&ctx.store, &ctx.opts.controller).await {
                 Ok(d) => {
                     broker_held = super::declare::broker_held(&d);
+                    if work.assert_objects {
+                        renamed = mesh_core::jetstream::renamed::renamed(&d.catalogue);
+                    }
                     if work.assert_objects && asserted.as_ref() != Some(&d.objects) {
                         match mesh_bus::assert_objects(&ctx.js, &d.objects).await {
                             Ok(steps) => {
@@ -208,8 +215,18 @@ pub(crate) async fn follow(
         }
         // After the declarations: a pass that published none still puts
         // the records in force (and one that did finds it done).
-        if work.compose {
-            ctx.covered.trigger(&ctx.composer, revision);
+        let generation = if work.compose {
+            ctx.covered.trigger(&ctx.composer, revision)
+        } else {
+            0
+        };
+        // After the composition granting the controller the new seats'
+        // subjects: work left under a renamed seat's old name moves there.
+        if !renamed.is_empty() {
+            moving.retain(|m| !m.0.is_finished());
+            moving.push(super::AbortOnDrop(tokio::spawn(
+                super::renamed::move_when_live(ctx.clone(), renamed, generation),
+            )));
         }
         if done {
             kinds = now_kinds;

@@ -10,6 +10,7 @@ use crate::users_file::{self, UserCredential};
 mod golden;
 mod logs;
 mod node_seat;
+mod renamed;
 mod users;
 
 const GIT: &str = r#"

@@ -160,12 +160,7 @@ fn check_seat_refs(cat: &Catalogue, m: &Manifest, out: &mut Vec<Diagnostic>) {
             Some(_) => {}
         }
     }
-    let run_values = m
-        .run
-        .iter()
-        .flat_map(|r| r.command.iter().chain(r.env.iter().map(|e| &e.value)));
-    let values = run_values.chain(m.files.iter().filter_map(|f| f.content.as_ref()));
-    for p in values.flat_map(|v| v.placeholders.iter()) {
+    for p in m.filled_values().flat_map(|v| v.placeholders.iter()) {
         if let Placeholder::Seat { seat, .. } = &p.value {
             let r = SeatRef {
                 written: seat.clone(),

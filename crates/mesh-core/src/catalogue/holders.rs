@@ -12,12 +12,16 @@ use crate::names::Name;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HolderConflict {
     #[error(
-        "seat `{seat}` is mesh-scoped and already held by module {module} on node {node}: a mesh-scoped seat has one holder in the mesh. To move it, run `mesh unassign {module} {node}` first"
+        "seat `{seat}` is mesh-scoped and already held by module {module} on node {node}: a mesh-scoped seat has one holder in the mesh. {how}",
+        how = mesh_remedy(module, node, moving.as_ref())
     )]
     Mesh {
         seat: Name,
         module: Name,
         node: Name,
+        /// The node the holder itself was to be assigned to: it can move
+        /// there in one step.
+        moving: Option<Name>,
     },
     #[error(
         "seat `{seat}` is node-scoped and module {module} already holds it on node {node}: a node-scoped seat has one holder per node. To replace it, run `mesh unassign {module} {node}` first"
@@ -27,6 +31,18 @@ pub enum HolderConflict {
         module: Name,
         node: Name,
     },
+}
+
+/// How to take a mesh-scoped seat from `module` on `node`.
+fn mesh_remedy(module: &Name, node: &Name, moving: Option<&Name>) -> String {
+    match moving {
+        Some(to) => format!(
+            "To move it in one step, the modules addressing the seat keeping an address, run `mesh assign {module} {to} --move-from {node}`"
+        ),
+        None => format!(
+            "To replace it, run `mesh unassign {module} {node}` first (the modules addressing the seat are left out until the new holder is assigned)"
+        ),
+    }
 }
 
 /// The catalogue of registered manifests (`(name, source)`) and seat
@@ -81,6 +97,7 @@ pub fn holder_conflict(
             match entry.decl.scope.value {
                 Scope::Mesh => {
                     return Some(HolderConflict::Mesh {
+                        moving: (m2 == module).then(|| node.clone()),
                         seat,
                         module: first,
                         node: on,
@@ -98,6 +115,70 @@ pub fn holder_conflict(
         }
     }
     None
+}
+
+/// A module already assigned that a registration would make a second
+/// holder of a seat: the registered manifest now holds a seat someone
+/// holds already, or the seat's scope became `mesh` while several nodes
+/// hold it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "registering it would make module {module} on node {node} a second holder of seat `{seat}`, which module {first} holds on node {first_node}: a {scope}-scoped seat has one holder {per}. Unassign one of them first (`mesh unassign {module} {node}`), then register again"
+)]
+pub struct SecondHolder {
+    pub seat: Name,
+    pub module: Name,
+    pub node: Name,
+    /// The holder assigned first.
+    pub first: Name,
+    pub first_node: Name,
+    pub scope: Scope,
+    /// `in the mesh` or `per node`.
+    per: &'static str,
+}
+
+/// Every second holder among `assignments` `(node, module)`, taken in the
+/// order they were made: each later holder, with the first it conflicts
+/// with.
+pub fn second_holders(cat: &Catalogue, assignments: &[(Name, Name)]) -> Vec<SecondHolder> {
+    let mut out = Vec::new();
+    for (i, (node, module)) in assignments.iter().enumerate() {
+        let Some(c) = holder_conflict(cat, &assignments[..i], node, module) else {
+            continue;
+        };
+        let (seat, first, first_node, scope, per) = match c {
+            HolderConflict::Mesh {
+                seat, module, node, ..
+            } => (seat, module, node, Scope::Mesh, "in the mesh"),
+            HolderConflict::Node { seat, module, node } => {
+                (seat, module, node, Scope::Node, "per node")
+            }
+        };
+        out.push(SecondHolder {
+            seat,
+            module: module.clone(),
+            node: node.clone(),
+            first,
+            first_node,
+            scope,
+            per,
+        });
+    }
+    out
+}
+
+/// The first second holder that registering `after` (over `before`) makes
+/// of the assignments already made; one `before` had already is not the
+/// registration's doing.
+pub fn made_by(
+    before: &Catalogue,
+    after: &Catalogue,
+    assignments: &[(Name, Name)],
+) -> Option<SecondHolder> {
+    let had = second_holders(before, assignments);
+    second_holders(after, assignments)
+        .into_iter()
+        .find(|h| !had.contains(h))
 }
 
 #[cfg(test)]
@@ -152,20 +233,43 @@ mod tests {
         let made = a(&[("n1", "store-a")]);
         // Again on its own node: nothing new.
         assert_eq!(holder_conflict(&cat, &made, &n("n1"), &n("store-a")), None);
-        let want = Some(HolderConflict::Mesh {
-            seat: n("store"),
-            module: n("store-a"),
-            node: n("n1"),
-        });
-        // The same module on a second node, and another holder anywhere.
-        assert_eq!(holder_conflict(&cat, &made, &n("n2"), &n("store-a")), want);
-        assert_eq!(holder_conflict(&cat, &made, &n("n1"), &n("store-b")), want);
-        assert_eq!(holder_conflict(&cat, &made, &n("n2"), &n("store-b")), want);
+        let want = |moving: Option<&str>| {
+            Some(HolderConflict::Mesh {
+                seat: n("store"),
+                module: n("store-a"),
+                node: n("n1"),
+                moving: moving.map(n),
+            })
+        };
+        // The same module on a second node (which may move there), and
+        // another holder anywhere.
+        let moved = holder_conflict(&cat, &made, &n("n2"), &n("store-a"));
+        assert_eq!(moved, want(Some("n2")));
+        assert_eq!(
+            holder_conflict(&cat, &made, &n("n1"), &n("store-b")),
+            want(None)
+        );
+        assert_eq!(
+            holder_conflict(&cat, &made, &n("n2"), &n("store-b")),
+            want(None)
+        );
         let msg = holder_conflict(&cat, &made, &n("n2"), &n("store-b"))
             .map(|c| c.to_string())
             .unwrap_or_default();
         assert!(msg.contains("held by module store-a on node n1"), "{msg}");
-        assert!(msg.contains("`mesh unassign store-a n1` first"), "{msg}");
+        assert!(
+            msg.ends_with(
+                "To replace it, run `mesh unassign store-a n1` first (the modules addressing the seat are left out until the new holder is assigned)"
+            ),
+            "{msg}"
+        );
+        let msg = moved.map(|c| c.to_string()).unwrap_or_default();
+        assert!(
+            msg.ends_with(
+                "To move it in one step, the modules addressing the seat keeping an address, run `mesh assign store-a n2 --move-from n1`"
+            ),
+            "{msg}"
+        );
         // Free once unassigned; modules holding nothing never conflict.
         assert_eq!(holder_conflict(&cat, &[], &n("n2"), &n("store-b")), None);
         assert_eq!(holder_conflict(&cat, &made, &n("n1"), &n("plain")), None);
@@ -191,6 +295,75 @@ mod tests {
             got.unwrap()
                 .to_string()
                 .contains("`mesh unassign filter-a n2` first")
+        );
+    }
+
+    #[test]
+    fn a_registration_that_makes_a_second_holder_is_found_naming_the_first() {
+        let plain = |holds: &str| {
+            (
+                "plain".to_string(),
+                format!("[module]\nname = \"plain\"\n[run]\ncommand = [\"x\"]\n{holds}"),
+            )
+        };
+        let before = registered(&[holder("store-a", "store", "mesh", true), plain("")], &[]);
+        // Assigned first: store-a on n2; then plain on n1.
+        let made = a(&[("n2", "store-a"), ("n1", "plain")]);
+        assert!(second_holders(&before, &made).is_empty());
+        assert_eq!(made_by(&before, &before, &made), None);
+        // plain registered again, now holding the seat store-a holds.
+        let after = registered(
+            &[
+                holder("store-a", "store", "mesh", true),
+                plain("[holds]\nseats = [\"store\"]\n"),
+            ],
+            &[],
+        );
+        let got = made_by(&before, &after, &made).expect("a second holder");
+        assert_eq!(
+            (
+                &got.module,
+                &got.node,
+                &got.first,
+                &got.first_node,
+                got.scope
+            ),
+            (&n("plain"), &n("n1"), &n("store-a"), &n("n2"), Scope::Mesh)
+        );
+        assert_eq!(
+            got.to_string(),
+            "registering it would make module plain on node n1 a second holder of seat `store`, which module store-a holds on node n2: a mesh-scoped seat has one holder in the mesh. Unassign one of them first (`mesh unassign plain n1`), then register again"
+        );
+        // A seat's scope from node to mesh while two nodes hold it.
+        let node = registered(&[holder("filter-a", "filter", "node", true)], &[]);
+        let mesh = registered(&[holder("filter-a", "filter", "mesh", true)], &[]);
+        let made = a(&[("n1", "filter-a"), ("n3", "filter-a")]);
+        let got = made_by(&node, &mesh, &made).expect("a second holder");
+        assert_eq!(
+            (&got.module, &got.node, &got.first, &got.first_node),
+            (&n("filter-a"), &n("n3"), &n("filter-a"), &n("n1"))
+        );
+        // Back to node scope makes none; a second holder the registered
+        // catalogue had already is not the registration's doing.
+        assert_eq!(made_by(&mesh, &node, &made), None);
+        assert_eq!(made_by(&mesh, &mesh, &made), None);
+        let node_made = a(&[("n1", "filter-a"), ("n1", "filter-b")]);
+        let both = registered(
+            &[
+                holder("filter-a", "filter", "node", true),
+                holder("filter-b", "filter", "node", false),
+            ],
+            &[],
+        );
+        let got = &second_holders(&both, &node_made)[0];
+        assert_eq!(
+            (&got.module, &got.first, got.scope),
+            (&n("filter-b"), &n("filter-a"), Scope::Node)
+        );
+        assert!(
+            got.to_string()
+                .contains("a node-scoped seat has one holder per node"),
+            "{got}"
         );
     }
 

@@ -376,6 +376,53 @@ fn every_changed_field_is_named_once() {
     assert_eq!(fields(&was, &was), []);
 }
 
+/// The artifacts a module runs: each one moved, added or dropped is
+/// listed by name, one that stays is not.
+#[test]
+fn a_changed_artifact_is_listed_and_an_unchanged_one_is_not() {
+    let artifact = |name: &str, reference: &str| crate::artifact::ArtifactDecl {
+        name: n(name),
+        reference: reference.into(),
+        size: 1,
+        sha256: String::new(),
+        nuid: String::new(),
+    };
+    let mut was = decl("v1", &["a"], &[], &[]);
+    was.artifacts = vec![
+        artifact("kept", "ref-k"),
+        artifact("moved", "ref-1"),
+        artifact("gone", "ref-g"),
+    ];
+    let mut now = was.clone();
+    now.artifacts = vec![
+        artifact("kept", "ref-k"),
+        artifact("moved", "ref-2"),
+        artifact("added", "ref-a"),
+    ];
+    let some = |s: &str| Some(s.to_string());
+    assert_eq!(
+        fields(&was, &now),
+        [
+            Field::Artifact {
+                name: n("added"),
+                before: None,
+                after: some("ref-a")
+            },
+            Field::Artifact {
+                name: n("gone"),
+                before: some("ref-g"),
+                after: None
+            },
+            Field::Artifact {
+                name: n("moved"),
+                before: some("ref-1"),
+                after: some("ref-2")
+            },
+        ]
+    );
+    assert_eq!(fields(&now, &now), []);
+}
+
 #[test]
 fn a_changed_manifest_updates_the_module_where_it_runs() {
     let before = catalogue(&[PRODUCER, WATCHER]);

@@ -196,13 +196,13 @@ fn compose_module(
         node: node.clone(),
         why,
     })?;
-    let fill = |v: &RunValue| fill(inputs, m, v);
+    let fill = |v: &RunValue| fill(inputs, node, m, v);
     // The strings the host fills the artifacts into keep them as written.
     let fill_run = |v: &RunValue| {
         if artifacts.is_empty() {
             fill(v)
         } else {
-            fill_keeping_artifacts(inputs, m, v)
+            fill_keeping_artifacts(inputs, node, m, v)
         }
     };
     let command = run
@@ -314,28 +314,35 @@ fn is_inside(path: &str) -> bool {
             .all(|c| !c.is_empty() && c != "." && c != "..")
 }
 
-fn fill(inputs: &Inputs<'_>, m: &Manifest, v: &RunValue) -> Result<String, ComposeError> {
-    fill_with(inputs, m, v, false)
+fn fill(
+    inputs: &Inputs<'_>,
+    node: &Name,
+    m: &Manifest,
+    v: &RunValue,
+) -> Result<String, ComposeError> {
+    fill_with(inputs, node, m, v, false)
 }
 
 fn fill_keeping_artifacts(
     inputs: &Inputs<'_>,
+    node: &Name,
     m: &Manifest,
     v: &RunValue,
 ) -> Result<String, ComposeError> {
-    fill_with(inputs, m, v, true)
+    fill_with(inputs, node, m, v, true)
 }
 
 /// `v` filled from the records; with `keep_artifacts`, `${artifact:..}`
 /// stays for the host (see `Template::fill_keeping_artifacts`).
 fn fill_with(
     inputs: &Inputs<'_>,
+    node: &Name,
     m: &Manifest,
     v: &RunValue,
     keep_artifacts: bool,
 ) -> Result<String, ComposeError> {
     let mut why = String::new();
-    let value = |p: &Placeholder| match value(inputs, m, p) {
+    let value = |p: &Placeholder| match value(inputs, node, m, p) {
         Ok(s) => Some(s),
         Err(e) => {
             why = e;
@@ -359,25 +366,16 @@ fn fill_with(
     })
 }
 
-fn value(inputs: &Inputs<'_>, m: &Manifest, p: &Placeholder) -> Result<String, String> {
+fn value(
+    inputs: &Inputs<'_>,
+    node: &Name,
+    m: &Manifest,
+    p: &Placeholder,
+) -> Result<String, String> {
     match p {
         Placeholder::Seat { seat, port } => {
+            let holder = super::seat_address::holder(inputs.catalogue, inputs.records, seat, node)?;
             let seat = inputs.catalogue.resolve_seat(seat);
-            // The holder: an assigned module that holds the seat.
-            let holder = inputs.records.assignments.iter().find(|a| {
-                inputs.catalogue.module(&a.module).is_some_and(|hm| {
-                    inputs
-                        .catalogue
-                        .held_seats(hm)
-                        .iter()
-                        .any(|r| r.seat == seat)
-                })
-            });
-            let Some(holder) = holder else {
-                return Err(format!(
-                    "no module holding seat {seat} is assigned to any node; assign its holder first"
-                ));
-            };
             let address = inputs.addresses.get(&holder.node).ok_or_else(|| {
                 format!(
                     "node {node} (holding seat {seat}) has no address recorded; record one with `mesh node set {node} --address A`",

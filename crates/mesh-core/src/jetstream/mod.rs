@@ -4,6 +4,7 @@
 //! use, so a consumer's ack subject is exactly the one its owner is granted.
 
 mod plan;
+pub mod renamed;
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -27,11 +27,58 @@ impl Store {
         module: &Name,
         version: Option<&str>,
     ) -> Result<Option<String>, StoreError> {
+        self.assign_moving(None, node, module, version).await
+    }
+
+    /// Moves `module` from node `from` to `node` in one transaction: its
+    /// assignment (and credential) on `from` goes as the one on `node` is
+    /// made, so a seat it holds is never held twice nor by nobody, and the
+    /// modules addressing the seat are never left without a holder. Pinned
+    /// to `version`, else to the version it ran on `from`, else as
+    /// [`Store::assign_version`] pins. A move is refused as an assignment
+    /// is (a second holder, an unknown node or version) and when the module
+    /// is not assigned to `from` (`NotFound { what: "assignment" }`).
+    /// Returns the pin.
+    pub async fn move_assignment(
+        &self,
+        from: &Name,
+        node: &Name,
+        module: &Name,
+        version: Option<&str>,
+    ) -> Result<Option<String>, StoreError> {
+        self.assign_moving(Some(from), node, module, version).await
+    }
+
+    async fn assign_moving(
+        &self,
+        from: Option<&Name>,
+        node: &Name,
+        module: &Name,
+        version: Option<&str>,
+    ) -> Result<Option<String>, StoreError> {
         let now = now_ms();
         let refused = with_pool!(self, |pool| {
             let mut tx = self.begin_write_on(pool).await?;
             must_exist!(tx, "node" in "nodes", node);
             must_exist!(tx, "module" in "modules", module);
+            // What it ran where it was: the version a move keeps.
+            let mut ran: Option<String> = None;
+            if let Some(from) = from {
+                let was: Option<(Option<String>,)> = sqlx::query_as(
+                    "SELECT version FROM assignments WHERE node = $1 AND module = $2",
+                )
+                .bind(from.as_str())
+                .bind(module.as_str())
+                .fetch_optional(&mut *tx)
+                .await?;
+                let Some((was,)) = was else {
+                    return Err(
+                        super::not_found("assignment", format!("{module} on {from}")).into(),
+                    );
+                };
+                ran = was;
+                let _ = unassign_in!(tx, from.as_str(), module.as_str());
+            }
             // Refused: the transaction is dropped, nothing written.
             if let Some(conflict) = holder_conflict!(tx, [(node, module)]) {
                 return Ok(Err(conflict));
@@ -50,6 +97,7 @@ impl Store {
                 }
                 // The newest version with an artifact, read in this
                 // transaction.
+                None if ran.is_some() => ran,
                 None => sqlx::query_as::<_, (Option<String>,)>(
                     "SELECT b.rev FROM builds b WHERE b.module = $1 AND b.state = 'succeeded' \
                      AND EXISTS (SELECT 1 FROM artifacts a WHERE a.build_id = b.id) \
@@ -102,18 +150,9 @@ impl Store {
     pub async fn unassign(&self, node: &Name, module: &Name) -> Result<bool, StoreError> {
         with_pool!(self, |pool| {
             let mut tx = self.begin_write_on(pool).await?;
-            sqlx::query("DELETE FROM credentials WHERE node = $1 AND module = $2")
-                .bind(node.as_str())
-                .bind(module.as_str())
-                .execute(&mut *tx)
-                .await?;
-            let gone = sqlx::query("DELETE FROM assignments WHERE node = $1 AND module = $2")
-                .bind(node.as_str())
-                .bind(module.as_str())
-                .execute(&mut *tx)
-                .await?;
+            let gone = unassign_in!(tx, node.as_str(), module.as_str());
             tx.commit().await?;
-            Ok(gone.rows_affected() == 1)
+            Ok(gone)
         })
     }
 

@@ -11,13 +11,13 @@ use mesh_core::authority::PrincipalKind;
 use mesh_core::names::Name;
 use mesh_core::records::ToolAccess;
 
+use super::Registration;
 use super::credentials::UPSERT_CREDENTIAL;
 use super::nodes::forget_node_in;
+use super::registration::register_in;
 use crate::error::StoreError;
 use crate::records::{CredentialKind, Forgotten};
-use crate::secret::{
-    self, PERSON_BCRYPT_COST, Secret, bcrypt_hash, check_user_key, new_user_key, sha256_digest,
-};
+use crate::secret::{self, PERSON_BCRYPT_COST, Secret, bcrypt_hash, check_user_key, new_user_key};
 use crate::{Store, duration_ms, now_ms, with_pool};
 
 /// A credential ready to record: a machine's public key or a person's hash
@@ -119,8 +119,9 @@ pub fn prepare_token(node: &Name, ttl: Duration) -> (Secret, PreparedToken) {
 /// What a fleet file records.
 #[derive(Debug, Clone, Default)]
 pub struct FleetChange {
-    /// Module name and manifest text, registered (or updated).
-    pub modules: Vec<(Name, String)>,
+    /// The catalogue registered (or updated) with it: manifests, seats and
+    /// renames, recorded as `register_catalogue` records them.
+    pub registration: Registration,
     /// Every node the file names (including nodes only under `[[token]]`).
     pub nodes: Vec<Name>,
     /// (node, module)
@@ -155,28 +156,9 @@ impl Store {
     /// none of it.
     pub async fn apply_fleet(&self, change: &FleetChange) -> Result<FleetApplied, StoreError> {
         let now = now_ms();
-        let digests: Vec<String> = change
-            .modules
-            .iter()
-            .map(|(_, src)| sha256_digest(src))
-            .collect();
         with_pool!(self, |pool| {
             let mut out = FleetApplied::default();
             let mut tx = self.begin_write_on(pool).await?;
-            for ((module, source), digest) in change.modules.iter().zip(&digests) {
-                sqlx::query(
-                    "INSERT INTO modules (name, manifest_source, manifest_digest, registered_at, updated_at) \
-                     VALUES ($1, $2, $3, $4, $4) ON CONFLICT (name) DO UPDATE SET \
-                     manifest_source = excluded.manifest_source, \
-                     manifest_digest = excluded.manifest_digest, updated_at = excluded.updated_at",
-                )
-                .bind(module.as_str())
-                .bind(source)
-                .bind(digest)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            }
             if change.prune {
                 let named: BTreeSet<&str> = change.nodes.iter().map(Name::as_str).collect();
                 let held: Vec<(String,)> = sqlx::query_as("SELECT name FROM nodes ORDER BY name")
@@ -201,16 +183,7 @@ impl Store {
                         continue;
                     }
                     // As `unassign`: the module's credential goes with it.
-                    for sql in [
-                        "DELETE FROM credentials WHERE node = $1 AND module = $2",
-                        "DELETE FROM assignments WHERE node = $1 AND module = $2",
-                    ] {
-                        sqlx::query(sql)
-                            .bind(&node)
-                            .bind(&module)
-                            .execute(&mut *tx)
-                            .await?;
-                    }
+                    let _ = unassign_in!(tx, &node, &module);
                     out.assignments_pruned.push((
                         super::name("assignment", node)?,
                         super::name("assignment", module)?,
@@ -232,6 +205,11 @@ impl Store {
                     }
                     out.persons_pruned.push(super::name("person", person)?);
                 }
+            }
+            // After the prune (an assignment it forgets holds nothing) and
+            // before the assignments (checked with the catalogue after).
+            if !change.registration.is_empty() {
+                register_in!(tx, &change.registration, now);
             }
             for node in &change.nodes {
                 let added = sqlx::query(

@@ -49,11 +49,10 @@ macro_rules! must_exist {
     }};
 }
 
-/// The first second holder of a seat that the assignments `$pairs` (node,
-/// module), already written in `$tx`, make: read in the same transaction as
-/// the write, so two writers at once cannot both pass.
-macro_rules! holder_conflict {
-    ($tx:ident, $pairs:expr) => {{
+/// The registered catalogue as `$tx` reads it (manifests and renames), as
+/// the holder checks see it.
+macro_rules! registered_in {
+    ($tx:ident) => {{
         let modules: Vec<(String, String)> =
             sqlx::query_as("SELECT name, manifest_source FROM modules")
                 .fetch_all(&mut *$tx)
@@ -61,22 +60,61 @@ macro_rules! holder_conflict {
         let aliases: Vec<(String, String)> = sqlx::query_as("SELECT alias, seat FROM seat_aliases")
             .fetch_all(&mut *$tx)
             .await?;
-        let made: Vec<(String, String)> = sqlx::query_as("SELECT node, module FROM assignments")
-            .fetch_all(&mut *$tx)
-            .await?;
-        let made: Vec<(::mesh_core::names::Name, ::mesh_core::names::Name)> = made
-            .into_iter()
+        ::mesh_core::catalogue::holders::registered(&modules, &aliases)
+    }};
+}
+
+/// Every assignment `(node, module)` as `$tx` reads it, in the order they
+/// were made (the first holder of a seat comes first).
+macro_rules! assignments_in {
+    ($tx:ident) => {{
+        let made: Vec<(String, String)> = sqlx::query_as(
+            "SELECT node, module FROM assignments ORDER BY created_at, node, module",
+        )
+        .fetch_all(&mut *$tx)
+        .await?;
+        made.into_iter()
             .filter_map(|(n, m)| {
                 Some((
                     ::mesh_core::names::Name::new(n).ok()?,
                     ::mesh_core::names::Name::new(m).ok()?,
                 ))
             })
-            .collect();
-        let cat = ::mesh_core::catalogue::holders::registered(&modules, &aliases);
+            .collect::<Vec<(::mesh_core::names::Name, ::mesh_core::names::Name)>>()
+    }};
+}
+
+/// The first second holder of a seat that the assignments `$pairs` (node,
+/// module), already written in `$tx`, make: read in the same transaction as
+/// the write, so two writers at once cannot both pass.
+macro_rules! holder_conflict {
+    ($tx:ident, $pairs:expr) => {{
+        let cat = registered_in!($tx);
+        let made = assignments_in!($tx);
         $pairs.into_iter().find_map(|(node, module)| {
             ::mesh_core::catalogue::holders::holder_conflict(&cat, &made, node, module)
         })
+    }};
+}
+
+/// Unassigns `$module` from `$node` in `$tx`, deleting that module's
+/// credential on the node; evaluates to whether it was assigned. One
+/// statement set for `unassign`, a move and a fleet's prune.
+macro_rules! unassign_in {
+    ($tx:ident, $node:expr, $module:expr) => {{
+        let (node, module): (&str, &str) = ($node, $module);
+        sqlx::query("DELETE FROM credentials WHERE node = $1 AND module = $2")
+            .bind(node)
+            .bind(module)
+            .execute(&mut *$tx)
+            .await?;
+        sqlx::query("DELETE FROM assignments WHERE node = $1 AND module = $2")
+            .bind(node)
+            .bind(module)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected()
+            == 1
     }};
 }
 
@@ -155,7 +193,7 @@ mod registration;
 pub use registration::Registration;
 mod reports;
 pub use reports::ReportSeen;
-mod seats;
+pub(crate) mod seats;
 mod secrets;
 mod spares;
 mod tokens;

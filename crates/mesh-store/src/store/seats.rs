@@ -12,7 +12,7 @@ use crate::{Store, now_ms, with_pool};
 // Spelled out rather than taken from `Scope`'s Display: that is the
 // manifest's wording, and changing it must not change what the store has
 // recorded.
-pub(super) fn scope_text(scope: Scope) -> &'static str {
+pub(crate) fn scope_text(scope: Scope) -> &'static str {
     match scope {
         Scope::Node => "node",
         Scope::Mesh => "mesh",

@@ -202,7 +202,129 @@ async fn a_registration_is_recorded_whole_or_not_at_all(fx: &Fixture) {
     );
 }
 
+/// A manifest declaring seat `seat` of `scope` (when `declares`) and
+/// holding it (when `holds`).
+fn manifest(module: &str, seat: &str, scope: &str, declares: bool, holds: bool) -> String {
+    let mut text = format!("[module]\nname = \"{module}\"\n[run]\ncommand = [\"x\"]\n");
+    if declares {
+        text += &format!("[[seat]]\nname = \"{seat}\"\nscope = \"{scope}\"\nprotocol = \"\"\n");
+    }
+    if holds {
+        text += &format!("[holds]\nseats = [\"{seat}\"]\n");
+    }
+    text
+}
+
+/// Registering `modules` (name, text) with `seat` of `scope` declared by
+/// `by`.
+async fn register(
+    s: &Store,
+    modules: &[(&str, &str)],
+    seat_name: &str,
+    by: &str,
+    scope: Scope,
+) -> Result<(), StoreError> {
+    s.register_catalogue(&Registration {
+        modules: modules.iter().map(|(m, t)| (n(m), t.to_string())).collect(),
+        seats: vec![Seat {
+            scope,
+            ..seat(seat_name, Some(by))
+        }],
+        aliases: vec![],
+    })
+    .await
+}
+
+/// Registration checks holders as `assign` does: re-registering an
+/// assigned module so that it holds a mesh seat someone holds already, or
+/// a seat's scope turned from node to mesh while two nodes hold it, is
+/// refused naming the first holder, and nothing of it is recorded.
+async fn a_registration_that_makes_a_second_holder_is_refused_naming_the_first(fx: &Fixture) {
+    let s = &fx.store;
+    for node in ["n1", "n2"] {
+        s.add_node(&n(node), &[]).await.unwrap();
+    }
+    let keeper = manifest("keeper", "audit", "mesh", true, true);
+    let plain = manifest("plain", "audit", "mesh", false, false);
+    register(
+        s,
+        &[("keeper", &keeper), ("plain", &plain)],
+        "audit",
+        "keeper",
+        Scope::Mesh,
+    )
+    .await
+    .unwrap();
+    s.assign(&n("n1"), &n("keeper")).await.unwrap();
+    s.assign(&n("n2"), &n("plain")).await.unwrap();
+    let holding = manifest("plain", "audit", "mesh", false, true);
+    match register(s, &[("plain", &holding)], "audit", "keeper", Scope::Mesh).await {
+        Err(StoreError::SecondHolder(h)) => {
+            assert_eq!(
+                (&h.module, &h.node, &h.first, &h.first_node),
+                (&n("plain"), &n("n2"), &n("keeper"), &n("n1"))
+            );
+            assert!(
+                h.to_string()
+                    .contains("which module keeper holds on node n1"),
+                "{h}"
+            );
+        }
+        other => panic!("a second holder of audit: {other:?}"),
+    }
+    let kept = s.module(&n("plain")).await.unwrap().unwrap();
+    assert_eq!(kept.manifest_source, plain, "nothing recorded");
+
+    // A node-scoped seat held on two nodes, its scope turned to mesh.
+    let filter = manifest("filter-a", "filter", "node", true, true);
+    register(
+        s,
+        &[("filter-a", &filter)],
+        "filter",
+        "filter-a",
+        Scope::Node,
+    )
+    .await
+    .unwrap();
+    s.assign(&n("n2"), &n("filter-a")).await.unwrap();
+    s.assign(&n("n1"), &n("filter-a")).await.unwrap();
+    let meshed = manifest("filter-a", "filter", "mesh", true, true);
+    match register(
+        s,
+        &[("filter-a", &meshed)],
+        "filter",
+        "filter-a",
+        Scope::Mesh,
+    )
+    .await
+    {
+        Err(StoreError::SecondHolder(h)) => assert_eq!(
+            (&h.node, &h.first, &h.first_node),
+            (&n("n1"), &n("filter-a"), &n("n2")),
+            "the first assigned is named first"
+        ),
+        other => panic!("a mesh seat held twice: {other:?}"),
+    }
+    assert_eq!(
+        s.seat(&n("filter")).await.unwrap().unwrap().scope,
+        Scope::Node,
+        "nothing recorded"
+    );
+    // Once one holder is unassigned, it registers.
+    s.unassign(&n("n1"), &n("filter-a")).await.unwrap();
+    register(
+        s,
+        &[("filter-a", &meshed)],
+        "filter",
+        "filter-a",
+        Scope::Mesh,
+    )
+    .await
+    .unwrap();
+}
+
 conformance!(
     catalogue_round_trip,
     a_registration_is_recorded_whole_or_not_at_all,
+    a_registration_that_makes_a_second_holder_is_refused_naming_the_first,
 );

@@ -12,7 +12,10 @@ const DAY: Duration = Duration::from_secs(86_400);
 
 async fn change(with_credentials: bool) -> (FleetChange, Vec<Secret>) {
     let mut c = FleetChange {
-        modules: vec![(n("git"), "name = \"git\"".into())],
+        registration: Registration {
+            modules: vec![(n("git"), "name = \"git\"".into())],
+            ..Registration::default()
+        },
         nodes: vec![n("n1"), n("n2")],
         assignments: vec![(n("n1"), n("git"))],
         persons: vec![(n("ada"), ToolAccess::All)],
@@ -97,7 +100,10 @@ async fn pruning_forgets_what_the_change_does_not_name(fx: &Fixture) {
     let (first, _) = change(true).await;
     fx.store.apply_fleet(&first).await.unwrap();
     let c = FleetChange {
-        modules: vec![(n("git"), "name = \"git\"".into())],
+        registration: Registration {
+            modules: vec![(n("git"), "name = \"git\"".into())],
+            ..Registration::default()
+        },
         nodes: vec![n("n2")],
         prune: true,
         ..FleetChange::default()
@@ -120,7 +126,10 @@ async fn a_fleet_with_two_holders_of_a_mesh_seat_is_refused_whole(fx: &Fixture) 
     let s = &fx.store;
     let holder = "[module]\nname = \"keeper\"\ndescription = \"keeps\"\n[[seat]]\nname = \"audit\"\nscope = \"mesh\"\nprotocol = \"\"\n[holds]\nseats = [\"audit\"]\n";
     let c = FleetChange {
-        modules: vec![(n("keeper"), holder.into())],
+        registration: Registration {
+            modules: vec![(n("keeper"), holder.into())],
+            ..Registration::default()
+        },
         nodes: vec![n("n1"), n("n2")],
         assignments: vec![(n("n1"), n("keeper")), (n("n2"), n("keeper"))],
         ..FleetChange::default()
