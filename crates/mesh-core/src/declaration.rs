@@ -285,6 +285,15 @@ mod tests {
         SigningKey::from_bytes(&[b; 32])
     }
 
+    #[test]
+    fn a_recorded_envelope_is_read_back_and_anything_else_is_none() {
+        let d = decl("n1", 4);
+        let body = String::from_utf8(d.sign(&key(1))).unwrap();
+        assert_eq!(recorded(&body), Some(d));
+        assert_eq!(recorded("{}"), None);
+        assert_eq!(recorded("not json"), None);
+    }
+
     fn decl(node: &str, sequence: u64) -> Declaration {
         Declaration {
             node: n(node),
