@@ -78,6 +78,7 @@ async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
             format!("sqlite://{}", default_db.display())
         }
     };
+    shared_store(args.replicas, &args.addresses, &url)?;
     let opts = GenesisOptions {
         port: args.port,
         replicas: args.replicas,
@@ -124,6 +125,23 @@ async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A clustered bus over several machines runs a controller beside each
+/// server, and each machine's controller writes its server's users file
+/// from the store: a SQLite file lives on one machine only, so the others
+/// would never get one (their servers would refuse every new principal,
+/// and no composition would ever be live). Refused before anything is
+/// made, naming what to give instead.
+fn shared_store(replicas: u8, addresses: &[String], url: &str) -> anyhow::Result<()> {
+    if replicas > 1 && !addresses.is_empty() && url.starts_with("sqlite:") {
+        bail!(
+            "--replicas {replicas} with --address puts the bus's servers on {} machines, and a controller beside each must read one store: {} is a file on this machine alone. Give a PostgreSQL database every machine reaches: --store-file FILE holding postgres://mesh:PASSWORD@DBHOST:5432/mesh (README: \"Several machines\" makes one), or leave out --address to run every server here",
+            addresses.len(),
+            mesh_store::redact_url(url)
+        );
+    }
+    Ok(())
 }
 
 /// A cluster's configurations, and the command that starts each server
@@ -209,4 +227,25 @@ pub async fn make_with(
         .with_context(|| format!("writing the first users file {}", users.display()))?;
 
     Ok((genesis, users))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shared_store;
+
+    #[test]
+    fn a_bus_over_machines_needs_a_store_they_all_reach() {
+        let three = ["10.0.0.1".to_string(), "10.0.0.2".into(), "10.0.0.3".into()];
+        let e = shared_store(3, &three, "sqlite:///var/lib/mesh/mesh.db")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("on 3 machines") && e.contains("postgres://") && e.contains("--store-file"),
+            "{e}"
+        );
+        assert!(shared_store(3, &three, "postgres://mesh@db/mesh").is_ok());
+        // One machine: every server reads the same file.
+        assert!(shared_store(3, &[], "sqlite:///var/lib/mesh/mesh.db").is_ok());
+        assert!(shared_store(1, &three[..1], "sqlite:///var/lib/mesh/mesh.db").is_ok());
+    }
 }

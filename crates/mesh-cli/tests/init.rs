@@ -151,3 +151,32 @@ fn a_fleet_loaded_after_genesis_names_no_controller_secret_as_missing() {
         "{stderr}"
     );
 }
+
+/// A clustered bus over machines on the default SQLite store cannot work
+/// (the other machines' controllers never read the file): refused before
+/// anything is made, naming the PostgreSQL store it needs.
+#[test]
+fn a_bus_over_machines_on_a_sqlite_store_is_refused_before_anything_is_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = mesh(
+        tmp.path(),
+        &[
+            "init",
+            "--replicas",
+            "3",
+            "--address",
+            "10.0.0.1",
+            "--address",
+            "10.0.0.2",
+            "--address",
+            "10.0.0.3",
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("servers on 3 machines") && said.contains("postgres://"),
+        "{said}"
+    );
+    assert!(snapshot(tmp.path()).is_empty(), "nothing is made");
+}
