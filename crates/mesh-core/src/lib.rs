@@ -23,6 +23,7 @@ pub mod catalogue;
 pub mod change;
 pub mod declaration;
 pub mod diagnostic;
+pub mod digest;
 pub mod enrolment;
 pub mod event;
 pub mod fleet;

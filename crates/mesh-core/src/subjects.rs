@@ -353,15 +353,11 @@ pub mod artifact {
         let mut parts = name.split('/');
         let (module, artifact, last) = (parts.next()?, parts.next()?, parts.next()?);
         let hex = last.strip_prefix("sha256-")?;
-        let hex_ok = hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         (parts.next().is_none()
             && Name::new(module).is_ok()
             && Name::new(artifact).is_ok()
-            && hex_ok)
-            .then_some(hex)
+            && crate::digest::is_sha256_hex(hex))
+        .then_some(hex)
     }
 
     /// `$O.ARTIFACTS.M.<base64url(name)>`: the meta subject of an object.

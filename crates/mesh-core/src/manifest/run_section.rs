@@ -284,7 +284,7 @@ impl Parser<'_> {
 fn pinned_by_digest(image: &str) -> bool {
     image
         .rsplit_once("@sha256:")
-        .is_some_and(|(name, hex)| !name.is_empty() && crate::artifact::is_sha256_hex(hex))
+        .is_some_and(|(name, hex)| !name.is_empty() && crate::digest::is_sha256_hex(hex))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
