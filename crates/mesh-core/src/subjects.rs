@@ -297,6 +297,10 @@ pub mod artifact {
     pub const BUCKET: &str = "ARTIFACTS";
     /// The stream the server keeps the bucket in.
     pub const STREAM: &str = "OBJ_ARTIFACTS";
+    /// The stream every meta is written into, one per name, and sourced
+    /// from into [`STREAM`] (see `jetstream::artifact_store`). Not named
+    /// `OBJ_…`: clients take such a stream for a bucket of its own.
+    pub const METAS_STREAM: &str = "ARTIFACT_METAS";
     /// Flow-control replies of every consumer on the bucket's stream: the
     /// server pauses a push consumer after about 1 MB until its flow-control
     /// message is answered, so a reader that may not answer stalls.
