@@ -308,10 +308,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "users_file_shared",
         sql: include_str!("../migrations/0021_users_file_shared.sql"),
     },
+    Migration {
+        version: 22,
+        name: "spare_makers",
+        sql: include_str!("../migrations/0022_spare_makers.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 21;
+pub const SCHEMA_VERSION: i64 = 22;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
