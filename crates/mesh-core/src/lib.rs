@@ -21,6 +21,7 @@ pub mod authority;
 pub mod build;
 pub mod catalogue;
 pub mod change;
+pub mod container;
 pub mod declaration;
 pub mod diagnostic;
 pub mod digest;

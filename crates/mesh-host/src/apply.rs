@@ -28,7 +28,7 @@ use tokio::sync::Mutex;
 use mesh_bus::Refusals;
 
 use crate::artifacts::Cache;
-use crate::driver::container::{self, ContainerError, ContainerSpec, Image, Ulimits};
+use crate::driver::container::{self, ContainerError, ContainerSpec, Ulimits};
 use crate::driver::{ContainerRun, Driver, RunSpec};
 use crate::state::{HostKeys, HostState, StateError, write_private};
 
@@ -672,14 +672,8 @@ impl Applier {
         let stop_grace = Duration::from_secs(m.run.stop_grace_s);
         let container = if container {
             let engine = container::require_engine().map_err(StartError::Container)?;
-            let image = m.run.image.as_deref().ok_or(StartError::NoImage)?;
-            let from_artifact = image.contains("${artifact:");
-            let filled = fill(image)?;
-            let image = if from_artifact {
-                Image::Archive(PathBuf::from(filled))
-            } else {
-                Image::reference(&filled).map_err(StartError::Container)?
-            };
+            let declared = m.run.image.as_ref().ok_or(StartError::NoImage)?;
+            let image = container::image(declared, artifacts).map_err(StartError::Container)?;
             // Written before the first container: a host killed after it
             // knows at its next start to look for leftovers.
             write_private(&self.state.dir.join(CONTAINERS_MARKER), b"")?;

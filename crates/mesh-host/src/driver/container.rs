@@ -32,11 +32,13 @@
 //! So a container is always stopped by name ([`stop`]), never by signalling
 //! its client alone, and a client's exit does not mean its container ended.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mesh_core::container::is_env_name;
+use mesh_core::declaration::ImageDecl;
 use mesh_core::names::Name;
 
 mod engine;
@@ -190,19 +192,15 @@ pub enum ContainerError {
     #[error("the engine answered {what} that could not be read: {detail}")]
     Unreadable { what: &'static str, detail: String },
     #[error(
-        "image reference {reference:?} is not pinned by digest; write <name>@sha256:<64 hex digits>"
+        "the declared image is artifact {name}, which is not among the module's fetched artifacts"
     )]
-    Unpinned { reference: String },
+    NoArchive { name: Name },
     #[error("image archive {path} is not an absolute path")]
     RelativeArchive { path: PathBuf },
     #[error(
         "module {module}: env name {name:?} is not a variable name; use letters, digits and '_', not starting with a digit"
     )]
     BadEnvName { module: Name, name: String },
-    #[error(
-        "module {module}: env name {name:?} would configure the container engine itself, not the container; rename it"
-    )]
-    EngineEnvName { module: Name, name: String },
     #[error(
         "module {module}: working directory {workdir:?} is not an absolute path on both sides (or holds ':' or ',')"
     )]
@@ -265,76 +263,41 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Env names podman reads for itself: in its environment they would pick
-/// another engine, configuration or storage rather than reach the container.
-fn configures_engine(name: &str) -> bool {
-    name.starts_with("CONTAINERS_")
-        || name.starts_with("CONTAINER_")
-        || matches!(
-            name,
-            "STORAGE_DRIVER" | "STORAGE_OPTS" | "XDG_RUNTIME_DIR" | "XDG_CONFIG_HOME"
-        )
-}
-
-/// `[A-Za-z_][A-Za-z0-9_]*`: anything else could carry `=value` (a value on
-/// argv) or a glob (`--env 'A*'` passes every matching variable).
-fn is_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// `name@sha256:<64 lowercase hex>` with a plausible name before it.
-pub fn is_pinned(reference: &str) -> bool {
-    let Some((name, digest)) = reference.rsplit_once("@sha256:") else {
-        return false;
-    };
-    !name.is_empty()
-        && !name.starts_with('-')
-        && !name.contains(|c: char| c.is_whitespace() || c == '@')
-        && digest.len() == 64
-        && digest
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-impl Image {
-    /// A reference, refused unless pinned by digest.
-    pub fn reference(reference: &str) -> Result<Image, ContainerError> {
-        if is_pinned(reference) {
-            Ok(Image::Reference(reference.to_string()))
-        } else {
-            Err(ContainerError::Unpinned {
-                reference: reference.to_string(),
-            })
-        }
+/// The image the declaration decided: an artifact is its cached archive
+/// (`archives`: the module's fetched artifacts by name), a reference is
+/// pulled as declared. Nothing is judged here: `mesh check` refused what
+/// the engine cannot take (`mesh_core::container`), and the declaration
+/// carries what it decided.
+pub fn image(
+    declared: &ImageDecl,
+    archives: &BTreeMap<Name, PathBuf>,
+) -> Result<Image, ContainerError> {
+    match declared {
+        ImageDecl::Artifact(name) => archives
+            .get(name)
+            .map(|path| Image::Archive(path.clone()))
+            .ok_or_else(|| ContainerError::NoArchive { name: name.clone() }),
+        ImageDecl::Reference(reference) => Ok(Image::Reference(reference.clone())),
     }
 }
 
 impl ContainerSpec {
-    /// What [`run_argv`] relies on: a pinned image, variable names only, and
-    /// mounts `-v` can say unambiguously. The driver checks before it runs.
+    /// What [`run_argv`] relies on to say it unambiguously: an absolute
+    /// archive, variable names (the rule `mesh check` applied, never a
+    /// value on argv), and mounts `-v` can say. Which image and which
+    /// names may reach the engine was decided before the declaration was
+    /// made. The driver checks before it runs.
     pub fn check(&self) -> Result<(), ContainerError> {
-        match &self.image {
-            Image::Archive(path) if !path.is_absolute() => {
-                return Err(ContainerError::RelativeArchive { path: path.clone() });
-            }
-            Image::Archive(_) => {}
-            Image::Reference(r) => {
-                Image::reference(r)?;
-            }
+        if let Image::Archive(path) = &self.image
+            && !path.is_absolute()
+        {
+            return Err(ContainerError::RelativeArchive { path: path.clone() });
         }
-        for name in &self.env_names {
-            let module = self.module.clone();
-            let name = name.clone();
-            if !is_env_name(&name) {
-                return Err(ContainerError::BadEnvName { module, name });
-            }
-            if configures_engine(&name) {
-                return Err(ContainerError::EngineEnvName { module, name });
-            }
+        if let Some(name) = self.env_names.iter().find(|n| !is_env_name(n)) {
+            return Err(ContainerError::BadEnvName {
+                module: self.module.clone(),
+                name: name.clone(),
+            });
         }
         if let Some((host, w)) = &self.workdir
             && (!host.is_absolute()
@@ -558,12 +521,8 @@ mod tests {
             f(&mut s);
             s.check().unwrap_err().to_string()
         };
-        let e = with(&|s| s.image = Image::Reference("web:latest".into()));
-        assert!(e.contains("not pinned by digest"), "{e}");
         let e = with(&|s| s.image = Image::Archive("web.tar".into()));
         assert!(e.contains("not an absolute path"), "{e}");
-        let e = with(&|s| s.env_names.push("CONTAINER_HOST".into()));
-        assert!(e.contains("would configure the container engine"), "{e}");
         let e = with(&|s| s.env_names.push("1X".into()));
         assert!(e.contains("not a variable name"), "{e}");
         let e = with(&|s| s.mounts.push(("/k".into(), "/run/a:rw".into())));
@@ -586,16 +545,45 @@ mod tests {
     }
 
     #[test]
-    fn only_a_digest_pins_a_reference() {
-        let hex = "0123456789abcdef".repeat(4);
-        assert!(is_pinned(&format!("docker.io/library/x@sha256:{hex}")));
-        assert!(is_pinned(&format!("x:1.2@sha256:{hex}")));
-        assert!(!is_pinned("x:latest"));
-        assert!(!is_pinned(&format!("x@sha256:{}", &hex[1..])));
-        assert!(!is_pinned(&format!("x@sha256:{}", hex.to_uppercase())));
-        assert!(!is_pinned(&format!("@sha256:{hex}")));
-        assert!(!is_pinned(&format!("--privileged@sha256:{hex}")));
-        assert!(Image::reference("x:latest").is_err());
+    fn the_declared_image_and_names_are_executed_as_decided() {
+        let archive = PathBuf::from("/var/lib/mesh/artifacts/sha256-ab");
+        let archives = BTreeMap::from([(name("web"), archive.clone())]);
+        // An artifact image is its cached archive: no string is searched
+        // for a placeholder to tell which kind it is.
+        assert_eq!(
+            image(&ImageDecl::Artifact(name("web")), &archives).unwrap(),
+            Image::Archive(archive)
+        );
+        // A reference is pulled as declared: pinned, or not, was decided by
+        // `mesh check`.
+        let reference = format!("registry.example/web@sha256:{}", "a".repeat(64));
+        assert_eq!(
+            image(&ImageDecl::Reference(reference.clone()), &archives).unwrap(),
+            Image::Reference(reference)
+        );
+        let e = image(&ImageDecl::Artifact(name("db")), &archives).unwrap_err();
+        assert!(
+            e.to_string().contains("artifact db, which is not among"),
+            "{e}"
+        );
+        // Which names may reach the engine was decided too: the spec
+        // check holds only the variable-name shape (the one `mesh check`
+        // applies), and refuses nothing else.
+        for n in [
+            "CONTAINERS_CONF",
+            "CONTAINER_HOST",
+            "STORAGE_OPTS",
+            "1X",
+            "A=b",
+        ] {
+            let mut s = spec();
+            s.env_names.push(n.into());
+            assert_eq!(
+                s.check().is_ok(),
+                mesh_core::container::is_env_name(n),
+                "{n}"
+            );
+        }
     }
 
     #[test]
