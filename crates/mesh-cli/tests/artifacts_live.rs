@@ -425,18 +425,8 @@ async fn code_reaches_the_nodes_through_the_artifact_store() {
     // artifact and run in a container on n2 whose ticks reach the stream.
     let engine = mesh_host::driver::container::require_engine()
         .unwrap_or_else(|e| panic!("install podman (scripts/setup): {e}"));
-    harness::path_with_bins();
     let _cleanup = RemoveContainers(engine.clone(), "n2");
-    let ticker = Path::new(harness::mesh_bin()).with_file_name("mesh-ticker");
-    let archive = mesh.tmp.path().join("ticker.oci.tar");
-    mesh_cli::image::build_archive(
-        &engine,
-        &ticker,
-        "localhost/mesh-test-ticker:latest",
-        &mesh.tmp.path().join("image-build"),
-        &archive,
-    )
-    .unwrap();
+    let archive = harness::ticker_archive(&engine, mesh.tmp.path());
     ok(
         &mesh,
         &[

@@ -396,6 +396,10 @@ impl Applier {
                     if let Err(e) = self.driver.stop(&module).await {
                         tracing::warn!(%module, reason = %e, "stopping");
                     }
+                    // Nothing of a secret outlives the module.
+                    if let Some(was) = applied.modules.iter().find(|m| m.name == module) {
+                        crate::secrets::forget(&self.module_dir(&module), was);
+                    }
                 }
                 ApplyStep::WriteFile { module, path, body } => {
                     self.write_file(&module, &path, &body, d.sealed_by.as_deref())
@@ -617,7 +621,9 @@ impl Applier {
             module: m.name.clone(),
         }
         .principal_name();
+        let container = m.run.driver == RunDriver::Container;
         let mut env: BTreeMap<String, String> = m.run.env.clone();
+        let mut secrets = BTreeMap::new();
         for (k, sealed) in &m.run.sealed_env {
             let value = self
                 .open(sealed_by, sealed)
@@ -625,7 +631,16 @@ impl Applier {
                     variable: k.clone(),
                     why,
                 })?;
-            env.insert(k.clone(), value.into_string());
+            secrets.insert(k.clone(), value);
+        }
+        // A container's secrets never reach the engine (not even the
+        // client's environment): they go through a file (see `shim`).
+        if !container {
+            env.extend(
+                secrets
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.expose().to_string())),
+            );
         }
         // What the container is given: the declared names and MESH_*, never
         // the host's PATH (the image has its own).
@@ -635,7 +650,6 @@ impl Applier {
         {
             env.insert("PATH".into(), path);
         }
-        let container = m.run.driver == RunDriver::Container;
         let host_key_file = key_file.clone();
         let key_file = if container {
             PathBuf::from(CONTAINER_KEY_FILE)
@@ -688,6 +702,9 @@ impl Applier {
             }
             env_names.sort();
             env_names.dedup();
+            let secret_env =
+                crate::secrets::container_env(&self.state.dir, &self.module_dir(&m.name), &secrets)
+                    .map_err(StartError::Container)?;
             Some(ContainerRun {
                 engine,
                 spec: ContainerSpec {
@@ -702,6 +719,7 @@ impl Applier {
                     workdir: Some((work.clone(), CONTAINER_WORKDIR.into())),
                     stop_grace,
                     ulimits: Ulimits::of_host(),
+                    secret_env,
                 },
             })
         } else {

@@ -10,6 +10,7 @@ pub mod driver;
 pub mod enrol;
 pub mod logs;
 pub mod run;
+pub mod secrets;
 pub mod spare;
 pub mod state;
 
