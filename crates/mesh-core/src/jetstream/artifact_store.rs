@@ -352,7 +352,8 @@ mod tests {
             ]
         );
         assert_eq!(plan_store(&observed, 3, false).unwrap(), []);
-        // A bucket lost with its metas kept: made again, sourcing them all.
+        // A bucket lost with its metas kept: made again, sourcing them all;
+        // the metas stream's own fields are the controller's to bring in.
         let lost = ObservedStore {
             bucket: None,
             metas: Some(found(&metas_stream(1), 3)),
@@ -362,6 +363,17 @@ mod tests {
             [StoreStep::Create {
                 spec: bucket_stream(1)
             }]
+        );
+        assert_eq!(
+            names(&plan_store(&lost, 3, true).unwrap()),
+            [
+                "update stream ARTIFACT_METAS (replicas)",
+                "create stream OBJ_ARTIFACTS",
+            ]
+        );
+        assert_eq!(
+            names(&plan_store(&lost, 3, false).unwrap()),
+            ["create stream OBJ_ARTIFACTS"]
         );
     }
 
