@@ -12,31 +12,29 @@
 //! must refuse the second meta.
 
 mod fetch;
+mod store;
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use async_nats::header::{
-    HeaderMap, NATS_EXPECTED_LAST_SUBJECT_SEQUENCE, NATS_ROLLUP, NATS_SEQUENCE,
-};
-use async_nats::jetstream::context::{
-    CreateObjectStoreError, GetStreamError, GetStreamErrorKind, PublishAckFuture, PublishError,
-    PublishErrorKind,
-};
-use async_nats::jetstream::object_store::{self, ObjectInfo, ObjectOptions};
+use async_nats::jetstream::context::{GetStreamError, PublishAckFuture, PublishError};
+use async_nats::jetstream::object_store::{ObjectInfo, ObjectOptions};
 use async_nats::jetstream::{self, ErrorCode};
 use async_nats::{Client, RequestErrorKind, StatusCode};
 use base64::Engine as _;
 use base64::engine::general_purpose::{URL_SAFE, URL_SAFE_NO_PAD};
 use futures::StreamExt as _;
-use mesh_core::subjects::artifact::{self, BUCKET, STREAM};
+use mesh_core::subjects::artifact::{self, BUCKET, METAS_STREAM, STREAM};
 use rand::Rng as _;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt as _;
 
 pub use fetch::{BusError, FetchError, Fetched, Mismatched, Wanted, fetch};
 pub use mesh_core::subjects::artifact::{InvalidNuid, Nuid};
+pub use store::{
+    BucketError, Ensured, ReadError, ensure_bucket, ensure_bucket_made_with, ensure_bucket_with,
+};
 
 /// Chunk size, async-nats's default: well under the server's 1 MB payload
 /// limit, and what other clients write.
@@ -71,107 +69,6 @@ pub struct Listed {
     pub modified: Option<SystemTime>,
 }
 
-/// What [`ensure_bucket`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ensured {
-    Created,
-    Present,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum BucketError {
-    #[error("could not read stream {STREAM}")]
-    Read(#[source] GetStreamError),
-    #[error("could not create the artifact store (stream {STREAM})")]
-    Create(#[source] CreateObjectStoreError),
-    #[error("could not keep the artifact store's copies (stream {STREAM})")]
-    Scale(#[source] async_nats::jetstream::context::CreateStreamError),
-    #[error(
-        "stream {STREAM} exists without {0}; the artifact store needs it (delete the stream to have it recreated)"
-    )]
-    Unusable(&'static str),
-}
-
-/// Creates the `ARTIFACTS` bucket (file storage, one copy) when missing;
-/// an existing one is left as it is. Run at every controller start: a
-/// wiped JetStream directory comes back with the bucket.
-pub async fn ensure_bucket(js: &jetstream::Context) -> Result<Ensured, BucketError> {
-    ensure(js, 1, false).await
-}
-
-/// For a command: the bucket made with `replicas` copies when missing; an
-/// existing one is left as it is — how many copies a mesh keeps is its
-/// controller's to keep ([`ensure_bucket_with`]), and a command that
-/// scaled it to its own idea took a clustered bus's copies away.
-pub async fn ensure_bucket_made_with(
-    js: &jetstream::Context,
-    replicas: usize,
-) -> Result<Ensured, BucketError> {
-    ensure(js, replicas, false).await
-}
-
-/// [`ensure_bucket`] keeping `replicas` copies on a clustered bus: a
-/// bucket made with fewer (by a command before the controller's start, or
-/// before the cluster grew) is scaled up in place.
-pub async fn ensure_bucket_with(
-    js: &jetstream::Context,
-    replicas: usize,
-) -> Result<Ensured, BucketError> {
-    ensure(js, replicas, true).await
-}
-
-/// The copies an existing bucket with `current` is scaled to: only when
-/// `keep` is asked and they differ.
-fn scale_to(current: usize, replicas: usize, keep: bool) -> Option<usize> {
-    let (current, replicas) = (current.max(1), replicas.max(1));
-    (keep && current != replicas).then_some(replicas)
-}
-
-async fn ensure(
-    js: &jetstream::Context,
-    replicas: usize,
-    keep: bool,
-) -> Result<Ensured, BucketError> {
-    let replicas = replicas.max(1);
-    match js.get_stream(STREAM).await {
-        Ok(stream) => {
-            let config = &stream.cached_info().config;
-            // Readers get metas by direct get, writers roll metas up: a
-            // stream made without either reads or writes nothing, silently.
-            if !config.allow_direct {
-                return Err(BucketError::Unusable("direct get"));
-            }
-            if !config.allow_rollup {
-                return Err(BucketError::Unusable("rollup"));
-            }
-            if let Some(num_replicas) = scale_to(config.num_replicas, replicas, keep) {
-                js.update_stream(jetstream::stream::Config {
-                    num_replicas,
-                    ..config.clone()
-                })
-                .await
-                .map_err(BucketError::Scale)?;
-            }
-            Ok(Ensured::Present)
-        }
-        Err(e)
-            if matches!(e.kind(), GetStreamErrorKind::JetStream(ref j)
-            if j.error_code() == ErrorCode::STREAM_NOT_FOUND) =>
-        {
-            js.create_object_store(object_store::Config {
-                bucket: BUCKET.to_string(),
-                storage: jetstream::stream::StorageType::File,
-                num_replicas: replicas,
-                ..Default::default()
-            })
-            .await
-            .map_err(BucketError::Create)?;
-            Ok(Ensured::Created)
-        }
-        Err(e) => Err(BucketError::Read(e)),
-    }
-}
-
 /// Reading an object's meta failed.
 #[derive(Debug, thiserror::Error)]
 pub enum MetaError {
@@ -181,26 +78,25 @@ pub enum MetaError {
     Request(#[source] async_nats::RequestError),
     #[error("the server answered {status}: {description}")]
     Status { status: u16, description: String },
-    #[error("its meta carries no stream sequence")]
-    NoSequence,
     #[error("its meta is not an object record")]
     Malformed(#[source] serde_json::Error),
     #[error("its meta names another object, {0:?}")]
     OtherName(String),
     #[error("its meta's digest {0:?} is not SHA-256=<base64url of 32 bytes>")]
     BadDigest(String),
-}
-
-/// An object's newest meta and its stream sequence.
-pub(crate) struct Meta {
-    pub seq: u64,
-    pub info: ObjectInfo,
+    #[error(
+        "its meta was stored but the bucket did not hold it within {0:?} (stream {STREAM} sources stream {METAS_STREAM})"
+    )]
+    NotReadable(Duration),
 }
 
 /// The newest meta of `name` by a direct get of the last message on its
 /// meta subject (the one subject a reader's grant names); `None` when the
 /// store never held it.
-pub(crate) async fn read_meta(client: &Client, name: &str) -> Result<Option<Meta>, MetaError> {
+pub(crate) async fn read_meta(
+    client: &Client,
+    name: &str,
+) -> Result<Option<ObjectInfo>, MetaError> {
     let reply = client
         .request(artifact::meta_get(name), Default::default())
         .await
@@ -218,17 +114,11 @@ pub(crate) async fn read_meta(client: &Client, name: &str) -> Result<Option<Meta
             });
         }
     }
-    let seq = reply
-        .headers
-        .as_ref()
-        .and_then(|h| h.get(NATS_SEQUENCE))
-        .and_then(|v| v.as_str().parse().ok())
-        .ok_or(MetaError::NoSequence)?;
     let info: ObjectInfo = serde_json::from_slice(&reply.payload).map_err(MetaError::Malformed)?;
     if info.name != name {
         return Err(MetaError::OtherName(info.name));
     }
-    Ok(Some(Meta { seq, info }))
+    Ok(Some(info))
 }
 
 /// Whether `name` is stored (and not deleted), with its size, digest and
@@ -238,19 +128,19 @@ pub async fn stat(client: &Client, name: &str) -> Result<Option<Listed>, MetaErr
     let Some(m) = read_meta(client, name).await? else {
         return Ok(None);
     };
-    if m.info.deleted {
+    if m.deleted {
         return Ok(None);
     }
-    let sha256 = match m.info.digest.as_deref() {
+    let sha256 = match m.digest.as_deref() {
         Some(d) => Some(digest_hex(d)?),
         None => None,
     };
     Ok(Some(Listed {
-        name: m.info.name.clone(),
-        size: m.info.size as u64,
-        nuid: m.info.nuid.clone(),
+        name: m.name.clone(),
+        size: m.size as u64,
+        nuid: m.nuid.clone(),
         sha256,
-        modified: m.info.modified.map(SystemTime::from),
+        modified: m.modified.map(SystemTime::from),
     }))
 }
 
@@ -297,6 +187,10 @@ pub enum PutError {
     },
     #[error("{} changed while it was being stored; nothing was recorded", path.display())]
     Changed { path: PathBuf },
+    #[error(
+        "artifact {name} was deleted from the artifact store, and a name is written once: build or put the content under another version, or remove its meta from stream {METAS_STREAM} to store it again"
+    )]
+    Deleted { name: String },
     #[error("could not read {}", path.display())]
     Io {
         path: PathBuf,
@@ -345,13 +239,9 @@ pub async fn put(js: &jetstream::Context, name: &str, file: &Path) -> Result<Sto
         name: name.into(),
         source,
     };
-    // The sequence the meta subject must still be at when ours lands: 0 for
-    // a name never used, a deleted object's tombstone otherwise.
-    let expected_last = match read_meta(&client, name).await.map_err(meta_err)? {
-        Some(m) if !m.info.deleted => return already(name, &m.info, size, &sha256),
-        Some(m) => m.seq,
-        None => 0,
-    };
+    if let Some(m) = read_meta(&client, name).await.map_err(meta_err)? {
+        return already(name, &m, size, &sha256);
+    }
 
     let nuid = random_token(22);
     let chunks =
@@ -414,44 +304,68 @@ pub async fn put(js: &jetstream::Context, name: &str, file: &Path) -> Result<Sto
         digest: digest_field(&sha256),
         deleted: false,
     };
-    let mut headers = HeaderMap::new();
-    headers.insert(NATS_ROLLUP, "sub");
-    headers.insert(
-        NATS_EXPECTED_LAST_SUBJECT_SEQUENCE,
-        expected_last.to_string().as_str(),
-    );
     let body = serde_json::to_vec(&info).map_err(|e| PutError::Meta {
         name: name.into(),
         source: MetaError::Malformed(e),
     })?;
-    let acked = match js
-        .publish_with_headers(artifact::meta(name), headers, body.into())
-        .await
-    {
+    // No roll-up and no expected sequence: the metas stream refuses any
+    // second meta of a name, so the first to land is the object.
+    let acked = match js.publish(artifact::meta(name), body.into()).await {
         Ok(ack) => ack.await,
         Err(e) => Err(e),
     };
-    match acked {
-        Ok(_) => Ok(Stored {
+    let ours = match acked {
+        Ok(_) => true,
+        // Another writer's meta landed first: its content decides.
+        Err(e) if is_refused_as(&e, ErrorCode::STREAM_STORE_FAILED) => false,
+        Err(e) => return Err(publish_err("the meta")(e)),
+    };
+    // Stored means readable: the meta reaches the bucket by sourcing, and a
+    // build announced before it does would name an object no one can read.
+    let m = readable(&client, name).await.map_err(meta_err)?;
+    if ours && m.nuid == nuid {
+        return Ok(Stored {
             name: name.into(),
             size,
             sha256,
             nuid,
             existed: false,
-        }),
-        // Another writer's meta landed first: its content decides.
-        Err(e) if e.kind() == PublishErrorKind::WrongLastSequence => {
-            match read_meta(&client, name).await.map_err(meta_err)? {
-                Some(m) if !m.info.deleted => already(name, &m.info, size, &sha256),
-                _ => Err(publish_err("the meta")(e)),
-            }
-        }
-        Err(e) => Err(publish_err("the meta")(e)),
+        });
     }
+    already(name, &m, size, &sha256)
+}
+
+/// How long a stored meta may take to reach the bucket by sourcing.
+const READABLE_WITHIN: Duration = Duration::from_secs(30);
+
+/// `name`'s meta once the bucket holds it.
+async fn readable(client: &Client, name: &str) -> Result<ObjectInfo, MetaError> {
+    let deadline = tokio::time::Instant::now() + READABLE_WITHIN;
+    let mut wait = Duration::from_millis(5);
+    loop {
+        if let Some(m) = read_meta(client, name).await? {
+            return Ok(m);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(MetaError::NotReadable(READABLE_WITHIN));
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_millis(500));
+    }
+}
+
+/// Whether the server refused a publish with JetStream error `code`.
+pub(crate) fn is_refused_as(e: &PublishError, code: ErrorCode) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<jetstream::Error>())
+        .is_some_and(|j| j.error_code() == code)
 }
 
 /// The stored object when it has this content; refused otherwise.
 fn already(name: &str, info: &ObjectInfo, size: u64, sha256: &str) -> Result<Stored, PutError> {
+    if info.deleted {
+        return Err(PutError::Deleted { name: name.into() });
+    }
     let stored = info.digest.as_deref().and_then(|d| digest_hex(d).ok());
     if info.size as u64 == size && stored.as_deref() == Some(sha256) {
         return Ok(Stored {
@@ -539,9 +453,32 @@ pub struct Unreadable {
     pub error: MetaError,
 }
 
-/// The newest meta of every object, through an ordered consumer on the
-/// meta subjects (the controller's view: it holds the whole API).
-pub async fn list(js: &jetstream::Context) -> Result<Listing, ListError> {
+/// The newest meta on each meta subject of the bucket, one after another,
+/// through an ordered consumer (the controller's view: it holds the whole
+/// API).
+pub(crate) struct Metas {
+    messages: jetstream::consumer::push::Ordered,
+    pending: u64,
+}
+
+impl Metas {
+    /// The next meta's subject and body; `None` after the last.
+    pub(crate) async fn next(&mut self) -> Result<Option<(String, Vec<u8>)>, ListError> {
+        if self.pending == 0 {
+            return Ok(None);
+        }
+        let m = self
+            .messages
+            .next()
+            .await
+            .ok_or(ListError::Ended)?
+            .map_err(ListError::Read)?;
+        self.pending = m.info().map(|i| i.pending).unwrap_or(0);
+        Ok(Some((m.subject.to_string(), m.payload.to_vec())))
+    }
+}
+
+pub(crate) async fn metas_of(js: &jetstream::Context) -> Result<Metas, ListError> {
     let stream = js
         .get_stream_no_info(STREAM)
         .await
@@ -555,25 +492,26 @@ pub async fn list(js: &jetstream::Context) -> Result<Listing, ListError> {
         })
         .await
         .map_err(ListError::List)?;
-    let mut pending = consumer.cached_info().num_pending;
-    let mut metas = consumer.messages().await.map_err(ListError::Subscribe)?;
+    let pending = consumer.cached_info().num_pending;
+    let messages = consumer.messages().await.map_err(ListError::Subscribe)?;
+    Ok(Metas { messages, pending })
+}
+
+/// The newest meta of every object (deleted ones left out), with the metas
+/// no client could read named rather than hiding the rest.
+pub async fn list(js: &jetstream::Context) -> Result<Listing, ListError> {
+    let mut metas = metas_of(js).await?;
     let mut listing = Listing::default();
-    while pending > 0 {
-        let m = metas
-            .next()
-            .await
-            .ok_or(ListError::Ended)?
-            .map_err(ListError::Read)?;
-        pending = m.info().map(|i| i.pending).unwrap_or(0);
+    while let Some((subject, payload)) = metas.next().await? {
         let subject_name = || {
-            let token = m.subject.rsplit('.').next().unwrap_or_default();
+            let token = subject.rsplit('.').next().unwrap_or_default();
             URL_SAFE
                 .decode(token)
                 .ok()
                 .and_then(|raw| String::from_utf8(raw).ok())
-                .unwrap_or_else(|| m.subject.to_string())
+                .unwrap_or_else(|| subject.clone())
         };
-        let info: ObjectInfo = match serde_json::from_slice(&m.payload) {
+        let info: ObjectInfo = match serde_json::from_slice(&payload) {
             Ok(info) => info,
             Err(e) => {
                 listing.unreadable.push(Unreadable {
@@ -629,19 +567,6 @@ pub fn reader_grants(principal: &str, name: &str, nuid: &str) -> Result<ReaderGr
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_the_controller_scales_an_existing_bucket() {
-        // A command leaves a clustered bus's copies alone.
-        assert_eq!(scale_to(3, 1, false), None);
-        assert_eq!(scale_to(1, 3, false), None);
-        // The controller keeps the mesh's.
-        assert_eq!(scale_to(1, 3, true), Some(3));
-        assert_eq!(scale_to(3, 1, true), Some(1));
-        assert_eq!(scale_to(3, 3, true), None);
-        // A stream reports 0 for one copy.
-        assert_eq!(scale_to(0, 1, true), None);
-    }
 
     #[test]
     fn a_digest_reads_as_the_clients_write_it() {

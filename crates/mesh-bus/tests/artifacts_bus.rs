@@ -285,8 +285,7 @@ async fn a_deleted_or_never_stored_object_is_missing_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("artifact");
     let js = admin().await;
-    let store = js.get_object_store(artifact::BUCKET).await.unwrap();
-    store.delete(&f.gone.name).await.unwrap();
+    fixture::delete(&js, &f.gone.name).await;
     let err = fetch_as(&f.gone, &f.gone.wanted(), &dest)
         .await
         .unwrap_err();
@@ -327,12 +326,7 @@ async fn an_object_deleted_while_it_is_read_ends_the_fetch() {
         while !under_way() {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        let store = admin()
-            .await
-            .get_object_store(artifact::BUCKET)
-            .await
-            .unwrap();
-        store.delete(&o.name).await.unwrap();
+        fixture::delete(&admin().await, &o.name).await;
     };
     let started = Instant::now();
     let (fetched, ()) = tokio::join!(fetch, delete);
@@ -391,15 +385,14 @@ async fn a_name_is_written_once() {
         PutError::NotItsContent { name, .. } => assert_eq!(name, a_name),
         other => panic!("{other}"),
     }
-    // Another client stored other bytes under it: ours is refused, naming it.
-    let store = js.get_object_store(artifact::BUCKET).await.unwrap();
-    store
-        .put(
-            a_name.as_str(),
-            &mut tokio::fs::File::open(&b).await.unwrap(),
-        )
-        .await
-        .unwrap();
+    // Another writer's meta under it names other bytes: ours is refused,
+    // naming it.
+    let other = serde_json::json!({
+        "name": a_name, "bucket": artifact::BUCKET, "nuid": f.small.nuid,
+        "size": 2000, "chunks": 1, "deleted": false,
+        "digest": format!("SHA-256={}=", "A".repeat(43)),
+    });
+    fixture::publish_meta(&js, &a_name, serde_json::to_vec(&other).unwrap()).await;
     let err = artifacts::put(&js, &a_name, &a).await.unwrap_err();
     assert!(
         matches!(&err, PutError::OtherContent { name, .. } if *name == a_name),
@@ -440,7 +433,7 @@ async fn concurrent_puts_store_one_object() {
 async fn objects_are_read_and_written_as_other_clients_do() {
     let f = fixture();
     let js = admin().await;
-    let (client, refusals) = connect(&f.server, "admin").await.unwrap();
+    let (client, _) = connect(&f.server, "admin").await.unwrap();
     let store = js.get_object_store(artifact::BUCKET).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     // async-nats reads ours.
@@ -450,32 +443,24 @@ async fn objects_are_read_and_written_as_other_clients_do() {
         .await
         .unwrap();
     assert!(read == std::fs::read(&f.small.file).unwrap());
-    // We read async-nats's (its name encoding and digest are ours).
+    // Its own put rolls the meta up, which would let a second meta replace
+    // a first: the server refuses it (objects it stored before the store
+    // was changed are read: `artifacts_write_once.rs`).
     let (path, sha) = random_file(dir.path(), "theirs", 200_000);
     let theirs = name("theirs", &sha);
-    let info = store
+    let err = store
         .put(
             theirs.as_str(),
             &mut tokio::fs::File::open(&path).await.unwrap(),
         )
         .await
-        .unwrap();
-    let want = Wanted {
-        name: &theirs,
-        nuid: &info.nuid,
-        size: 200_000,
-        sha256: &sha,
-    };
-    let got = artifacts::fetch(
-        &client,
-        &refusals,
-        &want,
-        &dir.path().join("got"),
-        FETCH_TIMEOUT,
-    )
-    .await
-    .unwrap();
-    assert_eq!(got.sha256, sha);
+        .unwrap_err();
+    let chain = std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source())
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join(": ");
+    assert!(chain.contains("rollup not permitted"), "{chain}");
+    assert_eq!(artifacts::stat(&client, &theirs).await.unwrap(), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -485,12 +470,7 @@ async fn the_list_holds_what_is_stored_and_not_what_was_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let (kept, _) = put_random(&js, dir.path(), "kept", 1000).await;
     let (dropped, path) = put_random(&js, dir.path(), "dropped", 1000).await;
-    js.get_object_store(artifact::BUCKET)
-        .await
-        .unwrap()
-        .delete(&dropped.name)
-        .await
-        .unwrap();
+    fixture::delete(&js, &dropped.name).await;
     let listing = artifacts::list(&js).await.unwrap();
     let listed = &listing.objects;
     for s in [
@@ -511,13 +491,21 @@ async fn the_list_holds_what_is_stored_and_not_what_was_deleted() {
     // The garbled meta is named, not a reason to list nothing.
     let bad: Vec<_> = listing.unreadable.iter().map(|u| u.name.as_str()).collect();
     assert_eq!(bad, [f.garbled.name.as_str()]);
-    // A deleted name is stored again, under a new nuid.
-    let back = artifacts::put(&js, &dropped.name, &path).await.unwrap();
-    assert!(!back.existed && back.nuid != dropped.nuid, "{back:?}");
+    // A deleted name stays spent: written once.
+    let err = artifacts::put(&js, &dropped.name, &path).await.unwrap_err();
+    assert!(
+        matches!(&err, PutError::Deleted { name } if *name == dropped.name),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("remove its meta from stream ARTIFACT_METAS"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_bucket_is_created_once_and_an_unusable_stream_is_named() {
+async fn the_store_is_created_once_and_a_sealed_stream_is_named() {
     let server = NatsServer::start().unwrap();
     let js = jetstream::new(async_nats::connect(server.url()).await.unwrap());
     assert_eq!(
@@ -530,24 +518,30 @@ async fn the_bucket_is_created_once_and_an_unusable_stream_is_named() {
     );
     // A wiped store converges at the next start.
     js.delete_stream(artifact::STREAM).await.unwrap();
+    js.delete_stream(artifact::METAS_STREAM).await.unwrap();
     assert_eq!(
         artifacts::ensure_bucket(&js).await.unwrap(),
         Ensured::Created
     );
-    js.delete_stream(artifact::STREAM).await.unwrap();
-    js.create_stream(jetstream::stream::Config {
-        name: artifact::STREAM.into(),
-        subjects: vec![artifact::ALL_CHUNKS.into(), artifact::ALL_META.into()],
-        allow_rollup: true,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let mut names: Vec<String> = js.stream_names().map(Result::unwrap).collect().await;
+    names.sort();
+    assert_eq!(names, [artifact::METAS_STREAM, artifact::STREAM]);
+    // A stream nothing can be stored in any more is named, not worked around.
+    let mut sealed = js
+        .get_stream(artifact::METAS_STREAM)
+        .await
+        .unwrap()
+        .cached_info()
+        .config
+        .clone();
+    sealed.sealed = true;
+    js.update_stream(sealed).await.unwrap();
     let err = artifacts::ensure_bucket(&js).await.unwrap_err();
-    assert!(err.to_string().contains("without direct get"), "{err}");
-    // The stream list holds the bucket's stream only once.
-    let names: Vec<String> = js.stream_names().map(Result::unwrap).collect().await;
-    assert_eq!(names, [artifact::STREAM]);
+    assert!(
+        err.to_string()
+            .contains("stream ARTIFACT_METAS is sealed: nothing can be stored in it"),
+        "{err}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

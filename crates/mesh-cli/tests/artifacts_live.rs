@@ -315,14 +315,29 @@ async fn code_reaches_the_nodes_through_the_artifact_store() {
     );
     cases += 1;
 
-    // Missing from the bus: a node that must fetch it reports `failed`
-    // naming it, and runs it once it is put again.
+    // Missing from the bus (removed by whoever holds the whole API: no
+    // object store client can delete a name written once): a node that must
+    // fetch it reports `failed` naming it, and runs it once it is put again.
     let js = async_nats::jetstream::new(mesh.observer().await);
-    let bucket = js.get_object_store("ARTIFACTS").await.unwrap();
-    bucket
-        .delete(format!("runner/bin/sha256-{sha1}"))
+    let object = format!("runner/bin/sha256-{sha1}");
+    let meta = mesh_core::subjects::artifact::meta(&object);
+    let stored = mesh_bus::artifacts::stat(&js.client(), &object)
         .await
-        .unwrap();
+        .unwrap()
+        .expect("v1 is stored");
+    for (stream, subject) in [
+        ("ARTIFACT_METAS", meta.clone()),
+        ("OBJ_ARTIFACTS", meta),
+        ("OBJ_ARTIFACTS", format!("$O.ARTIFACTS.C.{}", stored.nuid)),
+    ] {
+        js.get_stream(stream)
+            .await
+            .unwrap()
+            .purge()
+            .filter(subject)
+            .await
+            .unwrap();
+    }
     ok(&mesh, &["assign", "runner", "n3", "--version", "v1"]);
     assert!(
         wait_until(LONG, || reported(&mesh, "n3", "runner").is_some_and(
@@ -450,18 +465,8 @@ async fn code_reaches_the_nodes_through_the_artifact_store() {
     // artifact and run in a container on n2 whose ticks reach the stream.
     let engine = mesh_host::driver::container::require_engine()
         .unwrap_or_else(|e| panic!("install podman (scripts/setup): {e}"));
-    harness::path_with_bins();
     let _cleanup = RemoveContainers(engine.clone(), "n2");
-    let ticker = Path::new(harness::mesh_bin()).with_file_name("mesh-ticker");
-    let archive = mesh.tmp.path().join("ticker.oci.tar");
-    mesh_cli::image::build_archive(
-        &engine,
-        &ticker,
-        "localhost/mesh-test-ticker:latest",
-        &mesh.tmp.path().join("image-build"),
-        &archive,
-    )
-    .unwrap();
+    let archive = harness::ticker_archive(&engine, mesh.tmp.path());
     ok(
         &mesh,
         &[

@@ -359,17 +359,67 @@ async fn builds_are_done_by_build_machines_and_recorded_once() {
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(text.contains("exit status: 3"), "{text}");
     assert!(text.contains("compiler says: no such thing"), "{text}");
-    let failed: Vec<serde_json::Value> = builds(&mesh)
-        .into_iter()
-        .filter(|b| b["state"] == "failed")
-        .collect();
-    assert_eq!(failed.len(), 1, "{failed:?}");
+    // `mesh build` answers from the announcement; the record follows it.
+    let failed = || -> Vec<serde_json::Value> {
+        builds(&mesh)
+            .into_iter()
+            .filter(|b| b["state"] == "failed")
+            .collect()
+    };
+    assert!(wait_until(LONG, || failed().len() == 1), "{:?}", failed());
+    let failed = failed();
     assert!(
         failed[0]["module"].is_null() && failed[0]["version"].is_null(),
         "{failed:?}"
     );
     std::fs::write(hello.join("build.sh"), &build_sh).unwrap();
     commit(&hello, "mended");
+    cases += 1;
+
+    // Announcing never fails a build (L100): EVENTS refuses every message
+    // for a while (its size limit lowered to one byte), the build machine
+    // keeps its finished build and retries, and once EVENTS takes it again
+    // the build is recorded as it went: succeeded.
+    let observer = async_nats::jetstream::new(mesh.observer().await);
+    let mut events = observer
+        .get_stream("EVENTS")
+        .await
+        .unwrap()
+        .cached_info()
+        .config
+        .clone();
+    let open = events.max_message_size;
+    events.max_message_size = 1;
+    observer.update_stream(events.clone()).await.unwrap();
+    std::fs::write(
+        hello.join("hello.in"),
+        std::fs::read_to_string(hello.join("hello.in")).unwrap() + "# announced late\n",
+    )
+    .unwrap();
+    let late = commit(&hello, "announced late");
+    let id = ok(&mesh, &["build", &format!("hello@{late}"), "--no-wait"])
+        .trim()
+        .to_string();
+    let refused_announcement = |host: &str| {
+        std::fs::read_to_string(mesh.module_dir(host, "build-machine").join("log"))
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("could not announce a build yet") && l.contains(&id))
+    };
+    assert!(
+        wait_until(LONG, || ["n2", "n3"].into_iter().any(refused_announcement)),
+        "no build machine was refused announcing {id}"
+    );
+    assert!(with_id(&builds(&mesh), &id).is_empty());
+    events.max_message_size = open;
+    observer.update_stream(events).await.unwrap();
+    assert!(
+        wait_until(LONG, || with_id(&builds(&mesh), &id).first().is_some_and(
+            |b| b["state"] == "succeeded" && b["version"] == late.as_str()
+        )),
+        "the build announced late: {:?}",
+        with_id(&builds(&mesh), &id)
+    );
     cases += 1;
 
     // Inputs read from the files: hello-bundle's inputs.txt names hello's
@@ -437,6 +487,55 @@ async fn builds_are_done_by_build_machines_and_recorded_once() {
         info.contains(&format!("\"name\":\"hello/hello/sha256-{sha}\"")),
         "{info}"
     );
+    cases += 1;
+
+    // Write-once by the server, not the writer's courtesy: the build
+    // machine may publish on every meta subject (its names are new each
+    // build), yet a second meta for the stored name — with a roll-up or
+    // without — is refused in its publish's own ack, and the name still
+    // resolves to its first meta.
+    let name = format!("hello/hello/sha256-{sha}");
+    let first = mesh_bus::artifacts::stat(&client, &name)
+        .await
+        .unwrap()
+        .expect("hello's artifact is stored");
+    let bm = async_nats::jetstream::new(client.clone());
+    let repointed = serde_json::json!({
+        "name": name, "bucket": "ARTIFACTS", "nuid": "Other0chunks", "size": 3,
+        "chunks": 1, "deleted": false, "digest": format!("SHA-256={}=", "A".repeat(43)),
+    });
+    for (rollup, why) in [
+        (None, "maximum messages per subject exceeded"),
+        (Some("sub"), "rollup not permitted"),
+    ] {
+        let mut headers = async_nats::HeaderMap::new();
+        if let Some(r) = rollup {
+            headers.insert(async_nats::header::NATS_ROLLUP, r);
+        }
+        let acked = tokio::time::timeout(Duration::from_secs(5), async {
+            bm.publish_with_headers(
+                mesh_core::subjects::artifact::meta(&name),
+                headers,
+                repointed.to_string().into(),
+            )
+            .await
+            .unwrap()
+            .await
+        })
+        .await
+        .expect("the publish is answered");
+        let err = acked.expect_err("a second meta is stored");
+        let said = std::error::Error::source(&err).map(|s| s.to_string());
+        assert!(
+            said.as_deref().is_some_and(|s| s.contains(why)),
+            "roll-up {rollup:?}: {err}: {said:?}"
+        );
+    }
+    let now = mesh_bus::artifacts::stat(&client, &name)
+        .await
+        .unwrap()
+        .expect("still stored");
+    assert_eq!((now.nuid, now.size), (first.nuid, first.size));
     cases += 1;
 
     // A `built` event delivered twice is recorded once.

@@ -258,6 +258,14 @@ async fn a_broker_restarted_under_running_modules_is_rejoined_by_every_host_and_
     let names = ["n1", "n2", "n3"];
     let (mut mesh, hosts) = mesh_running_echo(&names).await;
     let pids: Vec<u32> = hosts.iter().map(|h| h.pid()).collect();
+    let echo_pids = |mesh: &Mesh| -> Vec<Option<u32>> {
+        names
+            .iter()
+            .map(|n| harness::module_pid(mesh, n, "echo"))
+            .collect()
+    };
+    let echoes = echo_pids(&mesh);
+    assert!(echoes.iter().all(Option::is_some), "{echoes:?}");
     let mut before = Vec::new();
     for n in names {
         before.push(newest_report(&mesh.store_url, n).await);
@@ -269,9 +277,12 @@ async fn a_broker_restarted_under_running_modules_is_rejoined_by_every_host_and_
     for n in names {
         wait_echo_heard(&mesh, n, "again").await;
     }
-    // No host was restarted to get there.
+    // No host was restarted to get there, and no module (L135: a lost
+    // broker costs the mesh its changes, never the services it runs).
     assert_eq!(hosts.iter().map(|h| h.pid()).collect::<Vec<_>>(), pids);
     assert!(pids.iter().all(|p| mesh_testkit::pid_alive(*p)));
+    assert_eq!(echo_pids(&mesh), echoes, "a module was restarted");
+    assert!(echoes.iter().flatten().all(|p| mesh_testkit::pid_alive(*p)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

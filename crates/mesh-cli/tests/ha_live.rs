@@ -110,17 +110,17 @@ async fn the_failover_table_loses_nothing_and_records_nothing_twice() {
     mesh.register(&Mesh::examples());
     // The programs put by commands: the artifact store still kept on every
     // server (a command once scaled it down to its own one copy).
-    let copies = jetstream::new(mesh.observer().await)
-        .get_stream("OBJ_ARTIFACTS")
-        .await
-        .expect("the artifact store")
-        .cached_info()
-        .config
-        .num_replicas;
-    assert_eq!(
-        copies, 3,
-        "the artifact store's copies after `mesh artifact put`"
-    );
+    // Both of its streams: the bucket and the metas written once into it.
+    for stream in ["OBJ_ARTIFACTS", "ARTIFACT_METAS"] {
+        let copies = jetstream::new(mesh.observer().await)
+            .get_stream(stream)
+            .await
+            .expect("the artifact store")
+            .cached_info()
+            .config
+            .num_replicas;
+        assert_eq!(copies, 3, "{stream}'s copies after `mesh artifact put`");
+    }
     let b = mesh.spawn_controller("controller b", LEASE, LOG);
     b.wait_log("standing by", LONG);
     let b_http = http_of(&b);

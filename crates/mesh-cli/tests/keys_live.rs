@@ -128,6 +128,79 @@ async fn every_module_starts_with_a_key_the_broker_admits_restarts_zero() {
     assert!(!log.to_lowercase().contains("authorization"), "{log}");
 }
 
+/// `count` copies of the example echo, `echo-0` …, each connecting to the
+/// bus with its own key the moment it starts.
+fn echoes(dir: &Path, count: usize) -> (PathBuf, Vec<String>) {
+    let root = dir.join("echoes");
+    let names: Vec<String> = (0..count).map(|i| format!("echo-{i}")).collect();
+    for name in &names {
+        std::fs::create_dir_all(root.join(name)).unwrap();
+        std::fs::write(
+            root.join(name).join("mesh.toml"),
+            format!(
+                "[module]\nname = \"{name}\"\ndescription = \"an echo\"\n\n[run]\ncommand = [\"mesh-echo\"]\n\n[events]\nemits = [\"started\", \"heard\"]\n"
+            ),
+        )
+        .unwrap();
+    }
+    (root, names)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_modules_than_spares_all_start_with_admitted_keys() {
+    let (mesh, host) = one_host().await;
+    let (catalogue, names) = echoes(mesh.tmp.path(), mesh_host::spare::KEEP + 2);
+    mesh.register(&catalogue);
+    // The host held still, so no report brings new spares meanwhile: one
+    // burst gives out every spare it announced and holds one module back;
+    // a module assigned after it finds the node with no spare left, which
+    // is not a host that makes none — it waits too, rather than be
+    // declared without a key, started under one its host makes, and
+    // refused by the broker once.
+    let (first, last) = names.split_at(names.len() - 1);
+    let signal = |sig| {
+        // SAFETY: kill(2) on the host this test started, not yet reaped.
+        unsafe { libc::kill(host.pid() as libc::pid_t, sig) };
+    };
+    signal(libc::SIGSTOP);
+    for name in first {
+        mesh.assign(name, "n1", true);
+    }
+    assert!(
+        wait_until(LONG, || mesh.controller().log().contains(
+            "modules held back until their nodes announce more spare keys"
+        )),
+        "{}",
+        mesh.controller().log()
+    );
+    let passes = mesh.controller().log().matches("records changed").count();
+    mesh.assign(&last[0], "n1", true);
+    assert!(
+        wait_until(LONG, || mesh
+            .controller()
+            .log()
+            .matches("records changed")
+            .count()
+            > passes),
+        "{}",
+        mesh.controller().log()
+    );
+    // Past the burst window and the pass it starts.
+    std::thread::sleep(Duration::from_secs(3));
+    signal(libc::SIGCONT);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert!(
+        wait_until(LONG, || all_running(&mesh, &names)),
+        "{:?}",
+        modules(&mesh)
+    );
+    for (m, _, restarts) in modules(&mesh) {
+        let log = std::fs::read_to_string(mesh.module_dir("n1", &m).join("log")).unwrap();
+        assert_eq!(restarts, 0, "{m} was refused and restarted: {log}");
+        assert!(!log.to_lowercase().contains("authorization"), "{m}: {log}");
+    }
+}
+
 /// `emitter`, running `mesh-ticker`, its manifest declaring `emits` as given.
 fn ticker(dir: &Path, emits: &str) -> PathBuf {
     let root = dir.join("widen");

@@ -6,8 +6,11 @@
 //! environment and file. Rotation restarts exactly the module that uses
 //! the secret; a controller restart restarts nothing. `${seat:S:PORT}` is
 //! filled from node addresses and given ports, and a module that cannot be
-//! filled is left out alone, named.
+//! filled is left out alone, named. A container's secret never reaches the
+//! engine, and no secret outlives its module (`secrets_live/engine.rs`).
 
+#[path = "secrets_live/engine.rs"]
+mod engine;
 #[path = "join_live/harness.rs"]
 mod harness;
 

@@ -655,7 +655,13 @@ async fn assert_on_start(
                 return Ok(());
             }
             Ok(Ensured::Present) => return Ok(()),
-            Err(e @ BucketError::Unusable(_)) => return Err(e.into()),
+            Ok(Ensured::Changed(steps)) => {
+                for step in &steps {
+                    info!(step = %step.describe(), "artifact store changed in place");
+                }
+                return Ok(());
+            }
+            Err(e @ BucketError::Refused(_)) => return Err(e.into()),
             Err(e) => {
                 let Some(wait) = waits.next() else {
                     return Err(e.into());

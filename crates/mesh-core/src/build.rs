@@ -9,8 +9,9 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::artifact::{Reference, is_sha256_hex};
+use crate::artifact::Reference;
 use crate::catalogue::{BUILD_MACHINE_ROLE, Catalogue};
+use crate::digest::is_sha256_hex;
 use crate::names::Name;
 
 #[cfg(test)]

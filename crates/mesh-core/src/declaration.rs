@@ -5,7 +5,7 @@
 //! Wire (public interface): the envelope `{"declaration": "<base64 of the
 //! exact bytes>", "signature": "<base64 Ed25519>"}`; the bytes are
 //! `{"node", "sequence", "composed_at", "modules": [{"name", "version",
-//! "run": {"command", "driver", "image", "env", "stop_grace_s",
+//! "run": {"command", "driver", "image": {"artifact"} | {"reference"}, "env", "stop_grace_s",
 //! "sealed_env"}, "files": [{"name", "path", "content" | "sealed"}],
 //! "secrets", "key", "artifacts": [{"name", "reference", "size", "sha256",
 //! "nuid"}]}], "bus": {"urls"}, "sealed_by"}`. A sealed value is base64 of an XKey box from the
@@ -130,10 +130,10 @@ pub struct RunDecl {
     pub command: Vec<String>,
     #[serde(default, skip_serializing_if = "is_process")]
     pub driver: Driver,
-    /// The container's image (container driver): `${artifact:NAME}` (an
-    /// OCI archive) or `name@sha256:HEX`.
+    /// The container's image (container driver), as decided when the
+    /// manifest was checked: the host loads or pulls it, deciding nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
+    pub image: Option<ImageDecl>,
     pub env: BTreeMap<String, String>,
     pub stop_grace_s: u64,
     /// Environment values holding a secret, each sealed whole to the node
@@ -141,6 +141,17 @@ pub struct RunDecl {
     /// module's environment alone.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sealed_env: BTreeMap<String, String>,
+}
+
+/// A container module's image: `{"artifact": "NAME"}` (an OCI archive,
+/// one of the module's `artifacts`, loaded from the host's cache) or
+/// `{"reference": "name@sha256:HEX"}` (pinned by digest, pulled by the
+/// node when missing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum ImageDecl {
+    Artifact(Name),
+    Reference(String),
 }
 
 fn is_process(d: &Driver) -> bool {

@@ -207,6 +207,20 @@ pub struct RunValue {
     pub placeholders: Vec<Located<Placeholder>>,
 }
 
+impl RunValue {
+    /// The artifact this value is, when it is exactly one
+    /// `${artifact:NAME}` and nothing beside it.
+    pub fn artifact_alone(&self) -> Option<&Name> {
+        match self.placeholders.as_slice() {
+            [p] => match &p.value {
+                Placeholder::Artifact { name } if self.text == p.value.to_string() => Some(name),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvVar {
     pub name: Located<String>,

@@ -34,20 +34,21 @@ pub fn give(
     out
 }
 
-/// The modules of `needing` left without a key whose node did announce
-/// spares (too few): held back from the declaration until the node's next
-/// report announces more. A node that announced none (a host that makes
-/// no spares) is not waited for: its host makes the key, as before spares.
+/// The modules of `needing` left without a key whose node's host makes
+/// spares (`makers`): held back from the declaration until the node's next
+/// report announces more — also when every spare it announced has been
+/// given (a burst of assignments over several passes), which is not the
+/// same as a host that makes none. A node whose host makes none is not
+/// waited for: its host makes the key, as before spares.
 pub fn held_back(
     needing: &[(Name, Name)],
-    spares: &BTreeMap<Name, Vec<String>>,
+    makers: &BTreeSet<Name>,
     given: &[(Name, Name, String)],
 ) -> BTreeSet<(Name, Name)> {
     needing
         .iter()
         .filter(|(node, module)| {
-            spares.get(node).is_some_and(|s| !s.is_empty())
-                && !given.iter().any(|(n, m, _)| n == node && m == module)
+            makers.contains(node) && !given.iter().any(|(n, m, _)| n == node && m == module)
         })
         .cloned()
         .collect()
@@ -84,14 +85,22 @@ mod tests {
             ]
         );
         assert!(give(&[], &spares).is_empty());
-        // n1 ran out (ticker waits for its next spares); n3 never announced
-        // any, so its host makes echo's key and nothing waits.
+        // n1 ran out (ticker waits for its next spares); n3's host makes
+        // none, so it makes echo's key itself and nothing waits.
+        let makers = BTreeSet::from([n("n1"), n("n2")]);
         assert_eq!(
-            held_back(&needing, &spares, &got),
+            held_back(&needing, &makers, &got),
             BTreeSet::from([(n("n1"), n("ticker"))])
         );
-        assert!(held_back(&needing, &BTreeMap::new(), &[]).is_empty());
+        assert!(held_back(&needing, &BTreeSet::new(), &[]).is_empty());
+        // Every spare of n1 given by an earlier pass: its modules still wait.
+        let later = [(n("n1"), n("worker")), (n("n3"), n("echo"))];
         let none_left = BTreeMap::from([(n("n1"), Vec::new())]);
-        assert!(held_back(&needing, &none_left, &[]).is_empty());
+        let given = give(&later, &none_left);
+        assert!(given.is_empty());
+        assert_eq!(
+            held_back(&later, &makers, &given),
+            BTreeSet::from([(n("n1"), n("worker"))])
+        );
     }
 }

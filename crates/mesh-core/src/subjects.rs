@@ -303,6 +303,10 @@ pub mod artifact {
     pub const BUCKET: &str = "ARTIFACTS";
     /// The stream the server keeps the bucket in.
     pub const STREAM: &str = "OBJ_ARTIFACTS";
+    /// The stream every meta is written into, one per name, and sourced
+    /// from into [`STREAM`] (see `jetstream::artifact_store`). Not named
+    /// `OBJ_…`: clients take such a stream for a bucket of its own.
+    pub const METAS_STREAM: &str = "ARTIFACT_METAS";
     /// Flow-control replies of every consumer on the bucket's stream: the
     /// server pauses a push consumer after about 1 MB until its flow-control
     /// message is answered, so a reader that may not answer stalls.
@@ -359,15 +363,11 @@ pub mod artifact {
         let mut parts = name.split('/');
         let (module, artifact, last) = (parts.next()?, parts.next()?, parts.next()?);
         let hex = last.strip_prefix("sha256-")?;
-        let hex_ok = hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         (parts.next().is_none()
             && Name::new(module).is_ok()
             && Name::new(artifact).is_ok()
-            && hex_ok)
-            .then_some(hex)
+            && crate::digest::is_sha256_hex(hex))
+        .then_some(hex)
     }
 
     /// `$O.ARTIFACTS.M.<base64url(name)>`: the meta subject of an object.

@@ -28,7 +28,7 @@ use tokio::sync::Mutex;
 use mesh_bus::Refusals;
 
 use crate::artifacts::Cache;
-use crate::driver::container::{self, ContainerError, ContainerSpec, Image, Ulimits};
+use crate::driver::container::{self, ContainerError, ContainerSpec, Ulimits};
 use crate::driver::{ContainerRun, Driver, RunSpec};
 use crate::state::{HostKeys, HostState, StateError, write_private};
 
@@ -401,6 +401,10 @@ impl Applier {
                     if let Err(e) = self.driver.stop(&module).await {
                         tracing::warn!(%module, reason = %e, "stopping");
                     }
+                    // Nothing of a secret outlives the module.
+                    if let Some(was) = applied.modules.iter().find(|m| m.name == module) {
+                        crate::secrets::forget(&self.module_dir(&module), was);
+                    }
                 }
                 ApplyStep::WriteFile { module, path, body } => {
                     self.write_file(&module, &path, &body, d.sealed_by.as_deref())
@@ -622,7 +626,9 @@ impl Applier {
             module: m.name.clone(),
         }
         .principal_name();
+        let container = m.run.driver == RunDriver::Container;
         let mut env: BTreeMap<String, String> = m.run.env.clone();
+        let mut secrets = BTreeMap::new();
         for (k, sealed) in &m.run.sealed_env {
             let value = self
                 .open(sealed_by, sealed)
@@ -630,7 +636,16 @@ impl Applier {
                     variable: k.clone(),
                     why,
                 })?;
-            env.insert(k.clone(), value.into_string());
+            secrets.insert(k.clone(), value);
+        }
+        // A container's secrets never reach the engine (not even the
+        // client's environment): they go through a file (see `shim`).
+        if !container {
+            env.extend(
+                secrets
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.expose().to_string())),
+            );
         }
         // What the container is given: the declared names and MESH_*, never
         // the host's PATH (the image has its own).
@@ -640,7 +655,6 @@ impl Applier {
         {
             env.insert("PATH".into(), path);
         }
-        let container = m.run.driver == RunDriver::Container;
         let host_key_file = key_file.clone();
         let key_file = if container {
             PathBuf::from(CONTAINER_KEY_FILE)
@@ -677,14 +691,8 @@ impl Applier {
         let stop_grace = Duration::from_secs(m.run.stop_grace_s);
         let container = if container {
             let engine = container::require_engine().map_err(StartError::Container)?;
-            let image = m.run.image.as_deref().ok_or(StartError::NoImage)?;
-            let from_artifact = image.contains("${artifact:");
-            let filled = fill(image)?;
-            let image = if from_artifact {
-                Image::Archive(PathBuf::from(filled))
-            } else {
-                Image::reference(&filled).map_err(StartError::Container)?
-            };
+            let declared = m.run.image.as_ref().ok_or(StartError::NoImage)?;
+            let image = container::image(declared, artifacts).map_err(StartError::Container)?;
             // Written before the first container: a host killed after it
             // knows at its next start to look for leftovers.
             write_private(&self.state.dir.join(CONTAINERS_MARKER), b"")?;
@@ -699,6 +707,9 @@ impl Applier {
             }
             env_names.sort();
             env_names.dedup();
+            let secret_env =
+                crate::secrets::container_env(&self.state.dir, &self.module_dir(&m.name), &secrets)
+                    .map_err(StartError::Container)?;
             Some(ContainerRun {
                 engine,
                 spec: ContainerSpec {
@@ -713,6 +724,7 @@ impl Applier {
                     workdir: Some((work.clone(), CONTAINER_WORKDIR.into())),
                     stop_grace,
                     ulimits: Ulimits::of_host(),
+                    secret_env,
                 },
             })
         } else {

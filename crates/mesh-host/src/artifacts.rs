@@ -71,7 +71,7 @@ impl Cache {
         refusals: &Refusals,
         a: &ArtifactDecl,
     ) -> Result<PathBuf, String> {
-        if !mesh_core::artifact::is_sha256_hex(&a.sha256) {
+        if !mesh_core::digest::is_sha256_hex(&a.sha256) {
             return Err("the declared SHA-256 is not 64 lowercase hex digits".into());
         }
         let path = self.path(&a.sha256);

@@ -11,6 +11,7 @@ pub mod enrol;
 pub mod logs;
 pub mod moved;
 pub mod run;
+pub mod secrets;
 pub mod spare;
 pub mod state;
 

@@ -294,6 +294,7 @@ fn spec(node: &Name, module: &str, args: &[&str]) -> ContainerSpec {
         workdir: None,
         stop_grace: Duration::from_secs(10),
         ulimits: Ulimits::of_host(),
+        secret_env: None,
     }
 }
 

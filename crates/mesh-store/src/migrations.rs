@@ -313,10 +313,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "declared_through",
         sql: include_str!("../migrations/0022_declared_through.sql"),
     },
+    Migration {
+        version: 23,
+        name: "spare_makers",
+        sql: include_str!("../migrations/0023_spare_makers.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 22;
+pub const SCHEMA_VERSION: i64 = 23;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

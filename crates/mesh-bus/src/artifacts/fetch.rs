@@ -259,13 +259,12 @@ impl Plan<'_> {
         let meta = read_meta(self.client, want.name)
             .await
             .map_err(|e| self.bus()(e.into()))?;
-        let Some(meta) = meta else {
+        let Some(info) = meta else {
             return Err(FetchError::Missing {
                 name: self.name(),
                 deleted: false,
             });
         };
-        let info = &meta.info;
         if info.deleted {
             return Err(FetchError::Missing {
                 name: self.name(),
@@ -392,9 +391,11 @@ impl Plan<'_> {
             }
             hasher.update(&message.payload);
             part.write(&message.payload).await?;
-            // The chunks precede their meta in the stream, so the last one
-            // is delivered with nothing pending.
-            if pending == 0 {
+            // Done at the declared size, whatever follows: a chunk appended
+            // to a stored object's subject (a writer chooses the subject, so
+            // no grant can forbid it) is never read. Short of it with
+            // nothing pending, the object is short.
+            if got == self.want.size || pending == 0 {
                 return Ok(got);
             }
         }

@@ -176,15 +176,54 @@ fn object(s: &Stored, file: PathBuf, reader: &'static str) -> Object {
     }
 }
 
-/// Publishes a meta as an object store writer would, saying what `info` says.
-async fn publish_meta(js: &jetstream::Context, name: &str, body: Vec<u8>) {
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert(async_nats::header::NATS_ROLLUP, "sub");
-    js.publish_with_headers(artifact::meta(name), headers, body.into())
+/// Publishes a name's first meta, saying what `body` says.
+pub async fn publish_meta(js: &jetstream::Context, name: &str, body: Vec<u8>) {
+    js.publish(artifact::meta(name), body.into())
         .await
         .unwrap()
         .await
         .unwrap();
+    // Readable once the bucket has sourced it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while artifacts::stat(&js.client(), name)
+        .await
+        .is_ok_and(|s| s.is_none())
+    {
+        assert!(Instant::now() < deadline, "{name} never reached the bucket");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// An object deleted as an operator holding the whole API can: its chunks
+/// purged, and — for a name to stay spent, since an object store client's
+/// delete rolls up, which neither stream takes — its one meta in the metas
+/// stream replaced by a deleted one.
+pub async fn delete(js: &jetstream::Context, name: &str) {
+    let subject = artifact::meta(name);
+    let metas = js.get_stream(artifact::METAS_STREAM).await.unwrap();
+    let mut info: ObjectInfo = serde_json::from_slice(
+        &metas
+            .get_last_raw_message_by_subject(&subject)
+            .await
+            .unwrap()
+            .payload,
+    )
+    .unwrap();
+    metas.purge().filter(&subject).await.unwrap();
+    info.deleted = true;
+    js.publish(subject, serde_json::to_vec(&info).unwrap().into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let bucket = js.get_stream(artifact::STREAM).await.unwrap();
+    let chunks = artifact::chunks(&artifact::Nuid::new(&info.nuid).unwrap());
+    bucket.purge().filter(chunks).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while artifacts::stat(&js.client(), name).await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "{name} still stored");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 async fn set_up() -> Fixture {

@@ -47,6 +47,23 @@ pub const EXAMPLE_MODULES: [(&str, &str); 6] = [
     ("node-worker", "mesh-worker"),
 ];
 
+/// The example ticker in an OCI archive built here under `work` (what a
+/// container module of the tests runs), put with `mesh artifact put`.
+pub fn ticker_archive(engine: &Path, work: &Path) -> PathBuf {
+    path_with_bins();
+    let ticker = Path::new(mesh_bin()).with_file_name("mesh-ticker");
+    let archive = work.join("ticker.oci.tar");
+    mesh_cli::image::build_archive(
+        engine,
+        &ticker,
+        "localhost/mesh-test-ticker:latest",
+        &work.join("image-build"),
+        &archive,
+    )
+    .unwrap();
+    archive
+}
+
 /// `program` (built beside `mesh`) without its debug info, kept beside it
 /// in `stripped/` and made again when the build is newer: a debug build is
 /// over 100 MB, put once per mesh a test starts.

@@ -138,11 +138,22 @@ pub(crate) async fn declare_from(ctx: &Ctx, derived: &mesh_state::Derived, conve
             modules = held_back.len(),
             "modules held back until their nodes announce more spare keys"
         );
-        let mut awaiting = ctx
-            .awaiting_spares
+        let waiting: Vec<Name> = held_back.iter().map(|(node, _)| node.clone()).collect();
+        ctx.awaiting_spares
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        awaiting.extend(held_back.iter().map(|(node, _)| node.clone()));
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(waiting.iter().cloned());
+        // A report announcing spares heard between this pass's read of them
+        // and now found no node awaiting them: asked again, it is not lost.
+        match ctx.store.spare_keys_on(&waiting).await {
+            Ok(now) if now.values().any(|keys| !keys.is_empty()) => {
+                ctx.declare_again.notify_one();
+            }
+            Ok(_) => {}
+            Err(e) => {
+                warn!(error = %error_chain(&e), "cannot read spare keys again; the held-back modules wait for the next report")
+            }
+        }
     }
     let users_file = if broker_held {
         // With the keys given this pass: the file the holder is handed is

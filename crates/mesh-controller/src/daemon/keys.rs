@@ -19,9 +19,10 @@ use super::{Ctx, error_chain};
 pub(crate) type Keys = BTreeMap<(Name, Name), String>;
 
 /// What a pass gives out: each module's key, the keys given now, and the
-/// modules held back (node, module): their node announced spares, too few
-/// for all of them, and a module declared without a key would start under
-/// one its host makes, refused once. Declared when the node's next report
+/// modules held back (node, module): their node's host makes spares but
+/// has too few left for all of them (none, when an earlier pass gave them
+/// all), and a module declared without a key would start under one its
+/// host makes, refused once. Declared when the node's next report
 /// announces more.
 pub(crate) struct ModuleKeys {
     pub keys: Keys,
@@ -61,8 +62,9 @@ pub(crate) async fn module_keys(
         });
     }
     let spares = ctx.store.spare_keys().await?;
+    let makers = ctx.store.spare_makers().await?;
     let gifts = mesh_core::spare_keys::give(&needing, &spares);
-    let held_back = mesh_core::spare_keys::held_back(&needing, &spares, &gifts);
+    let held_back = mesh_core::spare_keys::held_back(&needing, &makers, &gifts);
     let given = ctx.store.give_keys(&gifts).await?;
     if !given.is_empty() {
         info!(

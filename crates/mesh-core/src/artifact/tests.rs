@@ -148,11 +148,15 @@ fn the_pinned_versions_artifacts_are_declared_and_the_placeholders_kept_for_the_
         ]
     );
     assert_eq!(audit.run.driver, Driver::Process);
-    // The container's image is an artifact too.
+    // The container's image is an artifact too, declared as decided: the
+    // host loads that artifact's archive and reads no placeholder.
     let m = compose(&records(&[("n1", "boxed", "v1")]));
     let boxed = &m.modules[0];
     assert_eq!(boxed.run.driver, Driver::Container);
-    assert_eq!(boxed.run.image.as_deref(), Some("${artifact:image}"));
+    assert_eq!(
+        boxed.run.image,
+        Some(crate::declaration::ImageDecl::Artifact(n("image")))
+    );
     assert_eq!(boxed.run.command, ["--serve"]);
     assert_eq!(boxed.artifacts.len(), 1);
     // Another version is another declaration.

@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{BusDecl, DEFAULT_STOP_GRACE_S, Declaration, FileBody, FileDecl, ModuleDecl, RunDecl};
+use super::{
+    BusDecl, DEFAULT_STOP_GRACE_S, Declaration, FileBody, FileDecl, ImageDecl, ModuleDecl, RunDecl,
+};
 use crate::catalogue::Catalogue;
 use crate::manifest::{BROKER_ROLE, BUS_USERS_FILE, Manifest, RunValue};
 use crate::names::Name;
@@ -210,7 +212,16 @@ fn compose_module(
         .iter()
         .map(fill_run)
         .collect::<Result<Vec<_>, _>>()?;
-    let image = run.image.as_ref().map(fill_run).transpose()?;
+    // Decided as the manifest was checked: the artifact alone, or a
+    // reference pinned by digest (its other placeholders filled here).
+    let image = run
+        .image
+        .as_ref()
+        .map(|v| match v.artifact_alone() {
+            Some(name) => Ok(ImageDecl::Artifact(name.clone())),
+            None => fill(v).map(ImageDecl::Reference),
+        })
+        .transpose()?;
     // A value holding a secret is sealed whole to the node: it never
     // travels, nor rests in NODES, in plaintext. Its plaintext goes into the
     // digest that says whether the module changed.

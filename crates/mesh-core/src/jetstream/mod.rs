@@ -3,6 +3,7 @@
 //! Names and subjects come from [`crate::subjects`], the generator the grants
 //! use, so a consumer's ack subject is exactly the one its owner is granted.
 
+pub mod artifact_store;
 mod plan;
 pub mod renamed;
 

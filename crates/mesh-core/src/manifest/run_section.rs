@@ -9,6 +9,7 @@ use toml::de::{DeTable, DeValue};
 use super::parser::{Parser, RUN};
 use super::toml_access::get;
 use super::{Driver, EnvVar, FileDecl, Located, Run, RunValue};
+use crate::container::{self, pinned_by_digest};
 use crate::diagnostic::{Kind, suggest};
 use crate::placeholders::{self, Placeholder};
 
@@ -77,6 +78,17 @@ impl Parser<'_> {
             .placeholders
             .iter()
             .any(|p| matches!(p.value, Placeholder::Artifact { .. }));
+        // The host loads an artifact image from its cached file, which is
+        // the whole value: nothing may sit beside it.
+        if from_artifact && value.artifact_alone().is_none() {
+            self.toml.push(
+                Kind::BadValue,
+                v.span(),
+                format!("image `{s}` is an artifact with something beside it"),
+                Some("write the artifact alone: `image = \"${artifact:NAME}\"`".into()),
+            );
+            return None;
+        }
         if !from_artifact && !pinned_by_digest(&s) {
             self.toml.push(
                 Kind::BadValue,
@@ -149,17 +161,27 @@ impl Parser<'_> {
         });
         for (k, val) in vars.into_iter().flat_map(DeTable::iter) {
             let key: &str = k.get_ref();
-            let valid = key
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
+            if !container::is_env_name(key) {
                 self.toml.push(
                     Kind::BadValue,
                     k.span(),
                     format!("`{key}` is not an environment variable name"),
                     Some("use letters, digits and `_`, not starting with a digit".into()),
+                );
+                continue;
+            }
+            // The host hands a container's variables to the engine by name
+            // through the engine's own environment.
+            if container && container::configures_engine(key) {
+                self.toml.push(
+                    Kind::BadValue,
+                    k.span(),
+                    format!(
+                        "`{key}` would configure the container engine (Podman reads it for itself), not reach the container"
+                    ),
+                    Some(format!(
+                        "rename it (for example `APP_{key}`) and read that name in the image, or pass the value in a [[file]]"
+                    )),
                 );
                 continue;
             }
@@ -280,13 +302,6 @@ impl Parser<'_> {
     }
 }
 
-/// `name@sha256:<64 hex>`.
-fn pinned_by_digest(image: &str) -> bool {
-    image
-        .rsplit_once("@sha256:")
-        .is_some_and(|(name, hex)| !name.is_empty() && crate::artifact::is_sha256_hex(hex))
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Context {
     Command,
@@ -312,19 +327,6 @@ mod tests {
         let mut errs = parse("m.toml", &text).unwrap_err();
         assert_eq!(errs.len(), 1, "{errs:?}");
         errs.remove(0)
-    }
-
-    #[test]
-    fn a_pinned_image_is_a_name_then_sha256_and_64_hex_digits() {
-        use super::pinned_by_digest;
-        let hex = "0123456789abcdef".repeat(4);
-        assert!(pinned_by_digest(&format!(
-            "registry.local/web@sha256:{hex}"
-        )));
-        assert!(!pinned_by_digest(&format!("@sha256:{hex}")), "no name");
-        assert!(!pinned_by_digest("web@sha256:abc"), "too few digits");
-        assert!(!pinned_by_digest(&format!("web:1@sha512:{hex}")));
-        assert!(!pinned_by_digest("web:latest"));
     }
 
     #[test]

@@ -32,16 +32,20 @@
 //! So a container is always stopped by name ([`stop`]), never by signalling
 //! its client alone, and a client's exit does not mean its container ended.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use mesh_core::container::is_env_name;
+use mesh_core::declaration::ImageDecl;
 use mesh_core::names::Name;
 
 mod engine;
+pub mod shim;
 
-pub use engine::{kill_node_now, load_archive, remove_others, stop};
+pub use engine::{image_command, kill_node_now, load_archive, remove_others, stop};
+pub use shim::{ImageCommand, SecretEnv};
 
 /// Overrides the engine found on `PATH`: a path, or a program name looked up
 /// on `PATH`.
@@ -153,6 +157,9 @@ pub struct ContainerSpec {
     pub workdir: Option<(PathBuf, String)>,
     pub stop_grace: Duration,
     pub ulimits: Ulimits,
+    /// Secret variables, given through a file and the env shim, never to
+    /// the engine ([`shim`]).
+    pub secret_env: Option<SecretEnv>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -187,22 +194,28 @@ pub enum ContainerError {
         count: usize,
         names: String,
     },
+    #[error(
+        "this host was built without the container env shim (its toolchain could not link it statically), so a secret cannot reach a container's environment; pass it in a [[file]] instead"
+    )]
+    NoShim,
+    #[error("could not install the container env shim at {}", path.display())]
+    Shim {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("the engine answered {what} that could not be read: {detail}")]
     Unreadable { what: &'static str, detail: String },
     #[error(
-        "image reference {reference:?} is not pinned by digest; write <name>@sha256:<64 hex digits>"
+        "the declared image is artifact {name}, which is not among the module's fetched artifacts"
     )]
-    Unpinned { reference: String },
+    NoArchive { name: Name },
     #[error("image archive {path} is not an absolute path")]
     RelativeArchive { path: PathBuf },
     #[error(
         "module {module}: env name {name:?} is not a variable name; use letters, digits and '_', not starting with a digit"
     )]
     BadEnvName { module: Name, name: String },
-    #[error(
-        "module {module}: env name {name:?} would configure the container engine itself, not the container; rename it"
-    )]
-    EngineEnvName { module: Name, name: String },
     #[error(
         "module {module}: working directory {workdir:?} is not an absolute path on both sides (or holds ':' or ',')"
     )]
@@ -265,76 +278,41 @@ fn is_executable(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Env names podman reads for itself: in its environment they would pick
-/// another engine, configuration or storage rather than reach the container.
-fn configures_engine(name: &str) -> bool {
-    name.starts_with("CONTAINERS_")
-        || name.starts_with("CONTAINER_")
-        || matches!(
-            name,
-            "STORAGE_DRIVER" | "STORAGE_OPTS" | "XDG_RUNTIME_DIR" | "XDG_CONFIG_HOME"
-        )
-}
-
-/// `[A-Za-z_][A-Za-z0-9_]*`: anything else could carry `=value` (a value on
-/// argv) or a glob (`--env 'A*'` passes every matching variable).
-fn is_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// `name@sha256:<64 lowercase hex>` with a plausible name before it.
-pub fn is_pinned(reference: &str) -> bool {
-    let Some((name, digest)) = reference.rsplit_once("@sha256:") else {
-        return false;
-    };
-    !name.is_empty()
-        && !name.starts_with('-')
-        && !name.contains(|c: char| c.is_whitespace() || c == '@')
-        && digest.len() == 64
-        && digest
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-impl Image {
-    /// A reference, refused unless pinned by digest.
-    pub fn reference(reference: &str) -> Result<Image, ContainerError> {
-        if is_pinned(reference) {
-            Ok(Image::Reference(reference.to_string()))
-        } else {
-            Err(ContainerError::Unpinned {
-                reference: reference.to_string(),
-            })
-        }
+/// The image the declaration decided: an artifact is its cached archive
+/// (`archives`: the module's fetched artifacts by name), a reference is
+/// pulled as declared. Nothing is judged here: `mesh check` refused what
+/// the engine cannot take (`mesh_core::container`), and the declaration
+/// carries what it decided.
+pub fn image(
+    declared: &ImageDecl,
+    archives: &BTreeMap<Name, PathBuf>,
+) -> Result<Image, ContainerError> {
+    match declared {
+        ImageDecl::Artifact(name) => archives
+            .get(name)
+            .map(|path| Image::Archive(path.clone()))
+            .ok_or_else(|| ContainerError::NoArchive { name: name.clone() }),
+        ImageDecl::Reference(reference) => Ok(Image::Reference(reference.clone())),
     }
 }
 
 impl ContainerSpec {
-    /// What [`run_argv`] relies on: a pinned image, variable names only, and
-    /// mounts `-v` can say unambiguously. The driver checks before it runs.
+    /// What [`run_argv`] relies on to say it unambiguously: an absolute
+    /// archive, variable names (the rule `mesh check` applied, never a
+    /// value on argv), and mounts `-v` can say. Which image and which
+    /// names may reach the engine was decided before the declaration was
+    /// made. The driver checks before it runs.
     pub fn check(&self) -> Result<(), ContainerError> {
-        match &self.image {
-            Image::Archive(path) if !path.is_absolute() => {
-                return Err(ContainerError::RelativeArchive { path: path.clone() });
-            }
-            Image::Archive(_) => {}
-            Image::Reference(r) => {
-                Image::reference(r)?;
-            }
+        if let Image::Archive(path) = &self.image
+            && !path.is_absolute()
+        {
+            return Err(ContainerError::RelativeArchive { path: path.clone() });
         }
-        for name in &self.env_names {
-            let module = self.module.clone();
-            let name = name.clone();
-            if !is_env_name(&name) {
-                return Err(ContainerError::BadEnvName { module, name });
-            }
-            if configures_engine(&name) {
-                return Err(ContainerError::EngineEnvName { module, name });
-            }
+        if let Some(name) = self.env_names.iter().find(|n| !is_env_name(n)) {
+            return Err(ContainerError::BadEnvName {
+                module: self.module.clone(),
+                name: name.clone(),
+            });
         }
         if let Some((host, w)) = &self.workdir
             && (!host.is_absolute()
@@ -444,218 +422,26 @@ pub fn run_argv(engine: &Path, spec: &ContainerSpec, image: &str) -> Vec<String>
         argv.push("--volume".into());
         argv.push(format!("{}:{container}:ro", host.display()));
     }
+    if let Some(secret) = &spec.secret_env {
+        for (host, container) in [
+            (&secret.shim, shim::CONTAINER_SHIM),
+            (&secret.file, shim::CONTAINER_SECRET_ENV),
+        ] {
+            argv.push("--volume".into());
+            argv.push(format!("{}:{container}:ro", host.display()));
+        }
+        argv.push(format!("--entrypoint={}", shim::CONTAINER_SHIM));
+    }
     if let Some((_, w)) = &spec.workdir {
         argv.push(format!("--workdir={w}"));
     }
     argv.push(image.to_string());
-    argv.extend(spec.args.iter().cloned());
+    match &spec.secret_env {
+        Some(secret) => argv.extend(secret.argv_after_image(&spec.args)),
+        None => argv.extend(spec.args.iter().cloned()),
+    }
     argv
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn name(s: &str) -> Name {
-        Name::new(s).unwrap()
-    }
-
-    fn spec() -> ContainerSpec {
-        ContainerSpec {
-            node: name("n1"),
-            module: name("web"),
-            host: "UHOST".into(),
-            sequence: 42,
-            image: Image::Archive("/var/lib/mesh/cache/web.tar".into()),
-            args: vec!["--port".into(), "8080".into()],
-            env_names: vec!["MESH_NODE".into(), "API_TOKEN".into()],
-            mounts: vec![("/var/lib/mesh/keys/web.nk".into(), "/run/mesh/nkey".into())],
-            workdir: Some(("/var/lib/mesh/work/web".into(), "/run/mesh/work".into())),
-            stop_grace: Duration::from_millis(2500),
-            ulimits: Ulimits {
-                nofile: Limit {
-                    soft: 1024,
-                    hard: 20000,
-                },
-                nproc: Limit {
-                    soft: 4096,
-                    hard: 32768,
-                },
-            },
-        }
-    }
-
-    #[test]
-    fn the_run_argv_carries_labels_limits_names_and_read_only_mounts() {
-        let argv = run_argv(Path::new("/usr/bin/podman"), &spec(), "abc123");
-        let expected: Vec<String> = [
-            "/usr/bin/podman",
-            "run",
-            "--rm",
-            "--replace",
-            "--name=mesh-n1-web",
-            "--label=mesh.node=n1",
-            "--label=mesh.module=web",
-            "--label=mesh.host=UHOST",
-            "--label=mesh.sequence=42",
-            "--network=host",
-            "--runtime=runc",
-            "--init",
-            "--ulimit=nofile=1024:20000",
-            "--ulimit=nproc=4096:32768",
-            "--stop-timeout=3",
-            "--log-driver=passthrough",
-            "--sig-proxy=true",
-            "--pull=never",
-            "--env",
-            "MESH_NODE",
-            "--env",
-            "API_TOKEN",
-            "--volume",
-            "/var/lib/mesh/work/web:/run/mesh/work:rw",
-            "--volume",
-            "/var/lib/mesh/keys/web.nk:/run/mesh/nkey:ro",
-            "--workdir=/run/mesh/work",
-            "abc123",
-            "--port",
-            "8080",
-        ]
-        .map(String::from)
-        .to_vec();
-        assert_eq!(argv, expected);
-    }
-
-    #[test]
-    fn a_reference_may_be_pulled_and_an_archive_never() {
-        let mut s = spec();
-        s.image = Image::Reference(format!("registry.example/web@sha256:{}", "a".repeat(64)));
-        let argv = run_argv(Path::new("podman"), &s, "registry.example/web");
-        assert!(argv.contains(&"--pull=missing".to_string()), "{argv:?}");
-    }
-
-    #[test]
-    fn no_env_value_or_glob_ever_reaches_argv() {
-        let mut s = spec();
-        s.env_names = vec!["OK_NAME".into(), "API_TOKEN=s3cr3t".into(), "A*".into()];
-        let argv = run_argv(Path::new("podman"), &s, "img");
-        assert!(argv.contains(&"OK_NAME".to_string()), "{argv:?}");
-        assert!(
-            !argv.iter().any(|a| a.contains("s3cr3t") || a == "A*"),
-            "{argv:?}"
-        );
-        let e = s.check().unwrap_err().to_string();
-        assert!(
-            e.contains("\"API_TOKEN=s3cr3t\" is not a variable name"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn a_spec_is_checked_for_what_the_argv_relies_on() {
-        assert!(spec().check().is_ok());
-        let with = |f: &dyn Fn(&mut ContainerSpec)| {
-            let mut s = spec();
-            f(&mut s);
-            s.check().unwrap_err().to_string()
-        };
-        let e = with(&|s| s.image = Image::Reference("web:latest".into()));
-        assert!(e.contains("not pinned by digest"), "{e}");
-        let e = with(&|s| s.image = Image::Archive("web.tar".into()));
-        assert!(e.contains("not an absolute path"), "{e}");
-        let e = with(&|s| s.env_names.push("CONTAINER_HOST".into()));
-        assert!(e.contains("would configure the container engine"), "{e}");
-        let e = with(&|s| s.env_names.push("1X".into()));
-        assert!(e.contains("not a variable name"), "{e}");
-        let e = with(&|s| s.mounts.push(("/k".into(), "/run/a:rw".into())));
-        assert!(e.contains("':' or ','"), "{e}");
-        let e = with(&|s| s.mounts.push(("k".into(), "/run/k".into())));
-        assert!(e.contains("host path is not absolute"), "{e}");
-        let e = with(&|s| s.mounts.push(("/k".into(), "run/k".into())));
-        assert!(e.contains("in the container is not absolute"), "{e}");
-        let e = with(&|s| s.mounts.push(("/k".into(), "/".into())));
-        assert!(e.contains("root"), "{e}");
-        let e = with(&|s| s.mounts.push(("/other".into(), "/run/mesh/nkey".into())));
-        assert!(e.contains("same path"), "{e}");
-        let e = with(&|s| s.workdir = Some(("/var/lib/mesh/work/web".into(), "work".into())));
-        assert!(
-            e.contains("working directory \"/var/lib/mesh/work/web:work\" is not an absolute"),
-            "{e}"
-        );
-        let e = with(&|s| s.workdir = Some(("work/web".into(), "/run/mesh/work".into())));
-        assert!(e.contains("not an absolute path on both sides"), "{e}");
-    }
-
-    #[test]
-    fn only_a_digest_pins_a_reference() {
-        let hex = "0123456789abcdef".repeat(4);
-        assert!(is_pinned(&format!("docker.io/library/x@sha256:{hex}")));
-        assert!(is_pinned(&format!("x:1.2@sha256:{hex}")));
-        assert!(!is_pinned("x:latest"));
-        assert!(!is_pinned(&format!("x@sha256:{}", &hex[1..])));
-        assert!(!is_pinned(&format!("x@sha256:{}", hex.to_uppercase())));
-        assert!(!is_pinned(&format!("@sha256:{hex}")));
-        assert!(!is_pinned(&format!("--privileged@sha256:{hex}")));
-        assert!(Image::reference("x:latest").is_err());
-    }
-
-    #[test]
-    fn the_container_name_joins_node_and_module() {
-        assert_eq!(
-            container_name(&name("edge-1"), &name("web")),
-            "mesh-edge-1-web"
-        );
-    }
-
-    #[test]
-    fn a_grace_rounds_up_to_whole_seconds() {
-        assert_eq!(grace_secs(Duration::ZERO), 0);
-        assert_eq!(grace_secs(Duration::from_secs(5)), 5);
-        assert_eq!(grace_secs(Duration::from_millis(5001)), 6);
-    }
-
-    #[test]
-    fn limits_are_capped_where_podman_cannot_pass_more_on() {
-        let l = |soft, hard| Limit { soft, hard };
-        assert_eq!(capped((20000, 20000), NOFILE_CAP), l(20000, 20000));
-        assert_eq!(capped((96363, 96363), NPROC_CAP), l(32768, 32768));
-        assert_eq!(capped((1024, u64::MAX), NPROC_CAP), l(1024, 32768));
-        assert_eq!(capped((0, 0), NOFILE_CAP), l(1024, NOFILE_CAP));
-        let host = Ulimits::of_host();
-        assert!(host.nproc.hard <= NPROC_CAP && host.nproc.soft <= host.nproc.hard);
-        assert!(host.nofile.hard <= NOFILE_CAP && host.nofile.soft <= host.nofile.hard);
-    }
-
-    #[test]
-    fn a_missing_engine_says_to_install_podman() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = Some(dir.path().as_os_str().to_owned());
-        let e = find_engine(None, path.clone()).unwrap_err().to_string();
-        assert_eq!(
-            e,
-            "no container engine: install podman (podman is not on PATH)"
-        );
-        let e = find_engine(Some("/nowhere/podman".into()), path.clone())
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("no container engine: install podman"), "{e}");
-        assert!(e.contains("MESH_CONTAINER_ENGINE=/nowhere/podman"), "{e}");
-
-        use std::os::unix::fs::PermissionsExt as _;
-        let fake = dir.path().join("podman");
-        std::fs::write(&fake, "#!/bin/sh\n").unwrap();
-        // Not executable yet: not an engine.
-        assert!(find_engine(None, path.clone()).is_err());
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(find_engine(None, path.clone()).unwrap(), fake);
-        assert_eq!(
-            find_engine(Some("podman".into()), path.clone()).unwrap(),
-            fake
-        );
-        assert_eq!(
-            find_engine(Some(fake.clone().into_os_string()), None).unwrap(),
-            fake
-        );
-        // Empty means unset.
-        assert_eq!(find_engine(Some("".into()), path).unwrap(), fake);
-    }
-}
+mod tests;

@@ -297,7 +297,15 @@ async fn launch(spec: &RunSpec) -> Result<Child, String> {
             .map_err(|e| format!("could not load the image archive: {e}"))?,
         Image::Reference(r) => r.clone(),
     };
-    let argv = container::run_argv(&c.engine, &c.spec, &image);
+    // What the image runs by itself, read now: the shim runs it after
+    // adding the secret variables.
+    let mut container_spec = c.spec.clone();
+    if let Some(secret) = &mut container_spec.secret_env {
+        secret.image = container::image_command(&c.engine, &image)
+            .await
+            .map_err(|e| format!("could not read what the image runs: {e}"))?;
+    }
+    let argv = container::run_argv(&c.engine, &container_spec, &image);
     spawn(spec, &argv).map_err(|e| format!("could not start {}: {e}", c.engine.display()))
 }
 

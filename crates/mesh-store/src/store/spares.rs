@@ -14,6 +14,9 @@ use crate::records::CredentialKind;
 use crate::secret::check_user_key;
 use crate::{Store, now_ms, with_pool};
 
+/// Records whether node `$1`'s host makes spare keys (`$2`).
+pub(super) const MAKES_SPARES: &str = "UPDATE nodes SET makes_spares = $2 WHERE name = $1";
+
 impl Store {
     /// Records the spare keys each node announced (node → its whole set),
     /// replacing what was recorded for it. A key recorded already as a
@@ -49,6 +52,15 @@ impl Store {
                     .bind(node.as_str())
                     .execute(&mut *tx)
                     .await?;
+                // Announcing none now says nothing of the host: its
+                // spares may all have been given.
+                if !keys.is_empty() {
+                    sqlx::query(MAKES_SPARES)
+                        .bind(node.as_str())
+                        .bind(true)
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 for k in keys {
                     // Not a key in use, not another node's, and only for a
                     // node still recorded.
@@ -67,6 +79,20 @@ impl Store {
             tx.commit().await?;
             Ok(())
         })
+    }
+
+    /// The nodes whose hosts make spare keys (announced some, even if every
+    /// one has been given since): a module such a node has no spare left
+    /// for waits for the next ones.
+    pub async fn spare_makers(&self) -> Result<BTreeSet<Name>, StoreError> {
+        let rows: Vec<(String,)> = with_pool!(self, |pool| {
+            Ok(
+                sqlx::query_as("SELECT name FROM nodes WHERE makes_spares ORDER BY name")
+                    .fetch_all(pool)
+                    .await?,
+            )
+        })?;
+        rows.into_iter().map(|(n,)| name("node", n)).collect()
     }
 
     /// Every node's spare keys, sorted.

@@ -109,6 +109,13 @@ impl Store {
                 .bind(node.as_str())
                 .execute(&mut *tx)
                 .await?;
+            // An enrolling host says what it is: one that announces no
+            // spares makes its modules' keys itself, and is not waited for.
+            sqlx::query(super::spares::MAKES_SPARES)
+                .bind(node.as_str())
+                .bind(!keys.spare_keys.is_empty())
+                .execute(&mut *tx)
+                .await?;
             for k in &keys.spare_keys {
                 sqlx::query(
                     "INSERT INTO spare_keys (node, nkey) SELECT $1, $2 \

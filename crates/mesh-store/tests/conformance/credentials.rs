@@ -2,6 +2,7 @@
 //! minted, rotation, verification, refusals, no seed or plaintext kept or
 //! shown; a credential never outlives its owner.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use mesh_core::authority::PrincipalKind;
@@ -371,9 +372,11 @@ async fn spare_keys_are_announced_replaced_and_given_once(fx: &Fixture) {
     s.assign(&n("n1"), &n("web")).await.unwrap();
     let key = || nkeys::KeyPair::new_user().public_key();
     let (a, b, c) = (key(), key(), key());
+    assert!(s.spare_makers().await.unwrap().is_empty());
     s.record_spare_keys(&[(n("n1"), vec![a.clone(), b.clone()])])
         .await
         .unwrap();
+    assert_eq!(s.spare_makers().await.unwrap(), BTreeSet::from([n("n1")]));
     let revision = s.records_revision().await.unwrap();
     assert_eq!(s.spare_keys().await.unwrap()[&n("n1")].len(), 2);
     // Given: the credential recorded, the spare gone; a module not
@@ -416,8 +419,18 @@ async fn spare_keys_are_announced_replaced_and_given_once(fx: &Fixture) {
             .await
             .is_err()
     );
+    // Every spare given, or none announced since: n1's host still makes
+    // them (a module assigned now waits for the next), n3's never did.
+    s.add_node(&n("n3"), &[]).await.unwrap();
+    s.record_spare_keys(&[(n("n1"), vec![]), (n("n3"), vec![])])
+        .await
+        .unwrap();
+    assert!(!s.spare_keys().await.unwrap().contains_key(&n("n1")));
+    assert!(s.spare_makers().await.unwrap().contains(&n("n1")));
+    assert!(!s.spare_makers().await.unwrap().contains(&n("n3")));
     s.forget_node(&n("n1")).await.unwrap();
     assert!(s.spare_keys().await.unwrap().is_empty());
+    assert!(!s.spare_makers().await.unwrap().contains(&n("n1")));
 }
 
 conformance!(

@@ -46,6 +46,8 @@ async fn token_spend_records_the_key(fx: &Fixture) {
     assert_eq!(node.public_key.as_deref(), Some(keys.host_key.as_str()));
     assert_eq!(node.xkey.as_deref(), Some(keys.xkey.as_str()));
     assert_eq!(node.enrolled_at, Some(enrolled.enrolled_at));
+    // A host announcing no spares makes its modules' keys itself.
+    assert!(!s.spare_makers().await.unwrap().contains(&n("n1")));
     // The host principal's credential is what the users file names it by.
     let cred = s.credential("host_n1").await.unwrap().expect("recorded");
     assert_eq!(
@@ -283,10 +285,15 @@ async fn a_token_is_reissued_only_for_a_host_never_heard_from(fx: &Fixture) {
         .issue_token(&n("n1"), Duration::from_secs(3600))
         .await
         .unwrap();
-    let keys = host_keys();
+    // Its host announced spares: it makes them.
+    let keys = HostKeys {
+        spare_keys: vec![nkeys::KeyPair::new_user().public_key()],
+        ..host_keys()
+    };
     s.spend_token(&n("n1"), &token.enrolment_key, &keys)
         .await
         .unwrap();
+    assert!(s.spare_makers().await.unwrap().contains(&n("n1")));
     let again = s
         .reissue_token(&n("n1"), Duration::from_secs(60))
         .await
@@ -302,6 +309,8 @@ async fn a_token_is_reissued_only_for_a_host_never_heard_from(fx: &Fixture) {
     s.spend_token(&n("n1"), &again.enrolment_key, &keys)
         .await
         .unwrap();
+    // The host enrolled now announces none: it makes its modules' keys.
+    assert!(!s.spare_makers().await.unwrap().contains(&n("n1")));
     s.node_seen(&n("n1"), 5).await.unwrap();
     assert!(
         s.reissue_token(&n("n1"), Duration::from_secs(60))

@@ -85,6 +85,54 @@ pub async fn load_archive(engine: &Path, path: &Path) -> Result<String, Containe
     }
 }
 
+/// What `image` (an id, or a reference pinned by digest) runs by itself:
+/// its `Entrypoint` and `Cmd`. A reference not on this node is pulled first
+/// (its run would pull it anyway).
+pub async fn image_command(
+    engine: &Path,
+    image: &str,
+) -> Result<super::ImageCommand, ContainerError> {
+    #[derive(Deserialize)]
+    struct Inspected {
+        #[serde(rename = "Config", default)]
+        config: Config,
+    }
+    #[derive(Deserialize, Default)]
+    struct Config {
+        #[serde(rename = "Entrypoint", default)]
+        entrypoint: Option<Vec<String>>,
+        #[serde(rename = "Cmd", default)]
+        cmd: Option<Vec<String>>,
+    }
+    let inspect = [
+        "image".as_ref(),
+        "inspect".as_ref(),
+        "--format=json".as_ref(),
+        OsStr::new(image),
+    ];
+    let out = match engine_run(engine, "image inspect", &inspect, COMMAND_LIMIT).await {
+        Ok(out) => out,
+        Err(_) => {
+            let pull = ["pull".as_ref(), "--quiet".as_ref(), OsStr::new(image)];
+            engine_run(engine, "pull", &pull, COMMAND_LIMIT).await?;
+            engine_run(engine, "image inspect", &inspect, COMMAND_LIMIT).await?
+        }
+    };
+    let unreadable = |detail: String| ContainerError::Unreadable {
+        what: "an image's configuration",
+        detail,
+    };
+    let mut found: Vec<Inspected> =
+        serde_json::from_str(&out).map_err(|e| unreadable(e.to_string()))?;
+    let one = found
+        .pop()
+        .ok_or_else(|| unreadable(format!("no image {image}")))?;
+    Ok(super::ImageCommand {
+        entrypoint: one.config.entrypoint.unwrap_or_default(),
+        cmd: one.config.cmd.unwrap_or_default(),
+    })
+}
+
 /// The names `podman load` reports (`Loaded image: X`; some versions print
 /// `Loaded image(s): X, Y`), each once, in order.
 pub fn parse_loaded(stdout: &str) -> Vec<String> {
