@@ -371,7 +371,13 @@ impl Local<'_> {
         // Where the controller bound HTTP (decided early in its start; none
         // if it ended before).
         let http = http_bound.recv().await.flatten();
-        print_summary(self.dir, self.genesis, &assigned, http, broker)?;
+        output::daemon_line(print_summary(
+            self.dir,
+            self.genesis,
+            &assigned,
+            http,
+            broker,
+        ));
         let reported = reported(self.url, &assigned, seen);
         tokio::pin!(reported);
         let mut waiting = !assigned.is_empty();
@@ -693,7 +699,7 @@ fn print_summary(
     assigned: &[Name],
     http: Option<std::net::SocketAddr>,
     foundation: &Foundation,
-) -> anyhow::Result<()> {
+) -> Result<(), output::StdoutError> {
     let mut out = output::Stdout::lock();
     out.line(format_args!("mesh up: {}", dir.display()))?;
     match genesis.replicas {
@@ -744,6 +750,5 @@ fn print_summary(
         "look with: mesh status --dir {0}; stop with Ctrl-C",
         dir.display()
     ))?;
-    out.flush()?;
-    Ok(())
+    out.flush()
 }

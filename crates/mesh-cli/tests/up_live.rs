@@ -57,6 +57,8 @@ struct Up {
     dir: PathBuf,
     /// Its broker's port.
     port: String,
+    /// `tee`, when its output goes through a pipe (see [`Up::start_piped`]).
+    reader: Option<Child>,
 }
 
 impl Up {
@@ -74,25 +76,49 @@ impl Up {
         catalogue: &Path,
         env: &[(&str, &str)],
     ) -> Up {
-        let port = mesh_testkit::broker::free_port().unwrap().to_string();
-        Up::spawn(root, cwd, dir, catalogue, env, port, &[])
+        let launch = Launch {
+            env,
+            ..Launch::default()
+        };
+        Up::spawn(root, cwd, dir, catalogue, launch)
+    }
+
+    /// `mesh up 2>&1 | tee LOG` as a shell runs it: `tee` in `mesh up`'s
+    /// process group, so the group's Ctrl-C reaches it too.
+    fn start_piped(root: &Path, dir: &Path, catalogue: &Path) -> Up {
+        let launch = Launch {
+            piped: true,
+            ..Launch::default()
+        };
+        Up::spawn(root, root, Some(dir), catalogue, launch)
     }
 
     /// `mesh up --ha`: its three servers on the ports from a free run.
     fn start_ha(root: &Path, dir: &Path, catalogue: &Path) -> Up {
-        let port = mesh_testkit::cluster::free_port_run(6).unwrap().to_string();
-        Up::spawn(root, root, Some(dir), catalogue, &[], port, &["--ha"])
+        let launch = Launch {
+            port: Some(mesh_testkit::cluster::free_port_run(6).unwrap().to_string()),
+            extra: &["--ha"],
+            ..Launch::default()
+        };
+        Up::spawn(root, root, Some(dir), catalogue, launch)
     }
 
-    fn spawn(
-        root: &Path,
-        cwd: &Path,
-        dir: Option<&Path>,
-        catalogue: &Path,
-        env: &[(&str, &str)],
-        port: String,
-        extra: &[&str],
-    ) -> Up {
+    /// The pipe's reader killed (and reaped): every write `mesh up` makes
+    /// from now on fails with EPIPE.
+    fn kill_reader(&mut self) {
+        let tee = self.reader.as_mut().expect("a piped mesh up");
+        tee.kill().unwrap();
+        tee.wait().unwrap();
+    }
+
+    fn spawn(root: &Path, cwd: &Path, dir: Option<&Path>, catalogue: &Path, launch: Launch) -> Up {
+        let Launch {
+            env,
+            port,
+            extra,
+            piped,
+        } = launch;
+        let port = port.unwrap_or_else(|| mesh_testkit::broker::free_port().unwrap().to_string());
         let log = root.join(format!(
             "up-{}.log",
             std::time::SystemTime::now()
@@ -100,7 +126,16 @@ impl Up {
                 .unwrap()
                 .as_nanos()
         ));
-        let out = std::fs::File::create(&log).unwrap();
+        let (stdout, stderr, read): (Stdio, Stdio, _) = match piped {
+            true => {
+                let (read, write) = std::io::pipe().unwrap();
+                (write.try_clone().unwrap().into(), write.into(), Some(read))
+            }
+            false => {
+                let out = std::fs::File::create(&log).unwrap();
+                (out.try_clone().unwrap().into(), out.into(), None)
+            }
+        };
         let mut cmd = Command::new(mesh_bin());
         cmd.args(["up", "--port", &port, "--no-http", "--catalogue"])
             .arg(catalogue)
@@ -119,19 +154,32 @@ impl Up {
             .env("MESH_LOG", "info,async_nats=off")
             .env_remove("MESH_STORE")
             .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
+            .stdout(stdout)
+            .stderr(stderr)
             // As a shell starts a job: its own group, which a terminal's
             // Ctrl-C reaches as a whole.
             .process_group(0)
             .spawn()
             .unwrap();
+        // The command (holding the pipe's writing end) is gone: the
+        // reader's end then closes when `mesh up`'s does.
+        drop(cmd);
+        let reader = read.map(|read| {
+            Command::new("tee")
+                .arg(&log)
+                .stdin(read)
+                .stdout(Stdio::null())
+                .process_group(child.id() as i32)
+                .spawn()
+                .unwrap()
+        });
         Up {
             child,
             log,
             root: root.to_path_buf(),
             dir: dir.map_or_else(|| cwd.join(".mesh"), Path::to_path_buf),
             port,
+            reader,
         }
     }
 
@@ -216,6 +264,10 @@ impl Drop for Up {
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         }
         let _ = self.child.wait();
+        if let Some(tee) = &mut self.reader {
+            let _ = tee.kill();
+            let _ = tee.wait();
+        }
         if let Some(engine) = mesh_host::driver::container::engine() {
             for id in self.containers() {
                 let _ = Command::new(&engine)
@@ -246,6 +298,19 @@ impl Up {
             .map(str::to_string)
             .collect()
     }
+}
+
+/// How a case starts `mesh up`, beside where.
+#[derive(Default)]
+struct Launch<'a> {
+    /// Set for `mesh up`.
+    env: &'a [(&'a str, &'a str)],
+    /// The broker's port: a free one unless given.
+    port: Option<String>,
+    /// More arguments.
+    extra: &'a [&'a str],
+    /// Its output through a pipe to `tee` (see [`Up::start_piped`]).
+    piped: bool,
 }
 
 /// A process as its start time identifies it (a pid alone may be reused).
@@ -500,6 +565,61 @@ fn a_second_ctrl_c_kills_what_mesh_up_started_and_exits_at_once() {
     let status = up.wait_exit();
     assert_eq!(status.code(), Some(130), "{status}\n{}", up.log());
     assert_nothing_left(&up, &recorded, "forced");
+}
+
+/// `mesh up 2>&1 | tee up.log`, stopped by Ctrl-C: the terminal's SIGINT
+/// reaches `tee` too, which dies first, and every write `mesh up` then
+/// makes on its way down fails (EPIPE). None may end the stop early, nor
+/// end the start: with its reader gone before the summary, the mesh still
+/// comes up, and stops on the signal leaving nothing.
+#[test]
+fn a_closed_output_pipe_ends_neither_the_start_nor_the_stop() {
+    let _one = serial();
+    for gone_while_starting in [false, true] {
+        let what = match gone_while_starting {
+            true => "the reader gone before the summary",
+            false => "the reader gone while running",
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let dir = root.join(".mesh");
+        let mut up = Up::start_piped(root, &dir, &Mesh::examples());
+        if gone_while_starting {
+            up.wait_log("up: broker on");
+            assert!(
+                !up.log().contains("mesh up: "),
+                "{what}: the summary came first:\n{}",
+                up.log()
+            );
+            up.kill_reader();
+            let running = |o: &[(ModuleState, u32)]| {
+                o.len() == MODULES.len() && o.iter().all(|(s, _)| *s == ModuleState::Running)
+            };
+            let came_up = wait_until(START, || {
+                running(&outcomes(&dir, "local", &MODULES))
+                    || up.child.try_wait().unwrap().is_some()
+            });
+            assert!(
+                came_up && up.child.try_wait().unwrap().is_none(),
+                "{what}: mesh up ended ({:?}) or its modules never all ran: {:?}",
+                up.child.try_wait().unwrap(),
+                outcomes(&dir, "local", &MODULES)
+            );
+        } else {
+            up.wait_reported();
+            up.kill_reader();
+        }
+        let recorded = up.recorded();
+        assert!(
+            recorded.iter().any(|r| r.what == "ticker-box"),
+            "{what}: {recorded:?}"
+        );
+        assert_eq!(up.containers(), ["mesh-local-ticker-box"], "{what}");
+        up.signal_group(libc::SIGINT);
+        let status = up.wait_exit();
+        assert!(status.success(), "{what}: {status}");
+        assert_nothing_left(&up, &recorded, what);
+    }
 }
 
 /// Runs `args` (a command that must end by itself) within [`STOP`].
