@@ -74,9 +74,10 @@ pub struct UpArgs {
     #[arg(long, env = "MESH_NATS_SERVER")]
     pub nats_server: Option<PathBuf>,
     /// Where the controller serves /healthz, /readyz, /metrics, the JSON
-    /// API and the dashboard [default: 127.0.0.1:7420, skipped with a
-    /// warning when taken]. Given explicitly, an address that cannot be
-    /// bound stops the start.
+    /// API and the dashboard [default: 127.0.0.1:7420; when another process
+    /// holds it, a free port on 127.0.0.1, with a warning; the summary
+    /// names the address bound]. Given explicitly, an address that cannot
+    /// be bound stops the start.
     #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
     pub http: Option<std::net::SocketAddr>,
     /// Serve no HTTP at all.

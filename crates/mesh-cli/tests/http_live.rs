@@ -390,3 +390,28 @@ fn with_the_default_port_taken_status_finds_its_own_controller_and_no_other() {
     assert!(!ours.dir.join(mesh_controller::http::ADDR_FILE).exists());
     drop(held);
 }
+
+/// What the test above shows the controller doing with a taken default
+/// address is what `--help` says, for `mesh controller` and `mesh up`.
+#[test]
+fn the_help_says_a_taken_default_address_gives_way_to_a_free_port() {
+    for command in ["controller", "up"] {
+        let out = Command::new(harness::mesh_bin())
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mesh {command} --help: {out:?}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        let http = help
+            .lines()
+            .find(|l| l.trim_start().starts_with("--http <ADDR>"))
+            .unwrap_or_else(|| panic!("mesh {command} --help names no --http:\n{help}"));
+        assert!(
+            http.contains(
+                "[default: 127.0.0.1:7420; when another process holds it, a free port on 127.0.0.1, with a warning"
+            ),
+            "mesh {command} --help: {http}"
+        );
+        assert!(!http.contains("skipped"), "mesh {command} --help: {http}");
+    }
+}
