@@ -32,6 +32,7 @@ mod records;
 mod standby;
 
 use broker::Broker;
+use children::PidCell;
 use foundation::Foundation;
 use local::Local;
 use postgres::Postgres;
@@ -132,12 +133,23 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     let _lock = DirLock::acquire(&dir, CLAIM)?;
     let _host_lock = DirLock::acquire(&host_dir, HOST_CLAIM)?;
     check_kind(&dir, args.ha)?;
+    let nats = nats_server(args)?;
+    // Every process started from here on is in `pids` while it runs: a
+    // second Ctrl-C ends the modules and each of them, at once.
+    let pids = PidCell::default();
+    {
+        let (pids, host_dir) = (pids.clone(), host_dir.clone());
+        signals.force_on_second(move || {
+            host::kill_modules(&host_dir);
+            children::force_stop(&pids);
+        });
+    }
     // The store first: genesis records the controller's key in it.
     let mut postgres = None;
     let url = match args.ha {
         false => store_url(&dir),
         true => {
-            let (mut pg, url) = Postgres::prepare(&dir).await?;
+            let (mut pg, url) = Postgres::prepare(&dir, pids.clone()).await?;
             let starting = Progress::start("up: starting PostgreSQL");
             let started = tokio::select! {
                 r = pg.start(&url) => Some(r),
@@ -169,28 +181,29 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
             return Err(e);
         }
     };
-    let nats = nats_server(args)?;
     let mut broker = Foundation {
-        broker: Broker::new(&nats, &genesis),
+        broker: Broker::new(&nats, &genesis, pids),
         postgres,
         standby: None,
     };
-    {
-        // A second Ctrl-C: the modules and the broker are killed, now.
-        let (pid, host_dir) = (broker.pid_cell(), host_dir.clone());
-        signals.force_on_second(move || {
-            host::kill_modules(&host_dir);
-            for pid in children::running(&pid) {
-                shutdown::kill_and_reap(pid);
-            }
-        });
-    }
     // The records first, before the controller opens the store: SQLite
     // has one writer, and a controller starting beside a burst of writes
     // may find the database locked.
     let prepared = tokio::select! {
-        r = prepare_records(&url, &args.catalogue) => r?,
-        () = signals.first() => return Ok(ExitCode::SUCCESS),
+        r = prepare_records(&url, &args.catalogue) => Some(r),
+        () = signals.first() => None,
+    };
+    let prepared = match prepared {
+        Some(Ok(p)) => p,
+        Some(Err(e)) => {
+            broker.stop().await;
+            return Err(e);
+        }
+        None => {
+            broker.stop().await;
+            output::note("up: stopped");
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     let starting = Progress::start("up: starting the broker");
     let started = tokio::select! {

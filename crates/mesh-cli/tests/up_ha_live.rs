@@ -14,6 +14,7 @@ use std::process::Command;
 use harness::{Mesh, mesh_bin, wait_until};
 use up::{
     Recorded, START, STOP, Up, assert_nothing_left, processes_under, run_bounded, serial, stat,
+    stubborn_catalogue,
 };
 
 /// `mesh up --ha` as a person runs it: three broker servers, a PostgreSQL
@@ -36,20 +37,7 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
         .output()
         .unwrap();
     assert!(out.status.success());
-    // Removed however the case ends: as root, the store's data is outside
-    // `root`, where the README says.
-    struct Gone(PathBuf);
-    impl Drop for Gone {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let flat: String = dir
-        .to_string_lossy()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    let gone = Gone(Path::new("/var/lib/mesh-up").join(flat.trim_matches('-')));
+    let gone = RootData::of(&dir);
     let mut up = Up::start_ha(root, &dir, &catalogue);
     up.wait_log("up: node local reports echo running");
     let log = up.log();
@@ -57,11 +45,7 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
         log.contains("  broker      3 servers, every stream on each: tls://127.0.0.1:"),
         "{log}"
     );
-    let data = log
-        .lines()
-        .find_map(|l| l.split("data in ").nth(1)?.split(", its URL").next())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| panic!("the summary names the store's data:\n{log}"));
+    let data = summary_data(&log);
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         assert_eq!(data, gone.0, "as root, the data is where the README says");
@@ -102,11 +86,11 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
         .find(|l| l.starts_with("lease "))
         .unwrap_or_else(|| panic!("{status}"));
     assert!(lease.contains("mesh controller on "), "{status}");
-    let servers = status
+    let listed = status
         .lines()
         .find(|l| l.starts_with("servers "))
         .unwrap_or_else(|| panic!("{status}"));
-    assert_eq!(servers.matches(" up").count(), 3, "{status}");
+    assert_eq!(listed.matches(" up").count(), 3, "{status}");
     // One of the two holds the lease; the other says it stands by.
     let up_log = up.log();
     let standby_said = std::fs::read_to_string(&standby_log).unwrap_or_default();
@@ -144,21 +128,8 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
         held,
         "no running controller holds the lease after the second was killed"
     );
-    let postgres: u32 = std::fs::read_to_string(data.join("postmaster.pid"))
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let mut recorded: Vec<Recorded> = Recorded::of("postgres", postgres).into_iter().collect();
-    for i in 1..=3 {
-        let pid = std::fs::read_to_string(dir.join(format!("broker/nats-{i}.pid"))).unwrap();
-        recorded.extend(Recorded::of(
-            &format!("server {i}"),
-            pid.trim().parse().unwrap(),
-        ));
-    }
+    let mut recorded = postgres_processes(&data);
+    recorded.extend(servers(&dir));
     recorded.extend(up.recorded());
     assert_eq!(
         recorded
@@ -187,6 +158,116 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
         "the store's data was kept"
     );
     drop(gone);
+}
+
+/// A second Ctrl-C of `mesh up --ha`, while its orderly stop waits out a
+/// module's grace, kills what it started and exits 130 at once: its
+/// PostgreSQL too, every process of it (a SIGKILL to the postmaster alone
+/// would leave its server processes orphaned).
+#[test]
+fn a_second_ctrl_c_of_mesh_up_ha_stops_its_postgresql_too() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let dir = root.join(".mesh-ha");
+    let _gone = RootData::of(&dir);
+    let catalogue = stubborn_catalogue(root);
+    let mut up = Up::start_ha(root, &dir, &catalogue);
+    up.wait_log("up: node local reports stubborn running");
+    let mut recorded = postgres_processes(&summary_data(&up.log()));
+    assert!(
+        recorded.len() > 1,
+        "the postmaster and its server processes: {recorded:?}"
+    );
+    recorded.extend(servers(&dir));
+    recorded.extend(up.recorded());
+    assert!(
+        recorded.iter().any(|r| r.what == "stubborn"),
+        "{recorded:?}"
+    );
+    up.signal_group(libc::SIGINT);
+    up.wait_log("up: stopping");
+    up.signal_group(libc::SIGINT);
+    let status = up.wait_exit();
+    assert_eq!(status.code(), Some(130), "{status}\n{}", up.log());
+    assert_nothing_left(&up, &recorded, "forced mesh up --ha");
+}
+
+/// Where `mesh up --ha` keeps the store's data of the mesh in `dir` when
+/// run as root (outside it, where the README says), removed however the
+/// case ends, its server ended first (immediate shutdown) if it runs.
+struct RootData(PathBuf);
+
+impl RootData {
+    fn of(dir: &Path) -> RootData {
+        let flat: String = dir
+            .to_string_lossy()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        RootData(Path::new("/var/lib/mesh-up").join(flat.trim_matches('-')))
+    }
+}
+
+impl Drop for RootData {
+    fn drop(&mut self) {
+        let postmaster = std::fs::read_to_string(self.0.join("postmaster.pid")).unwrap_or_default();
+        if let Some(pid) = postmaster
+            .lines()
+            .next()
+            .and_then(|l| l.parse::<i32>().ok())
+        {
+            // SAFETY: kill(2) on the server this case's mesh started.
+            unsafe { libc::kill(pid, libc::SIGQUIT) };
+            wait_until(STOP, || stat(pid as u32).is_none());
+        }
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The store's data directory, as the summary names it.
+fn summary_data(log: &str) -> PathBuf {
+    log.lines()
+        .find_map(|l| l.split("data in ").nth(1)?.split(", its URL").next())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("the summary names the store's data:\n{log}"))
+}
+
+/// PostgreSQL's processes: the postmaster its `postmaster.pid` names, and
+/// each server process it started.
+fn postgres_processes(data: &Path) -> Vec<Recorded> {
+    let postmaster: u32 = std::fs::read_to_string(data.join("postmaster.pid"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let children = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| parent(*pid) == Some(postmaster));
+    std::iter::once(postmaster)
+        .chain(children)
+        .filter_map(|pid| Recorded::of("postgres", pid))
+        .collect()
+}
+
+/// The parent's pid, from `/proc/<pid>/stat`.
+fn parent(pid: u32) -> Option<u32> {
+    let line = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = line.rsplit_once(')')?;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The three broker servers, from their pid files.
+fn servers(dir: &Path) -> Vec<Recorded> {
+    (1..=3)
+        .filter_map(|i| {
+            let pid = std::fs::read_to_string(dir.join(format!("broker/nats-{i}.pid"))).ok()?;
+            Recorded::of(&format!("server {i}"), pid.trim().parse().ok()?)
+        })
+        .collect()
 }
 
 /// A mesh of one server is not started as `--ha`, nor a `--ha` one

@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-use super::broker::{Broker, PidCell};
+use super::broker::Broker;
+use super::children::PidCell;
 use super::postgres::Postgres;
 use super::standby::Standby;
 
