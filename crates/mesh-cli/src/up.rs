@@ -24,6 +24,7 @@ use crate::{controller, host, init, logging, output};
 
 mod broker;
 mod children;
+mod first_start;
 mod foundation;
 mod local;
 mod postgres;
@@ -33,6 +34,7 @@ mod standby;
 
 use broker::Broker;
 use children::PidCell;
+use first_start::FirstStart;
 use foundation::Foundation;
 use local::Local;
 use postgres::Postgres;
@@ -128,11 +130,23 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     let dir =
         std::path::absolute(&given).with_context(|| format!("resolving {}", given.display()))?;
     let host_dir = dir.join("host");
+    // Noted before anything is made: what a failed first start removes.
+    let first = FirstStart::note(&dir, args.ha);
     // Before anything in the directory is touched; held until the process
     // ends (the kernel drops them however it ends).
     let _lock = DirLock::acquire(&dir, CLAIM)?;
     let _host_lock = DirLock::acquire(&host_dir, HOST_CLAIM)?;
-    check_kind(&dir, args.ha)?;
+    let ran = run_mesh(args, &signals, &dir).await;
+    if let (Err(_), Some(first)) = (&ran, first) {
+        first.undo(&host_dir);
+    }
+    ran
+}
+
+/// The mesh in `dir` started, run until a signal, and stopped.
+async fn run_mesh(args: &UpArgs, signals: &Signals, dir: &Path) -> anyhow::Result<ExitCode> {
+    let host_dir = dir.join("host");
+    check_kind(dir, args.ha)?;
     let nats = nats_server(args)?;
     // Every process started from here on is in `pids` while it runs: a
     // second Ctrl-C ends the modules and each of them, at once.
@@ -147,32 +161,21 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     // The store first: genesis records the controller's key in it.
     let mut postgres = None;
     let url = match args.ha {
-        false => store_url(&dir),
+        false => store_url(dir),
         true => {
-            let (mut pg, url) = Postgres::prepare(&dir, pids.clone()).await?;
+            let (mut pg, url) = Postgres::prepare(dir, pids.clone()).await?;
             let starting = Progress::start("up: starting PostgreSQL");
-            let started = tokio::select! {
-                r = pg.start(&url) => Some(r),
-                () = signals.first() => None,
-            };
+            let started = or_signal(signals, pg.start(&url)).await;
             drop(starting);
-            match started {
-                Some(Ok(())) => {}
-                Some(Err(e)) => {
-                    pg.stop().await;
-                    return Err(e);
-                }
-                None => {
-                    pg.stop().await;
-                    output::note("up: stopped");
-                    return Ok(ExitCode::SUCCESS);
-                }
+            if let Err(why) = step(started) {
+                pg.stop().await;
+                return cut_short(why);
             }
             postgres = Some(pg);
             url
         }
     };
-    let genesis = match open_or_make(&dir, args, &url).await {
+    let genesis = match open_or_make(dir, args, &url).await {
         Ok(g) => g,
         Err(e) => {
             if let Some(pg) = &mut postgres {
@@ -189,76 +192,43 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     // The records first, before the controller opens the store: SQLite
     // has one writer, and a controller starting beside a burst of writes
     // may find the database locked.
-    let prepared = tokio::select! {
-        r = prepare_records(&url, &args.catalogue) => Some(r),
-        () = signals.first() => None,
-    };
-    let prepared = match prepared {
-        Some(Ok(p)) => p,
-        Some(Err(e)) => {
-            broker.stop().await;
-            return Err(e);
-        }
-        None => {
-            broker.stop().await;
-            output::note("up: stopped");
-            return Ok(ExitCode::SUCCESS);
-        }
+    let prepared = or_signal(signals, prepare_records(&url, &args.catalogue)).await;
+    let mut prepared = match step(prepared) {
+        Ok(p) => p,
+        Err(why) => return broker.cut_short(why).await,
     };
     let starting = Progress::start("up: starting the broker");
-    let started = tokio::select! {
-        r = broker.start() => Some(r),
-        () = signals.first() => None,
-    };
-    match started {
-        Some(Ok(())) => starting.finish(Some(&format!(
+    let started = or_signal(signals, broker.start()).await;
+    match step(started) {
+        Ok(()) => starting.finish(Some(&format!(
             "up: broker on {}",
             genesis.local_urls().join(", ")
         ))),
-        Some(Err(e)) => {
-            broker.stop().await;
-            return Err(e);
-        }
-        None => {
+        Err(why) => {
             drop(starting);
-            broker.stop().await;
-            output::note("up: stopped");
-            return Ok(ExitCode::SUCCESS);
+            return broker.cut_short(why).await;
         }
     }
-
     // The programs built here go into the artifact store before the
     // controller opens the records (SQLite has one writer).
-    let mut prepared = prepared;
-    let put = tokio::select! {
-        r = put_programs(&dir, &genesis, &url, &prepared.programs) => Some(r),
-        () = signals.first() => None,
-    };
-    match put {
-        Some(Ok(assigned)) => prepared.assigned.extend(assigned),
-        Some(Err(e)) => {
-            broker.stop().await;
-            return Err(e);
-        }
-        None => {
-            broker.stop().await;
-            output::note("up: stopped");
-            return Ok(ExitCode::SUCCESS);
-        }
+    let put = or_signal(
+        signals,
+        put_programs(dir, &genesis, &url, &prepared.programs),
+    )
+    .await;
+    match step(put) {
+        Ok(assigned) => prepared.assigned.extend(assigned),
+        Err(why) => return broker.cut_short(why).await,
     }
-
     if args.ha {
         // Started beside this one: whichever takes the lease is active.
-        match Standby::start(&dir, args.no_http, &broker.pid_cell()) {
+        match Standby::start(dir, args.no_http, &broker.pid_cell()) {
             Ok(s) => broker.standby = Some(s),
-            Err(e) => {
-                broker.stop().await;
-                return Err(e);
-            }
+            Err(e) => return broker.cut_short(Some(e)).await,
         }
     }
     let (stop_tx, stop) = watch::channel(false);
-    let mut opts = ControllerOptions::new(dir.clone(), url.clone());
+    let mut opts = ControllerOptions::new(dir.to_path_buf(), url.clone());
     opts.http = controller::http_listen(args.no_http, args.http);
     let (http_tx, http_bound) = tokio::sync::mpsc::unbounded_channel();
     opts.http_bound = Some(http_tx);
@@ -277,10 +247,10 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     };
     let rest = async {
         let local = Local {
-            dir: &dir,
+            dir,
             genesis: &genesis,
             url: &url,
-            signals: &signals,
+            signals,
             stop_tx: &stop_tx,
         };
         let result = local.run(&mut broker, prepared, http_bound).await;
@@ -303,6 +273,36 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `work`, unless a signal comes first (`None`).
+async fn or_signal<T>(signals: &Signals, work: impl Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        r = work => Some(r),
+        () = signals.first() => None,
+    }
+}
+
+/// A start step's value, or why the start ends there: its error, or none
+/// (a signal came first).
+fn step<T>(done: Option<anyhow::Result<T>>) -> Result<T, Option<anyhow::Error>> {
+    match done {
+        Some(Ok(v)) => Ok(v),
+        Some(Err(e)) => Err(Some(e)),
+        None => Err(None),
+    }
+}
+
+/// How `mesh up` ends once a start was cut short and what it started is
+/// stopped: the error, or, stopped by a signal, a clean exit.
+fn cut_short(why: Option<anyhow::Error>) -> anyhow::Result<ExitCode> {
+    match why {
+        Some(e) => Err(e),
+        None => {
+            output::note("up: stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
 
 /// A mesh made by `mesh up --ha` starts only with `--ha`, and the other

@@ -13,8 +13,8 @@ use std::process::Command;
 
 use harness::{Mesh, mesh_bin, wait_until};
 use up::{
-    Recorded, START, STOP, Up, assert_nothing_left, processes_under, run_bounded, serial, stat,
-    stubborn_catalogue,
+    Launch, Recorded, START, STOP, Up, assert_nothing_left, processes_under, run_bounded, serial,
+    stat, stubborn_catalogue,
 };
 
 /// `mesh up --ha` as a person runs it: three broker servers, a PostgreSQL
@@ -185,12 +185,45 @@ fn a_second_ctrl_c_of_mesh_up_ha_stops_its_postgresql_too() {
         recorded.iter().any(|r| r.what == "stubborn"),
         "{recorded:?}"
     );
-    up.signal_group(libc::SIGINT);
-    up.wait_log("up: stopping");
-    up.signal_group(libc::SIGINT);
-    let status = up.wait_exit();
-    assert_eq!(status.code(), Some(130), "{status}\n{}", up.log());
-    assert_nothing_left(&up, &recorded, "forced mesh up --ha");
+    up.force_stop_leaving_nothing(&recorded, "forced mesh up --ha");
+}
+
+/// A first `mesh up --ha` whose broker port is taken removes what it made,
+/// its PostgreSQL's data (kept outside the directory as root) included.
+#[test]
+fn a_failed_first_ha_start_leaves_no_store_data_behind() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let dir = root.join(".mesh-ha");
+    let data = RootData::of(&dir);
+    // None: nothing to register, nothing to assign.
+    let catalogue = root.join("no-catalogue");
+    let port = mesh_testkit::cluster::free_port_run(6).unwrap();
+    let _taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+    let launch = Launch {
+        port: Some(port.to_string()),
+        extra: &["--ha"],
+        ..Launch::default()
+    };
+    let mut up = Up::spawn(root, root, Some(&dir), &catalogue, launch);
+    let status = up.wait_exit_within(START);
+    let log = up.log();
+    assert!(!status.success(), "{log}");
+    assert!(
+        log.contains(&format!("the broker's port 127.0.0.1:{port} is taken")),
+        "{log}"
+    );
+    assert!(
+        log.contains("up: this first start failed; what it made in"),
+        "{log}"
+    );
+    assert!(!dir.exists(), "{log}");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert!(!data.0.exists(), "{} is left:\n{log}", data.0.display());
+    }
+    assert_nothing_left(&up, &[], "a failed first --ha start");
 }
 
 /// Where `mesh up --ha` keeps the store's data of the mesh in `dir` when

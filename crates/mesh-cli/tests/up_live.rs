@@ -13,15 +13,15 @@ mod harness;
 mod up;
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use harness::{Mesh, mesh_bin, path_with_bins, wait_until};
 use mesh_store::ModuleState;
 use up::{
-    MODULES, START, Up, assert_nothing_left, module_pids, outcomes, run_bounded, serial,
-    stubborn_catalogue,
+    MODULES, START, Up, assert_nothing_left, module_pids, outcomes, processes_under, run_bounded,
+    serial, stubborn_catalogue,
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -107,11 +107,81 @@ fn a_signal_to_the_whole_group_stops_mesh_up_at_any_moment_leaving_nothing() {
     }
 }
 
+/// A first `mesh up` whose broker port is taken fails naming the port,
+/// and leaves nothing: run again with `--port P`, as the refusal advises,
+/// it starts on P (a genesis left behind would still say the taken port).
+/// In a directory that held files before, only what the start made goes.
 #[test]
-fn a_container_module_without_an_engine_is_left_unassigned_naming_what_to_install() {
+fn a_failed_first_start_leaves_nothing_and_a_new_port_takes_effect() {
     let _one = serial();
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path();
+    let catalogue = steady_catalogue(root);
+    let dir = root.join(".mesh");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let args = [
+        "up",
+        "--dir",
+        dir.to_str().unwrap(),
+        "--port",
+        &port,
+        "--no-http",
+        "--catalogue",
+        catalogue.to_str().unwrap(),
+    ];
+    let out = run_bounded(root, &args, None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("the broker's port 127.0.0.1:{port} is taken")),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "up: this first start failed; what it made in {} is removed",
+            dir.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        !dir.exists(),
+        "{:?}",
+        std::fs::read_dir(&dir).map(|d| d.count())
+    );
+
+    // The operator's own file in the directory stays; only it.
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let out = run_bounded(root, &args, None);
+    assert!(!out.status.success(), "{out:?}");
+    let entries: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["notes.txt"]);
+    assert!(
+        processes_under(root).is_empty(),
+        "{:?}",
+        processes_under(root)
+    );
+
+    // Again, on a port that is free: the mesh comes up there.
+    let mut up = Up::start(root, root, Some(&dir), &catalogue);
+    up.wait_log("up: node local reports steady running");
+    assert!(
+        up.log()
+            .contains(&format!("up: broker on tls://127.0.0.1:{}", up.port)),
+        "{}",
+        up.log()
+    );
+    let recorded = up.recorded();
+    up.stop_leaving_nothing(libc::SIGINT, &recorded, "started again");
+    drop(taken);
+}
+
+/// A catalogue of one module that sleeps, and stops at once on SIGTERM.
+fn steady_catalogue(root: &Path) -> PathBuf {
     let catalogue = root.join("catalogue");
     std::fs::create_dir_all(catalogue.join("steady")).unwrap();
     std::fs::write(
@@ -119,6 +189,15 @@ fn a_container_module_without_an_engine_is_left_unassigned_naming_what_to_instal
         "[module]\nname = \"steady\"\ndescription = \"sleeps\"\n\n[run]\ncommand = [\"sleep\", \"3600\"]\n",
     )
     .unwrap();
+    catalogue
+}
+
+#[test]
+fn a_container_module_without_an_engine_is_left_unassigned_naming_what_to_install() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let catalogue = steady_catalogue(root);
     std::fs::create_dir_all(catalogue.join("boxed")).unwrap();
     std::fs::write(
         catalogue.join("boxed/mesh.toml"),
@@ -145,10 +224,7 @@ fn a_container_module_without_an_engine_is_left_unassigned_naming_what_to_instal
         up.log()
     );
     let recorded = up.recorded();
-    up.signal_group(libc::SIGTERM);
-    let status = up.wait_exit();
-    assert!(status.success(), "{status}\n{}", up.log());
-    assert_nothing_left(&up, &recorded, "no engine");
+    up.stop_leaving_nothing(libc::SIGTERM, &recorded, "no engine");
 }
 
 #[test]
@@ -164,14 +240,9 @@ fn a_second_ctrl_c_kills_what_mesh_up_started_and_exits_at_once() {
         recorded.iter().any(|r| r.what == "stubborn"),
         "{recorded:?}"
     );
-    up.signal_group(libc::SIGINT);
-    up.wait_log("up: stopping");
-    // The orderly stop now waits out the module's 10 s grace; the second
+    // The orderly stop waits out the module's 10 s grace; the second
     // Ctrl-C does not.
-    up.signal_group(libc::SIGINT);
-    let status = up.wait_exit();
-    assert_eq!(status.code(), Some(130), "{status}\n{}", up.log());
-    assert_nothing_left(&up, &recorded, "forced");
+    up.force_stop_leaving_nothing(&recorded, "forced");
 }
 
 /// `mesh up 2>&1 | tee up.log`, stopped by Ctrl-C: the terminal's SIGINT
@@ -222,10 +293,7 @@ fn a_closed_output_pipe_ends_neither_the_start_nor_the_stop() {
             "{what}: {recorded:?}"
         );
         assert_eq!(up.containers(), ["mesh-local-ticker-box"], "{what}");
-        up.signal_group(libc::SIGINT);
-        let status = up.wait_exit();
-        assert!(status.success(), "{what}: {status}");
-        assert_nothing_left(&up, &recorded, what);
+        up.stop_leaving_nothing(libc::SIGINT, &recorded, what);
     }
 }
 

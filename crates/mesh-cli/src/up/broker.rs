@@ -105,7 +105,7 @@ impl Server {
             && e.kind() == std::io::ErrorKind::AddrInUse
         {
             bail!(
-                "the broker's port {} is taken by another process (another mesh's broker?); stop it, or make this mesh in another directory with `mesh up --port P` (a new genesis takes its port)",
+                "the broker's port {} is taken by another process (another mesh's broker?); stop it, or give a new mesh another port with `mesh up --port P` (a mesh that ran before keeps its genesis's port: make the new one in another --dir)",
                 self.addr
             );
         }

@@ -61,6 +61,16 @@ impl Foundation {
         }
     }
 
+    /// A start cut short: what was started stopped, then how `mesh up`
+    /// ends ([`super::cut_short`]).
+    pub async fn cut_short(
+        &mut self,
+        why: Option<anyhow::Error>,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        self.stop().await;
+        super::cut_short(why)
+    }
+
     pub async fn stop(&mut self) {
         let pids = self.pid_cell();
         if let Some(s) = &mut self.standby {

@@ -191,6 +191,12 @@ fn options(url: &str) -> anyhow::Result<PgConnectOptions> {
         .map_err(|_| anyhow::anyhow!("the store URL is not a PostgreSQL URL"))
 }
 
+/// Where the cluster of the mesh in `dir` is (or would be) kept; none when
+/// it could not be said (no `postgres` user to run it as root).
+pub fn data_dir_of(dir: &Path) -> Option<PathBuf> {
+    run_as().ok().map(|user| data_dir(dir, user))
+}
+
 /// `<dir>/postgres`; as root, where the `postgres` user can reach it (a
 /// home directory is closed to it): `/var/lib/mesh-up/<the dir's path>`.
 fn data_dir(dir: &Path, user: Option<RunAs>) -> PathBuf {

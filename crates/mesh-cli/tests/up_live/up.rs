@@ -239,6 +239,26 @@ impl Up {
         }
     }
 
+    /// `signal` to the group: `mesh up` exits 0 within [`STOP`], leaving
+    /// nothing of `recorded` (nor anything else of the case's).
+    pub fn stop_leaving_nothing(&mut self, signal: i32, recorded: &[Recorded], what: &str) {
+        self.signal_group(signal);
+        let status = self.wait_exit();
+        assert!(status.success(), "{what}: {status}\n{}", self.log());
+        assert_nothing_left(self, recorded, what);
+    }
+
+    /// Ctrl-C, and a second one once the orderly stop began: `mesh up`
+    /// exits 130 within [`STOP`], leaving nothing.
+    pub fn force_stop_leaving_nothing(&mut self, recorded: &[Recorded], what: &str) {
+        self.signal_group(libc::SIGINT);
+        self.wait_log("up: stopping");
+        self.signal_group(libc::SIGINT);
+        let status = self.wait_exit();
+        assert_eq!(status.code(), Some(130), "{what}: {status}\n{}", self.log());
+        assert_nothing_left(self, recorded, what);
+    }
+
     /// The broker's and each module's recorded process, while they run.
     pub fn recorded(&self) -> Vec<Recorded> {
         let mut out = Vec::new();
