@@ -21,7 +21,7 @@ use harness::{Mesh, mesh_bin, path_with_bins, wait_until};
 use mesh_store::ModuleState;
 use up::{
     MODULES, START, Up, assert_nothing_left, module_pids, outcomes, processes_under, run_bounded,
-    serial, stubborn_catalogue,
+    serial, stored_versions, stubborn_catalogue,
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -458,6 +458,12 @@ fn one_mesh_per_directory_a_second_start_is_refused_and_the_first_runs_on() {
         .unwrap_or(usize::MAX);
     let reported = text.find("up: node local reports").unwrap();
     assert!(connected < reported, "{text}");
+    // Each program put again, the container module's image built again:
+    // the same bytes, so one stored version of each.
+    for module in ["ticker", "ticker-box"] {
+        let versions = stored_versions(&dir, module);
+        assert_eq!(versions.len(), 1, "{module}: {versions:?}");
+    }
 }
 
 /// Every module in `modules` comes up `running` on `node` and stays so: a

@@ -502,6 +502,24 @@ pub fn latest_report(dir: &Path, node: &str) -> Option<mesh_store::Report> {
     })
 }
 
+/// The versions the store records of `module`'s artifacts.
+pub fn stored_versions(dir: &Path, module: &str) -> std::collections::BTreeSet<String> {
+    let url = format!("sqlite://{}", dir.join("mesh.db").display());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let store = mesh_store::Store::open(&url).await.unwrap();
+        let rows = store
+            .artifacts(Some(&Name::new(module).unwrap()))
+            .await
+            .unwrap();
+        store.close().await;
+        rows.into_iter().map(|r| r.version).collect()
+    })
+}
+
 /// Each of `modules` in `node`'s newest report: (state, restarts).
 pub fn outcomes(dir: &Path, node: &str, modules: &[&str]) -> Vec<(ModuleState, u32)> {
     let Some(report) = latest_report(dir, node) else {
