@@ -486,38 +486,33 @@ pub fn run_bounded(cwd: &Path, args: &[&str], stdin: Option<&str>) -> Output {
 
 /// `node`'s newest report, as the store holds it.
 pub fn latest_report(dir: &Path, node: &str) -> Option<mesh_store::Report> {
-    let url = format!("sqlite://{}", dir.join("mesh.db").display());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (rt, store) = store_of(dir);
     rt.block_on(async {
-        let store = mesh_store::Store::open(&url).await.unwrap();
-        let r = store
-            .latest_report(&Name::new(node).unwrap())
-            .await
-            .unwrap();
+        let r = store.latest_report(&Name::new(node).unwrap()).await;
         store.close().await;
-        r.map(|r| r.report)
+        r.unwrap().map(|r| r.report)
     })
 }
 
 /// The versions the store records of `module`'s artifacts.
 pub fn stored_versions(dir: &Path, module: &str) -> std::collections::BTreeSet<String> {
+    let (rt, store) = store_of(dir);
+    rt.block_on(async {
+        let rows = store.artifacts(Some(&Name::new(module).unwrap())).await;
+        store.close().await;
+        rows.unwrap().into_iter().map(|r| r.version).collect()
+    })
+}
+
+/// The SQLite store of the mesh in `dir`, and a runtime to use it on.
+fn store_of(dir: &Path) -> (tokio::runtime::Runtime, mesh_store::Store) {
     let url = format!("sqlite://{}", dir.join("mesh.db").display());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    rt.block_on(async {
-        let store = mesh_store::Store::open(&url).await.unwrap();
-        let rows = store
-            .artifacts(Some(&Name::new(module).unwrap()))
-            .await
-            .unwrap();
-        store.close().await;
-        rows.into_iter().map(|r| r.version).collect()
-    })
+    let store = rt.block_on(mesh_store::Store::open(&url)).unwrap();
+    (rt, store)
 }
 
 /// Each of `modules` in `node`'s newest report: (state, restarts).
