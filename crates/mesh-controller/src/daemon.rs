@@ -307,6 +307,10 @@ async fn check_controller_key(store: &Store, genesis: &Genesis) -> Result<(), Da
 /// (the active controller's canary waits the while).
 const MIRROR_EVERY: Duration = Duration::from_millis(500);
 
+/// How long a clean stop waits for the lease's release to be recorded:
+/// well inside the stop's own limit (`mesh controller` gives it 3 s).
+const RELEASE_WITHIN: Duration = Duration::from_secs(1);
+
 /// Runs until `shutdown` resolves: standing by while another controller
 /// holds the store's lease, active while this one does ([`lease`]).
 pub async fn run(
@@ -383,8 +387,9 @@ pub async fn run(
             }
         }
     };
-    // Its session ends with it: a standby takes over at once.
-    drop(keeper);
+    // Given up, its record cleared: a standby takes over at once, and
+    // `mesh status` names no stopped controller as its holder.
+    keeper.release(RELEASE_WITHIN).await;
     // Stops serving and removes the address file.
     drop(http);
     store.close().await;
