@@ -4,12 +4,14 @@
 //! ([`artifacts`]) — and is the seam a second bus would sit behind.
 
 pub mod artifacts;
+pub mod closing;
 pub mod connect;
 pub mod objects;
 pub mod reconnect;
 pub mod refusals;
 pub mod tls;
 
+pub use closing::{CloseError, Closed, drain_and_close};
 pub use connect::{BusConfig, ClientCredential, ConnectError, Secret, connect, connect_with};
 pub use objects::{AssertError, ServerError, assert_objects};
 pub use reconnect::Reconnects;

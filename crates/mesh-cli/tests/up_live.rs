@@ -65,7 +65,7 @@ fn stop_at(moment: Moment, signal: i32) {
         let modules = module_pids(&up.dir.join("host"));
         let names: Vec<&str> = modules.keys().map(String::as_str).collect();
         assert_eq!(names, MODULES, "{what}\n{}", up.log());
-        assert_eq!(up.containers(), ["mesh-local-ticker-box"], "{what}");
+        assert_eq!(up.containers(), [up.container_of("ticker-box")], "{what}");
         for (module, pid) in modules.iter().filter(|(m, _)| *m != "ticker-box") {
             let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
             assert!(
@@ -88,10 +88,26 @@ fn stop_at(moment: Moment, signal: i32) {
     if let Moment::Running = moment {
         // The group's signal did not reach the broker: it stayed up until
         // the host and the controller were done with it.
+        let log = up.log();
         assert!(
-            !up.log().contains("bus connection lost"),
-            "{what}: the broker went first:\n{}",
-            up.log()
+            !log.contains("bus connection lost"),
+            "{what}: the broker went first:\n{log}"
+        );
+        // Each connection closed before the broker stops: the host's before
+        // the host says it stopped (its drain only asks for it), and the
+        // controller's.
+        let at = |needle: &str| {
+            log.find(needle)
+                .unwrap_or_else(|| panic!("{what}: never said {needle:?}:\n{log}"))
+        };
+        assert!(
+            at("bus connection node=local event=closed") < at("host stopped"),
+            "{what}: the host stopped with its connection open:\n{log}"
+        );
+        assert!(
+            at("host stopped") < at("broker stopped")
+                && at("bus connection closed") < at("broker stopped"),
+            "{what}: the broker stopped before the host's and the controller's connections closed:\n{log}"
         );
     }
     assert_nothing_left(&up, &recorded, &what);
@@ -292,7 +308,7 @@ fn a_closed_output_pipe_ends_neither_the_start_nor_the_stop() {
             recorded.iter().any(|r| r.what == "ticker-box"),
             "{what}: {recorded:?}"
         );
-        assert_eq!(up.containers(), ["mesh-local-ticker-box"], "{what}");
+        assert_eq!(up.containers(), [up.container_of("ticker-box")], "{what}");
         up.stop_leaving_nothing(libc::SIGINT, &recorded, what);
     }
 }

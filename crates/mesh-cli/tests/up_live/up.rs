@@ -320,6 +320,16 @@ impl Up {
             .map(str::to_string)
             .collect()
     }
+
+    /// The name of `module`'s container on this mesh's local node.
+    pub fn container_of(&self, module: &str) -> String {
+        let keys = mesh_host::HostKeys::load(&self.dir.join("host")).unwrap();
+        mesh_host::driver::container::container_name(
+            &Name::new("local").unwrap(),
+            &Name::new(module).unwrap(),
+            keys.host_key(),
+        )
+    }
 }
 
 /// How a case starts `mesh up`, beside where.
