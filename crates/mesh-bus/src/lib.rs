@@ -4,6 +4,7 @@
 //! ([`artifacts`]) — and is the seam a second bus would sit behind.
 
 pub mod artifacts;
+pub mod closing;
 pub mod connect;
 pub mod objects;
 pub mod reconnect;
@@ -11,6 +12,7 @@ pub mod refusals;
 pub mod renamed;
 pub mod tls;
 
+pub use closing::{CloseError, Closed, drain_and_close};
 pub use connect::{BusConfig, ClientCredential, ConnectError, Secret, connect, connect_with};
 pub use objects::{AssertError, ServerError, assert_objects};
 pub use reconnect::Reconnects;

@@ -23,9 +23,10 @@ pub struct ControllerArgs {
     #[arg(long, default_value = "1h", value_parser = crate::node::parse_ttl)]
     pub store_window: std::time::Duration,
     /// Where to serve /healthz, /readyz, /metrics, the JSON API and the
-    /// dashboard [default: 127.0.0.1:7420; when taken, a free port on
-    /// 127.0.0.1, named in the log]. Given explicitly, an address that cannot be bound stops the
-    /// start.
+    /// dashboard [default: 127.0.0.1:7420; when another process holds it, a
+    /// free port on 127.0.0.1, with a warning naming it; the address bound
+    /// is written to controller/http.addr]. Given explicitly, an address
+    /// that cannot be bound stops the start.
     #[arg(long, value_name = "ADDR", conflicts_with = "no_http")]
     pub http: Option<std::net::SocketAddr>,
     /// Serve no HTTP at all.
@@ -95,8 +96,8 @@ async fn controller(opts: ControllerOptions) -> anyhow::Result<()> {
 }
 
 /// `--http ADDR` / `--no-http` as the controller takes them: nothing given
-/// serves on the default address (a free port instead when it is taken); an
-/// address given must be bound.
+/// serves on the default address (a free port on its interface when that
+/// is taken); an address given must be bound.
 pub fn http_listen(no_http: bool, http: Option<std::net::SocketAddr>) -> Option<HttpListen> {
     match (no_http, http) {
         (true, _) => None,

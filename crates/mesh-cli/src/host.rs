@@ -102,9 +102,10 @@ async fn host(args: &HostArgs) -> anyhow::Result<ExitCode> {
                 r = mesh_host::enrol(&token, dir, &opts) => r?,
                 () = signals.first() => return Ok(ExitCode::SUCCESS),
             };
-            let mut out = output::Stdout::lock();
-            out.line(format_args!("enrolled as node {}", enrolled.node))?;
-            out.flush()?;
+            output::daemon_line(output::print(&format!(
+                "enrolled as node {}\n",
+                enrolled.node
+            )));
             enrolled
         }
         None => {

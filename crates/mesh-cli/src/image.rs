@@ -1,13 +1,17 @@
 //! An OCI archive of one program, built here with the container engine:
 //! `FROM scratch`, the program (stripped when `strip` is there) and the
 //! shared libraries `ldd` says it loads, at the paths they have on this
-//! machine. No registry is asked for anything (none may be reachable), and
-//! `--timestamp 0` makes the same program the same image.
+//! machine. No registry is asked for anything (none may be reachable),
+//! `--timestamp 0` makes the same program the same image, and the archive
+//! is written by [`tar`] so that the same image is the same bytes (one
+//! stored version, however often `mesh up` builds it).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use anyhow::{Context as _, bail};
+
+pub mod tar;
 
 /// Where the program sits in the image (its entrypoint).
 pub fn entrypoint(program: &Path) -> anyhow::Result<String> {
@@ -72,13 +76,18 @@ pub fn build_archive(
             context,
         ],
     )?;
-    let out_text = out.to_str().context("the archive path is not UTF-8")?;
-    let _ = std::fs::remove_file(out);
+    // The layout as a directory, archived here: the engine's own archive
+    // stamps each entry with the time of the save.
+    let layout = work.join("oci");
+    let layout_text = layout
+        .to_str()
+        .context("the build directory is not UTF-8")?;
     engine_ok(
         engine,
-        &["save", "--format", "oci-archive", "-o", out_text, tag],
+        &["save", "--format", "oci-dir", "-o", layout_text, tag],
     )?;
-    Ok(())
+    let _ = std::fs::remove_file(out);
+    tar::write_tree(&layout, out)
 }
 
 /// The shared libraries `program` loads, as absolute paths (none for a

@@ -15,6 +15,11 @@ pub fn init() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A line that cannot be written is dropped: left on, the
+        // subscriber reports it with `eprintln!`, which panics on the same
+        // closed stderr (`mesh up 2>&1 | tee` after Ctrl-C killed tee),
+        // and the panic ends a daemon half-way through its stop.
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
@@ -28,6 +33,7 @@ pub fn init_quiet() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .with_target(false)
         .try_init();
 }

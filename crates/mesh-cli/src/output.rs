@@ -77,6 +77,19 @@ impl Stdout {
     }
 }
 
+/// For a daemon's own lines (`mesh up`'s summary, `mesh host`'s
+/// enrolment): one it could not print is no reason to stop, nor to stop
+/// half-way (`mesh up | head` leaves a mesh that runs until Ctrl-C, as
+/// one printing into a terminal does). Logged unless the reader merely
+/// went away.
+pub fn daemon_line(printed: Result<(), StdoutError>) {
+    if let Err(e) = printed
+        && !e.is_closed_pipe()
+    {
+        tracing::warn!(error = %e, "a line for standard output was dropped");
+    }
+}
+
 /// Writes a message to standard error, its control characters escaped (it
 /// may quote operator input: a path, a name, a file's text). A failure to
 /// write is ignored: there is nowhere left to report it, and a panic would

@@ -116,6 +116,31 @@ pub fn kill_and_reap(pid: u32) {
     }
 }
 
+/// `signal` to `pid` (a child of ours leading its own process group), then
+/// SIGKILL to its whole group if it has not ended within `within`; reaped
+/// either way. Blocking.
+pub fn end_group_and_reap(pid: u32, signal: libc::c_int, within: Duration) {
+    let Some(pid) = child_pid(pid) else {
+        return;
+    };
+    // SAFETY: kill(2) on a child of this process, not yet reaped.
+    if unsafe { libc::kill(pid, signal) } != 0 {
+        return;
+    }
+    let until = std::time::Instant::now() + within;
+    while std::time::Instant::now() < until {
+        // SAFETY: waitpid(2) on one pid, without blocking; the status
+        // pointer may be null.
+        match unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) } {
+            0 => std::thread::sleep(Duration::from_millis(20)),
+            _ => return,
+        }
+    }
+    // SAFETY: kill(2) on the group that child leads.
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    wait(pid);
+}
+
 /// Reaps `pid` once it ended (a child of ours just sent SIGKILL), so it is
 /// not left a zombie; nothing if it is no child of ours (already reaped).
 pub fn reap(pid: u32) {

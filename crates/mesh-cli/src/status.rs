@@ -228,16 +228,21 @@ fn print_text(s: &StatusView) -> anyhow::Result<()> {
     if let Some(l) = &s.lease {
         let now = mesh_store::now_ms();
         let since = std::time::Duration::from_millis(u64::try_from(now - l.since).unwrap_or(0));
-        out.line(format_args!(
-            "lease        epoch {}: {}{} for {}",
-            l.epoch,
-            l.holder,
-            l.http
-                .as_deref()
-                .map(|h| format!(" at http://{h}"))
-                .unwrap_or_default(),
-            crate::node::humane(since)
-        ))?;
+        let since = crate::node::humane(since);
+        match &l.holder {
+            Some(holder) => out.line(format_args!(
+                "lease        epoch {}: {holder}{} for {since}",
+                l.epoch,
+                l.http
+                    .as_deref()
+                    .map(|h| format!(" at http://{h}"))
+                    .unwrap_or_default(),
+            ))?,
+            None => out.line(format_args!(
+                "lease        epoch {}: held by no controller (released by the last {since} ago)",
+                l.epoch
+            ))?,
+        }
     }
     out.line(format_args!(
         "broker       {}",

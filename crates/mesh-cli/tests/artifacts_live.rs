@@ -482,6 +482,9 @@ async fn code_reaches_the_nodes_through_the_artifact_store() {
     let boxed = mesh_host::driver::container::container_name(
         &mesh_core::names::Name::new("n2").unwrap(),
         &mesh_core::names::Name::new("boxed").unwrap(),
+        mesh_host::HostKeys::load(&mesh.host_dir("n2"))
+            .unwrap()
+            .host_key(),
     );
     ok(
         &mesh,

@@ -390,3 +390,68 @@ fn with_the_default_port_taken_status_finds_its_own_controller_and_no_other() {
     assert!(!ours.dir.join(mesh_controller::http::ADDR_FILE).exists());
     drop(held);
 }
+
+/// A controller that stops cleanly gives its lease up: `mesh status` then
+/// says no controller holds it, never naming the stopped one's pid.
+#[test]
+fn a_cleanly_stopped_controller_holds_no_lease_in_status() {
+    let mut mesh = Mesh::new(Backend::Sqlite);
+    let addr = serving::free_addr();
+    let pid = mesh.start_controller_with(&["--http", &addr]).pid();
+    let status = |mesh: &Mesh, args: &[&str]| {
+        let out = mesh.mesh(&[&["status"], args].concat());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // `mesh status`'s text, and its lease line.
+    let lease_line = |mesh: &Mesh| {
+        let text = status(mesh, &[]);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("lease "))
+            .unwrap_or_default()
+            .to_string();
+        (text, line)
+    };
+    let held = format!("(pid {pid}, ");
+    let (text, lease) = lease_line(&mesh);
+    assert!(
+        lease.starts_with("lease        epoch 1: mesh controller on ") && lease.contains(&held),
+        "{text}"
+    );
+
+    assert!(mesh.controller.as_mut().unwrap().stop().success());
+    let (text, lease) = lease_line(&mesh);
+    assert!(
+        lease.starts_with("lease        epoch 1: held by no controller (released by the last "),
+        "{text}"
+    );
+    assert!(!text.contains(&held), "{text}");
+    let json: StatusView = serde_json::from_str(&status(&mesh, &["--output", "json"])).unwrap();
+    let lease = json.lease.expect("the lease's record");
+    assert_eq!((lease.epoch, lease.holder, lease.http), (1, None, None));
+}
+
+/// What the test above shows the controller doing with a taken default
+/// address is what `--help` says, for `mesh controller` and `mesh up`.
+#[test]
+fn the_help_says_a_taken_default_address_gives_way_to_a_free_port() {
+    for command in ["controller", "up"] {
+        let out = Command::new(harness::mesh_bin())
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "mesh {command} --help: {out:?}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        let http = help
+            .lines()
+            .find(|l| l.trim_start().starts_with("--http <ADDR>"))
+            .unwrap_or_else(|| panic!("mesh {command} --help names no --http:\n{help}"));
+        assert!(
+            http.contains(
+                "[default: 127.0.0.1:7420; when another process holds it, a free port on 127.0.0.1, with a warning"
+            ),
+            "mesh {command} --help: {http}"
+        );
+        assert!(!http.contains("skipped"), "mesh {command} --help: {http}");
+    }
+}

@@ -308,6 +308,10 @@ async fn check_controller_key(store: &Store, genesis: &Genesis) -> Result<(), Da
 /// (the active controller's canary waits the while).
 const MIRROR_EVERY: Duration = Duration::from_millis(500);
 
+/// How long a clean stop waits for the lease's release to be recorded:
+/// well inside the stop's own limit (`mesh controller` gives it 3 s).
+const RELEASE_WITHIN: Duration = Duration::from_secs(1);
+
 /// Runs until `shutdown` resolves: standing by while another controller
 /// holds the store's lease, active while this one does ([`lease`]).
 pub async fn run(
@@ -384,8 +388,9 @@ pub async fn run(
             }
         }
     };
-    // Its session ends with it: a standby takes over at once.
-    drop(keeper);
+    // Given up, its record cleared: a standby takes over at once, and
+    // `mesh status` names no stopped controller as its holder.
+    keeper.release(RELEASE_WITHIN).await;
     // Stops serving and removes the address file.
     drop(http);
     store.close().await;
@@ -476,8 +481,9 @@ impl Term<'_> {
             }));
         }
         shared.set_phase("connecting to the broker");
+        let closed = mesh_bus::Closed::new();
         let client = tokio::select! {
-            c = connect(bus) => c,
+            c = connect(bus, &closed) => c,
             () = shutdown.as_mut() => return Ok(lease::Ended::Shutdown(CountersView::default())),
             why = lease::lost(roles) => return Ok(lease::Ended::Deposed(why)),
         };
@@ -577,9 +583,13 @@ impl Term<'_> {
             let_go = view.let_go,
             "controller stopped"
         );
-        // Bounded: a broker already gone would keep the flush waiting for a
-        // reconnection that may never come.
-        let _ = tokio::time::timeout(Duration::from_secs(2), ctx.client.flush()).await;
+        // Closed before the controller returns (whoever runs the broker may
+        // stop it next); bounded: a broker already gone would keep the
+        // drain waiting for a reconnection that may never come.
+        match mesh_bus::drain_and_close(&ctx.client, &closed, CLOSE_WITHIN).await {
+            Ok(()) => info!("bus connection closed"),
+            Err(e) => warn!(error = %error_chain(&e), "the bus connection did not close cleanly"),
+        }
         Ok(lease::Ended::Shutdown(view))
     }
 }
@@ -593,12 +603,23 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// How long a stop waits for the bus connection to drain and close.
+const CLOSE_WITHIN: Duration = Duration::from_secs(2);
+
 /// Connects, retrying with backoff: the broker may start after the
 /// controller (or be restarting). Each refusal is logged with its reason.
-async fn connect(bus: &BusConfig) -> async_nats::Client {
+/// `closed` hears the connection's end.
+async fn connect(bus: &BusConfig, closed: &mesh_bus::Closed) -> async_nats::Client {
     let mut waits = retry_waits();
     loop {
-        match mesh_bus::connect(bus).await {
+        let closed = closed.clone();
+        let connected = mesh_bus::connect_with(bus, |o| {
+            o.event_callback(move |event| {
+                closed.note(&event);
+                async {}
+            })
+        });
+        match connected.await {
             Ok(c) => return c,
             Err(e) => {
                 let wait = waits.next().unwrap_or(Duration::from_secs(5));

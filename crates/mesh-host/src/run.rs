@@ -109,11 +109,13 @@ pub async fn run(
     // broker restarted (or a controller that lost reports) hears it.
     let (reconnected_tx, reconnected) = tokio::sync::mpsc::unbounded_channel::<()>();
     let reconnects = mesh_bus::Reconnects::new(opts.backoff_start, opts.backoff_max);
+    let closed = mesh_bus::Closed::new();
     let connecting = dial::connect_until(&configs, None, &mut backoff, CONNECT_TIMEOUT, |o| {
         let node = node.clone();
         let reconnected_tx = reconnected_tx.clone();
         let heard = reconnects.clone();
         let refused = refusals.clone();
+        let closed = closed.clone();
         reconnects
             .apply(o.max_reconnects(None))
             .event_callback(move |event| {
@@ -121,8 +123,11 @@ pub async fn run(
                 let reconnected = reconnected_tx.clone();
                 heard.note(&event);
                 refused.note(&event);
+                let closed = closed.clone();
                 async move {
                     log_event(&node, &event);
+                    // After its line: the stop returns once it is said.
+                    closed.note(&event);
                     if matches!(event, Event::Connected) {
                         let _ = reconnected.send(());
                     }
@@ -176,13 +181,10 @@ pub async fn run(
         // Nothing reaches a broker that is not there.
         return Ok(());
     }
-    match tokio::time::timeout(DRAIN_LIMIT, client.drain()).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(reason = %dial::chain(&e), "draining the bus connection"),
-        Err(_) => tracing::warn!(
-            limit = ?DRAIN_LIMIT,
-            "the bus connection did not drain in time; closing it"
-        ),
+    // Closed before this returns: whoever runs the broker may stop it
+    // next.
+    if let Err(e) = mesh_bus::drain_and_close(&client, &closed, DRAIN_LIMIT).await {
+        tracing::warn!(reason = %dial::chain(&e), "the bus connection did not close cleanly");
     }
     Ok(())
 }

@@ -483,7 +483,7 @@ async fn a_module_runs_with_its_labels_env_and_read_only_files() {
     assert!(argv.contains(&"MESH_TEST_SECRET".to_string()), "{argv:?}");
     assert!(!argv.iter().any(|a| a.contains(&secret)), "{argv:?}");
 
-    let container = container_name(&node, &name("web"));
+    let container = container_name(&node, &name("web"), HOST);
     let inspected = podman_ok(engine, &["container", "inspect", &container]);
     let inspected: serde_json::Value = serde_json::from_str(&inspected).unwrap();
     let labels = &inspected[0]["Config"]["Labels"];
@@ -515,7 +515,7 @@ async fn stop_gives_the_grace_then_kills_and_removes() {
     s.stop_grace = Duration::from_secs(2);
     let mut client = Client::spawn(&s, &id, &BTreeMap::new());
     client.wait_for_line("sleeping").await;
-    let container = container_name(&node, &s.module);
+    let container = container_name(&node, &s.module, &s.host);
     let started = Instant::now();
     stop(engine, &container, s.stop_grace).await.unwrap();
     let took = started.elapsed();
@@ -548,7 +548,7 @@ async fn sigterm_to_the_client_group_reaches_the_container() {
     ];
     for (c, s) in clients.iter().zip([&trapping, &plain]) {
         c.wait_for_line("sleeping").await;
-        wait_running(engine, &container_name(&node, &s.module)).await;
+        wait_running(engine, &container_name(&node, &s.module, &s.host)).await;
     }
     let started = Instant::now();
     for c in &clients {
@@ -563,7 +563,7 @@ async fn sigterm_to_the_client_group_reaches_the_container() {
     assert!(took < Duration::from_secs(5), "took {took:?}");
     // The client's --rm is done by the time it exits.
     for s in [&trapping, &plain] {
-        assert!(!exists(engine, &container_name(&node, &s.module)));
+        assert!(!exists(engine, &container_name(&node, &s.module, &s.host)));
     }
     eprintln!("SIGTERM to the clients' groups until both exited: {took:?}");
     cleanup.finish();
@@ -576,7 +576,7 @@ async fn a_killed_client_leaves_its_container_to_stop_by_name() {
     let cleanup = Cleanup::new(&[&node]);
     let id = image_id().await;
     let s = spec(&node, "orphan", &["trap", "sleep"]);
-    let container = container_name(&node, &s.module);
+    let container = container_name(&node, &s.module, &s.host);
     let mut client = Client::spawn(&s, &id, &BTreeMap::new());
     client.wait_for_line("sleeping").await;
     wait_running(engine, &container).await;
@@ -625,6 +625,13 @@ async fn remove_others_takes_exactly_the_undeclared_containers_of_the_node() {
             host: "UANOTHERMESH".into(),
             ..spec(&mine, "gone-c", &["trap", "sleep"])
         },
+        // The same node and module in that other mesh (every `mesh up`'s
+        // node is `local`): a container of its own, running beside ours,
+        // never replacing it.
+        ContainerSpec {
+            host: "UANOTHERMESH".into(),
+            ..spec(&mine, "keep", &["trap", "sleep"])
+        },
     ];
     let mut clients: Vec<Client> = specs
         .iter()
@@ -634,7 +641,7 @@ async fn remove_others_takes_exactly_the_undeclared_containers_of_the_node() {
         c.wait_for_line("sleeping").await;
     }
     // A leftover with no client, as a host killed at once leaves them.
-    wait_running(engine, &container_name(&mine, &name("gone-b"))).await;
+    wait_running(engine, &container_name(&mine, &name("gone-b"), HOST)).await;
     clients[2].signal(libc::SIGKILL);
     assert_eq!(clients[2].exit(Duration::from_secs(10)).await, None);
 
@@ -643,20 +650,21 @@ async fn remove_others_takes_exactly_the_undeclared_containers_of_the_node() {
         .await
         .unwrap();
     let took = started.elapsed();
-    let gone_a = container_name(&mine, &name("gone-a"));
-    let gone_b = container_name(&mine, &name("gone-b"));
+    let gone_a = container_name(&mine, &name("gone-a"), HOST);
+    let gone_b = container_name(&mine, &name("gone-b"), HOST);
     assert_eq!(removed, [gone_a.clone(), gone_b.clone()]);
     assert_eq!(clients[1].exit(Duration::from_secs(10)).await, Some(0));
     assert_eq!(
         containers_of(engine, &mine),
         [
-            container_name(&mine, &name("gone-c")),
-            container_name(&mine, &name("keep"))
+            container_name(&mine, &name("gone-c"), "UANOTHERMESH"),
+            container_name(&mine, &name("keep"), "UANOTHERMESH"),
+            container_name(&mine, &name("keep"), HOST)
         ]
     );
     assert_eq!(
         containers_of(engine, &theirs),
-        [container_name(&theirs, &name("gone-a"))]
+        [container_name(&theirs, &name("gone-a"), HOST)]
     );
     assert!(
         remove_others(engine, &mine, HOST, &[name("keep")])
@@ -668,9 +676,13 @@ async fn remove_others_takes_exactly_the_undeclared_containers_of_the_node() {
 
     for (s, c) in specs.iter().zip(clients.iter_mut()) {
         if s.module.as_str() == "keep" || s.node == theirs || s.host != HOST {
-            stop(engine, &container_name(&s.node, &s.module), s.stop_grace)
-                .await
-                .unwrap();
+            stop(
+                engine,
+                &container_name(&s.node, &s.module, &s.host),
+                s.stop_grace,
+            )
+            .await
+            .unwrap();
             assert_eq!(c.exit(Duration::from_secs(10)).await, Some(0));
         }
     }
@@ -705,7 +717,7 @@ async fn a_client_ended_while_starting_leaves_nothing_stop_misses() {
     }
     for (s, marker, client, _) in &mut runs {
         let code = client.exit(Duration::from_secs(10)).await;
-        let container = container_name(&node, &s.module);
+        let container = container_name(&node, &s.module, &s.host);
         let state = state(engine, &container);
         let left = processes_with_arg(marker).len();
         stop(engine, &container, Duration::from_secs(2))

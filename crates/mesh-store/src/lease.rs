@@ -190,8 +190,9 @@ impl Store {
         })
     }
 
-    /// Who holds the lease, or last held it; none before any controller
-    /// took it.
+    /// Who holds the lease (or held it, and may have died holding it), or
+    /// that its last holder released it; none before any controller took
+    /// it.
     pub async fn lease_record(&self) -> Result<Option<LeaseRecord>, StoreError> {
         let row: Option<(i64, String, Option<String>, i64)> = with_pool!(self, |pool| {
             Ok(sqlx::query_as(
@@ -202,7 +203,7 @@ impl Store {
         })?;
         Ok(row.map(|(epoch, holder, http, since)| LeaseRecord {
             epoch,
-            holder,
+            holder: (!holder.is_empty()).then_some(holder),
             http,
             since,
         }))
@@ -211,6 +212,10 @@ impl Store {
 
 const MOVE_EPOCH: &str = "UPDATE controller_lease SET epoch = epoch + 1, holder = $1, http = $2, since = $3 \
      WHERE id = 1 RETURNING epoch";
+
+/// The record of a lease given up, unless another controller took it since.
+const RELEASED: &str =
+    "UPDATE controller_lease SET holder = '', http = NULL, since = $1 WHERE id = 1 AND epoch = $2";
 
 impl Lease {
     /// The epoch held; none while standing by.
@@ -287,10 +292,9 @@ impl Lease {
                             let recorded = self.store.lease_record().await.ok().flatten();
                             return Err(StoreError::ControllerRunning {
                                 store: self.store.url().to_string(),
-                                holder: match recorded {
-                                    Some(r) if !r.holder.is_empty() => r.holder,
-                                    _ => holder.to_string(),
-                                },
+                                holder: recorded
+                                    .and_then(|r| r.holder)
+                                    .unwrap_or_else(|| holder.to_string()),
                             });
                         }
                         Err(e) => {
@@ -381,9 +385,34 @@ impl Lease {
     }
 
     /// Gives the lease up (a standby may take it at once) and stops
-    /// holding anything.
-    pub async fn release(&mut self) {
-        self.held = None;
+    /// holding anything. The record says so first, while the lease is
+    /// still held (once it is let go, the next holder writes its own name
+    /// there): `mesh status` then names no stopped controller as holding
+    /// it. That write is bounded by the lease's length; its error (the
+    /// record then names this controller until the next one takes the
+    /// lease) is returned once the lease is given up all the same.
+    pub async fn release(&mut self) -> Result<(), StoreError> {
+        let mut said = Ok(());
+        if let Some(held) = self.held.take() {
+            let store = &self.store;
+            let write = async {
+                with_pool!(store, |pool| {
+                    sqlx::query(RELEASED)
+                        .bind(now_ms())
+                        .bind(held)
+                        .execute(pool)
+                        .await?;
+                    Ok(())
+                })
+            };
+            said = match tokio::time::timeout(self.ttl, write).await {
+                Ok(r) => r,
+                Err(_) => Err(StoreError::Invalid {
+                    what: "the lease",
+                    detail: format!("the store did not record its release within {:?}", self.ttl),
+                }),
+            };
+        }
         if let How::Postgres { conn: Some(c), .. } = &mut self.how {
             let _ = sqlx::query("SELECT pg_advisory_unlock($1)")
                 .bind(LEASE_LOCK)
@@ -391,6 +420,7 @@ impl Lease {
                 .await;
         }
         self.drop_session();
+        said
     }
 
     fn drop_session(&mut self) {

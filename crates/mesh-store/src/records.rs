@@ -269,15 +269,18 @@ pub struct LiveComposition {
     pub live_at: Millis,
 }
 
-/// The controller lease as recorded: who took it last, and when.
+/// The controller lease as recorded: who took it last, and when; or that
+/// its last holder gave it up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeaseRecord {
     /// Moved by each take: a write fenced at an older one is refused.
     pub epoch: i64,
-    /// Who took it (`mesh controller on HOST (pid N, DIR)`).
-    pub holder: String,
+    /// Who holds it (`mesh controller on HOST (pid N, DIR)`); none once
+    /// its holder released it (a clean stop).
+    pub holder: Option<String>,
     /// Where the holder serves HTTP, as it said when it took the lease.
     pub http: Option<String>,
+    /// When it was taken, or released.
     pub since: Millis,
 }
 

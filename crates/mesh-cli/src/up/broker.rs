@@ -18,8 +18,7 @@ const STOP_GRACE: Duration = Duration::from_secs(4);
 /// How long a start may take to listen.
 const LISTEN_WITHIN: Duration = Duration::from_secs(5);
 
-use super::children;
-pub use super::children::PidCell;
+use super::children::{self, Forced, PidCell};
 
 /// Every server of the genesis's bus, started and stopped together.
 pub struct Broker {
@@ -38,7 +37,7 @@ struct Server {
 }
 
 impl Broker {
-    pub fn new(nats: &Path, genesis: &Genesis) -> Broker {
+    pub fn new(nats: &Path, genesis: &Genesis, pids: PidCell) -> Broker {
         let servers = genesis.servers();
         let one = servers.len() == 1;
         let servers = servers
@@ -57,10 +56,7 @@ impl Broker {
                 pid: None,
             })
             .collect();
-        Broker {
-            servers,
-            pids: PidCell::default(),
-        }
+        Broker { servers, pids }
     }
 
     pub fn pid_cell(&self) -> PidCell {
@@ -109,7 +105,7 @@ impl Server {
             && e.kind() == std::io::ErrorKind::AddrInUse
         {
             bail!(
-                "the broker's port {} is taken by another process (another mesh's broker?); stop it, or make this mesh in another directory with `mesh up --port P` (a new genesis takes its port)",
+                "the broker's port {} is taken by another process (another mesh's broker?); stop it, or give a new mesh another port with `mesh up --port P` (a mesh that ran before keeps its genesis's port: make the new one in another --dir)",
                 self.addr
             );
         }
@@ -131,7 +127,7 @@ impl Server {
             .spawn()
             .with_context(|| format!("starting {}", self.nats.display()))?;
         self.pid = child.id();
-        children::remember(pids, self.pid);
+        children::remember(pids, self.pid, Forced::Kill);
         self.child = Some(child);
         let deadline = tokio::time::Instant::now() + LISTEN_WITHIN;
         while tokio::time::Instant::now() < deadline {

@@ -8,29 +8,54 @@ use std::time::Duration;
 
 use tokio::process::Child;
 
-/// The pids of the children running. A reaped pid is removed: it may be
-/// handed to a stranger.
-pub type PidCell = Arc<Mutex<Vec<u32>>>;
+use crate::shutdown;
 
-fn lock(cell: &PidCell) -> MutexGuard<'_, Vec<u32>> {
+/// How a forced stop (a second Ctrl-C) ends a child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forced {
+    /// SIGKILL: a process with none of its own (a broker server, the
+    /// second controller).
+    Kill,
+    /// PostgreSQL's immediate shutdown (SIGQUIT): the postmaster ends and
+    /// reaps its server processes, which a SIGKILL to it alone would leave
+    /// running, orphaned. Its whole group is killed if it has not ended
+    /// within [`QUIT_WITHIN`].
+    Quit,
+}
+
+/// How long an immediate shutdown may take before its group is killed.
+const QUIT_WITHIN: Duration = Duration::from_secs(5);
+
+/// The children running, each with how a forced stop ends it. A reaped
+/// pid is removed: it may be handed to a stranger.
+pub type PidCell = Arc<Mutex<Vec<(u32, Forced)>>>;
+
+fn lock(cell: &PidCell) -> MutexGuard<'_, Vec<(u32, Forced)>> {
     cell.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A child just started.
-pub fn remember(cell: &PidCell, pid: Option<u32>) {
-    lock(cell).extend(pid);
+pub fn remember(cell: &PidCell, pid: Option<u32>, forced: Forced) {
+    lock(cell).extend(pid.map(|p| (p, forced)));
 }
 
 /// A child reaped.
 pub fn forget(cell: &PidCell, pid: Option<u32>) {
     if let Some(pid) = pid {
-        lock(cell).retain(|p| *p != pid);
+        lock(cell).retain(|(p, _)| *p != pid);
     }
 }
 
-/// The pids while they run, for [`crate::shutdown::kill_and_reap`].
-pub fn running(cell: &PidCell) -> Vec<u32> {
-    lock(cell).clone()
+/// Every child running ended now and reaped, blocking: for a second
+/// Ctrl-C, which cannot wait for the tasks holding them.
+pub fn force_stop(cell: &PidCell) {
+    let running = lock(cell).clone();
+    for (pid, forced) in running {
+        match forced {
+            Forced::Kill => shutdown::kill_and_reap(pid),
+            Forced::Quit => shutdown::end_group_and_reap(pid, libc::SIGQUIT, QUIT_WITHIN),
+        }
+    }
 }
 
 /// `signal`, then SIGKILL after `grace`; reaped either way, so no

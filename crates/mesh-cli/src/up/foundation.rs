@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 use std::process::ExitStatus;
 
-use super::broker::{Broker, PidCell};
+use super::broker::Broker;
+use super::children::PidCell;
 use super::postgres::Postgres;
 use super::standby::Standby;
 
@@ -58,6 +59,16 @@ impl Foundation {
         if let Some(s) = &mut self.standby {
             s.stop(crate::controller::STOP_LIMIT, &pids).await;
         }
+    }
+
+    /// A start cut short: what was started stopped, then how `mesh up`
+    /// ends ([`super::cut_short`]).
+    pub async fn cut_short(
+        &mut self,
+        why: Option<anyhow::Error>,
+    ) -> anyhow::Result<std::process::ExitCode> {
+        self.stop().await;
+        super::cut_short(why)
     }
 
     pub async fn stop(&mut self) {

@@ -16,6 +16,8 @@ use sqlx::Connection as _;
 use sqlx::postgres::PgConnectOptions;
 use tokio::process::{Child, Command};
 
+use super::children::{self, Forced, PidCell};
+
 /// How long a start may take to accept connections.
 const READY_WITHIN: Duration = Duration::from_secs(60);
 
@@ -38,13 +40,17 @@ pub struct Postgres {
     port: u16,
     user: Option<RunAs>,
     child: Option<Child>,
+    /// Kept apart: a reaped child no longer says its pid.
+    pid: Option<u32>,
+    /// The pids a forced stop ends; its own among them while it runs.
+    pids: PidCell,
 }
 
 impl Postgres {
     /// The cluster of the mesh in `dir`, made (`initdb`) on the first run:
     /// the server and the store URL (with its password) written to
     /// [`STORE_URL_FILE`].
-    pub async fn prepare(dir: &Path) -> anyhow::Result<(Postgres, String)> {
+    pub async fn prepare(dir: &Path, pids: PidCell) -> anyhow::Result<(Postgres, String)> {
         let bin = bin_dir()?;
         let user = run_as()?;
         let data = data_dir(dir, user);
@@ -72,6 +78,8 @@ impl Postgres {
                 port,
                 user,
                 child: None,
+                pid: None,
+                pids,
             },
             url,
         ))
@@ -83,7 +91,7 @@ impl Postgres {
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().and_then(Child::id)
+        self.pid
     }
 
     /// Starts it; returns once it accepts connections.
@@ -121,6 +129,8 @@ impl Postgres {
         let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", self.bin.join("postgres").display()))?;
+        self.pid = child.id();
+        children::remember(&self.pids, self.pid, Forced::Quit);
         self.child = Some(child);
         // The store's database is made through the server's own.
         let admin = options(url)?.database("postgres");
@@ -142,7 +152,7 @@ impl Postgres {
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten())
             {
-                self.child = None;
+                self.forget();
                 bail!(
                     "PostgreSQL {status} before it accepted connections; its log is {}",
                     log_path.display()
@@ -160,10 +170,17 @@ impl Postgres {
 
     /// Fast shutdown (SIGINT), SIGKILL after [`STOP_GRACE`], reaped.
     pub async fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
+        let Some(child) = self.child.as_mut() else {
             return;
         };
-        super::children::stop(&mut child, libc::SIGINT, STOP_GRACE).await;
+        children::stop(child, libc::SIGINT, STOP_GRACE).await;
+        self.forget();
+    }
+
+    /// The child gone (reaped), its pid out of the cell.
+    fn forget(&mut self) {
+        self.child = None;
+        children::forget(&self.pids, self.pid.take());
     }
 }
 
@@ -172,6 +189,12 @@ impl Postgres {
 fn options(url: &str) -> anyhow::Result<PgConnectOptions> {
     PgConnectOptions::from_str(url)
         .map_err(|_| anyhow::anyhow!("the store URL is not a PostgreSQL URL"))
+}
+
+/// Where the cluster of the mesh in `dir` is (or would be) kept; none when
+/// it could not be said (no `postgres` user to run it as root).
+pub fn data_dir_of(dir: &Path) -> Option<PathBuf> {
+    run_as().ok().map(|user| data_dir(dir, user))
 }
 
 /// `<dir>/postgres`; as root, where the `postgres` user can reach it (a

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::process::{Child, Command};
 
-use super::children::{self, PidCell};
+use super::children::{self, Forced, PidCell};
 
 pub struct Standby {
     /// None once it exited, until started again.
@@ -76,7 +76,7 @@ impl Standby {
             .spawn()
             .context("starting the second controller")?;
         self.pid = child.id();
-        children::remember(pids, self.pid);
+        children::remember(pids, self.pid, Forced::Kill);
         self.child = Some(child);
         Ok(())
     }

@@ -93,6 +93,9 @@ async fn a_secret_never_reaches_the_container_engine_nor_outlives_its_module() {
     let container = mesh_host::driver::container::container_name(
         &mesh_core::names::Name::new("n1").unwrap(),
         &mesh_core::names::Name::new("sealed-box").unwrap(),
+        mesh_host::HostKeys::load(&mesh.host_dir("n1"))
+            .unwrap()
+            .host_key(),
     );
     let _cleanup = RemoveContainer(engine.clone(), container.clone());
     let dir = mesh.tmp.path().join("sealed-catalogue");

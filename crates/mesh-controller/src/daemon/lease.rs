@@ -62,15 +62,52 @@ pub(crate) fn candidate(dir: &Path, http: Option<std::net::SocketAddr>) -> Candi
     }
 }
 
-/// Starts keeping `lease` (whose fenced store is `fenced`); the task ends
-/// with the handle, and with it the lease's session.
-pub(crate) fn keep(lease: Lease, fenced: Store) -> (watch::Receiver<Role>, AbortOnDrop) {
-    let (tx, rx) = watch::channel(Role::Starting);
-    let task = tokio::spawn(keeper(lease, fenced, tx));
-    (rx, AbortOnDrop(task))
+/// The task keeping the lease. Dropped, it ends, and with it the lease's
+/// session: the lease is free, but its record still names this controller.
+pub(crate) struct Keeper {
+    task: AbortOnDrop,
+    release: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
-async fn keeper(mut lease: Lease, fenced: Store, role: watch::Sender<Role>) {
+impl Keeper {
+    /// A clean stop: the lease given up, its record saying no controller
+    /// holds it (see [`Lease::release`]); bounded by `within`.
+    pub(crate) async fn release(mut self, within: Duration) {
+        if let Some(tx) = self.release.take() {
+            let _ = tx.send(());
+        }
+        if tokio::time::timeout(within, &mut self.task.0)
+            .await
+            .is_err()
+        {
+            warn!(limit = ?within, "the lease was not released in time; it ends with this process's session");
+        }
+    }
+}
+
+/// Starts keeping `lease` (whose fenced store is `fenced`).
+pub(crate) fn keep(lease: Lease, fenced: Store) -> (watch::Receiver<Role>, Keeper) {
+    let (tx, rx) = watch::channel(Role::Starting);
+    let (release, released) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut lease = lease;
+        tokio::select! {
+            () = keeper(&mut lease, fenced, tx) => {}
+            _ = released => {
+                if let Err(e) = lease.release().await {
+                    warn!(error = %error_chain(&e), "the lease's record still names this controller");
+                }
+            }
+        }
+    });
+    let keeper = Keeper {
+        task: AbortOnDrop(task),
+        release: Some(release),
+    };
+    (rx, keeper)
+}
+
+async fn keeper(lease: &mut Lease, fenced: Store, role: watch::Sender<Role>) {
     let mut waits = super::retry_waits();
     loop {
         // Standing by.
@@ -78,7 +115,12 @@ async fn keeper(mut lease: Lease, fenced: Store, role: watch::Sender<Role>) {
             match lease.try_take().await {
                 Ok(Some(epoch)) => break epoch,
                 Ok(None) => {
-                    let active = fenced.lease_record().await.ok().flatten().map(|r| r.holder);
+                    let active = fenced
+                        .lease_record()
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|r| r.holder);
                     let said = active.clone();
                     if role.send_if_modified(|r| set(r, Role::Standby { active })) {
                         info!(
@@ -115,7 +157,7 @@ async fn keeper(mut lease: Lease, fenced: Store, role: watch::Sender<Role>) {
                 Err(lost @ LeaseLost::Moved { .. }) => break error_chain(&lost),
                 Err(lost) => {
                     warn!(error = %error_chain(&lost), "the lease's session ended; taking the lease again");
-                    match take_again(&mut lease).await {
+                    match take_again(lease).await {
                         Some(epoch) => {
                             info!(epoch, "lease taken again");
                             role.send_replace(Role::Active { epoch });

@@ -229,12 +229,22 @@ pub enum ContainerError {
     },
 }
 
-/// `mesh-<node>-<module>`. For people and for `--replace`; what a container
-/// belongs to is read from its labels, since `-` may sit in either name
-/// (node `a-b` module `c` and node `a` module `b-c` share a name — only
-/// across nodes, i.e. never on one host's engine).
-pub fn container_name(node: &Name, module: &Name) -> String {
-    format!("mesh-{node}-{module}")
+/// `mesh-<node>-<module>-<host>`, `<host>` the first 8 characters of the
+/// host's key after its `U`, lowercase. For people and for `--replace`;
+/// what a container belongs to is read from its labels, since `-` may sit
+/// in either name. The host's part keeps two meshes on one machine apart:
+/// both may have a node `local` (every `mesh up` does), and with one name
+/// each one's `--replace` stopped the other's container (exit 0), whose
+/// supervisor then removed the name's new holder at once (exit 137), and
+/// so on, each restarting.
+pub fn container_name(node: &Name, module: &Name, host: &str) -> String {
+    let tag: String = host
+        .chars()
+        .skip(1)
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect();
+    format!("mesh-{node}-{module}-{}", tag.to_ascii_lowercase())
 }
 
 /// The engine to use: [`ENGINE_ENV`] when set, else `podman` on `PATH`.
@@ -379,7 +389,10 @@ pub fn run_argv(engine: &Path, spec: &ContainerSpec, image: &str) -> Vec<String>
         // with its own --stop-timeout and removed, not a reason to fail
         // (podman prints its name, so the module's log says so).
         "--replace".into(),
-        format!("--name={}", container_name(&spec.node, &spec.module)),
+        format!(
+            "--name={}",
+            container_name(&spec.node, &spec.module, &spec.host)
+        ),
         label(LABEL_NODE, &spec.node),
         label(LABEL_MODULE, &spec.module),
         label(LABEL_HOST, &spec.host),

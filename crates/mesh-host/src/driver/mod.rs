@@ -61,9 +61,9 @@ pub struct ContainerRun {
 }
 
 impl ContainerRun {
-    /// `mesh-<node>-<module>`: what stops and removals address.
+    /// `mesh-<node>-<module>-<host>`: what stops and removals address.
     pub fn name(&self) -> String {
-        container::container_name(&self.spec.node, &self.spec.module)
+        container::container_name(&self.spec.node, &self.spec.module, &self.spec.host)
     }
 }
 

@@ -52,11 +52,12 @@ pub struct ServerView {
 pub struct LeaseView {
     /// Moved by each take: a write of an older one is refused.
     pub epoch: i64,
-    /// `mesh controller on HOST (pid N, DIR)`.
-    pub holder: String,
+    /// `mesh controller on HOST (pid N, DIR)`; none once its last holder
+    /// released it (a clean stop).
+    pub holder: Option<String>,
     /// Where it serves HTTP.
     pub http: Option<String>,
-    /// Since when (unix ms).
+    /// Since when it is held, or was released (unix ms).
     pub since: i64,
 }
 

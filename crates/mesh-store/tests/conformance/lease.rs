@@ -51,10 +51,7 @@ async fn postgres_a_silent_holder_is_deposed_and_writes_nothing_more() {
     assert_eq!(la.try_take().await.unwrap(), Some(1));
     assert_eq!(lb.try_take().await.unwrap(), None, "one holder at a time");
     let rec = fx.store.lease_record().await.unwrap().unwrap();
-    assert_eq!(
-        (rec.epoch, rec.holder.as_str()),
-        (1, me("a").holder.as_str())
-    );
+    assert_eq!((rec.epoch, rec.holder), (1, Some(me("a").holder)));
     assert_eq!(rec.http.as_deref(), Some("127.0.0.1:741"));
 
     let fa = a.fenced_by(&la);
@@ -112,9 +109,18 @@ async fn postgres_a_silent_holder_is_deposed_and_writes_nothing_more() {
     fx.store.record_report(&git_running_on_n1(8)).await.unwrap();
     assert_eq!(report_epochs(&fx).await, [Some(1), Some(2), None]);
 
-    // Given up, the lease is taken at once.
-    lb.release().await;
+    // A deposed holder giving up what it no longer holds leaves the
+    // record of the one that does.
+    la.release().await.unwrap();
+    let rec = fx.store.lease_record().await.unwrap().unwrap();
+    assert_eq!((rec.epoch, rec.holder), (2, Some(me("bb").holder)));
+    // Given up, the record names no holder, and the lease is taken at once.
+    lb.release().await.unwrap();
+    let rec = fx.store.lease_record().await.unwrap().unwrap();
+    assert_eq!((rec.epoch, rec.holder, rec.http), (2, None, None));
     assert_eq!(la.try_take().await.unwrap(), Some(3));
+    let rec = fx.store.lease_record().await.unwrap().unwrap();
+    assert_eq!(rec.holder, Some(me("a").holder));
     let e = fb.add_node(&n("n4"), &[]).await.unwrap_err();
     assert!(matches!(e, StoreError::Deposed { epoch: 2 }), "{e:?}");
 }
@@ -173,7 +179,10 @@ async fn sqlite_a_second_controller_is_refused_naming_the_first() {
     assert_eq!(fa.share_users_file("second").await.unwrap(), 2);
     assert_eq!(other.shared_users_file_revision().await.unwrap(), Some(2));
 
-    la.release().await;
+    // Given up (a clean stop), the record names no holder.
+    la.release().await.unwrap();
+    let rec = fx.store.lease_record().await.unwrap().unwrap();
+    assert_eq!((rec.epoch, rec.holder, rec.http), (1, None, None));
     assert_eq!(lb.try_take().await.unwrap(), Some(2));
     let e = fa.add_node(&n("n2"), &[]).await.unwrap_err();
     assert!(matches!(e, StoreError::Deposed { epoch: 1 }), "{e:?}");

@@ -40,7 +40,7 @@ fn the_run_argv_carries_labels_limits_names_and_read_only_mounts() {
         "run",
         "--rm",
         "--replace",
-        "--name=mesh-n1-web",
+        "--name=mesh-n1-web-host",
         "--label=mesh.node=n1",
         "--label=mesh.module=web",
         "--label=mesh.host=UHOST",
@@ -197,10 +197,17 @@ fn the_declared_image_and_names_are_executed_as_decided() {
 }
 
 #[test]
-fn the_container_name_joins_node_and_module() {
+fn the_container_name_joins_node_module_and_the_host() {
+    let key = "UDSEYZ6HVXLRILJQMLKKS3C6E5DJGFWPPFEWOLG7CQUW3A2UCUC3FHWO";
     assert_eq!(
-        container_name(&name("edge-1"), &name("web")),
-        "mesh-edge-1-web"
+        container_name(&name("edge-1"), &name("web"), key),
+        "mesh-edge-1-web-dseyz6hv"
+    );
+    // Two meshes' node `local`: two names.
+    let other = "UAJ5DNA2FW6KFDA4JCWDIBS4PVLII5SGSEAM3SPTDLZKFWLMMZS24LNJ";
+    assert_ne!(
+        container_name(&name("local"), &name("web"), key),
+        container_name(&name("local"), &name("web"), other)
     );
 }
 
