@@ -55,10 +55,35 @@ fn mesh_up_ha_runs_three_servers_a_store_and_two_controllers_and_stops_them_all(
         store_url.starts_with("postgres://postgres:"),
         "a PostgreSQL store"
     );
+    // The password alone, not only the whole URL: a log that printed it
+    // apart (an error naming the connection's options) would be missed.
+    let password = store_url
+        .trim()
+        .strip_prefix("postgres://postgres:")
+        .and_then(|rest| rest.split('@').next())
+        .filter(|p| p.len() >= 16)
+        .unwrap_or_else(|| panic!("no password in the store URL: {store_url}"));
     assert!(
-        !log.contains(store_url.trim()),
-        "the store's URL (its password) is in no log"
+        !log.contains(password),
+        "the store's password is in mesh up's output"
     );
+    // mesh up's own logs, and its PostgreSQL's.
+    let logs = walk_files(&dir)
+        .into_iter()
+        .chain([data.join("postgres.log")]);
+    for entry in logs {
+        let text = std::fs::read(&entry).unwrap_or_default();
+        let named_log = entry
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains("log"));
+        if named_log {
+            assert!(
+                !String::from_utf8_lossy(&text).contains(password),
+                "the store's password is in {}",
+                entry.display()
+            );
+        }
+    }
     let standby_log = dir.join("controller-2.log");
     let standby = wait_until(START, || {
         let l = std::fs::read_to_string(&standby_log).unwrap_or_default();
@@ -359,4 +384,24 @@ fn mesh_up_refuses_a_directory_of_the_other_kind_naming_which_to_run() {
         "{:?}",
         processes_under(root)
     );
+}
+
+/// Every file below `dir`, at any depth.
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => dirs.push(path),
+                Ok(t) if t.is_file() => files.push(path),
+                _ => {}
+            }
+        }
+    }
+    files
 }

@@ -89,6 +89,13 @@ fn stop_at(moment: Moment, signal: i32) {
         // The group's signal did not reach the broker: it stayed up until
         // the host and the controller were done with it.
         let log = up.log();
+        // Its readiness was read from its log, never probed by a connection
+        // that speaks no TLS (which the server logs as an error).
+        let broker_log = std::fs::read_to_string(up.dir.join("broker/nats.log")).unwrap();
+        assert!(
+            broker_log.contains("Server is ready") && !broker_log.contains("TLS handshake error"),
+            "{what}: the broker's log:\n{broker_log}"
+        );
         assert!(
             !log.contains("bus connection lost"),
             "{what}: the broker went first:\n{log}"

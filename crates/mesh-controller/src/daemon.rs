@@ -157,6 +157,10 @@ pub(crate) struct Ctx {
     /// report announcing spares declares again (`declare_again`).
     pub awaiting_spares: std::sync::Mutex<std::collections::BTreeSet<mesh_core::names::Name>>,
     pub declare_again: tokio::sync::Notify,
+    /// Nodes whose host reported applying a declaration above the newest
+    /// recorded (the store restored from a backup), with that sequence:
+    /// their next declaration goes above it.
+    pub hosts_ahead: std::sync::Mutex<std::collections::BTreeMap<mesh_core::names::Name, u64>>,
 }
 
 impl crate::http::Running for Ctx {
@@ -518,6 +522,7 @@ impl Term<'_> {
             followed_bus: tokio::sync::Mutex::new(genesis.bus_urls()),
             awaiting_spares: std::sync::Mutex::new(Default::default()),
             declare_again: tokio::sync::Notify::new(),
+            hosts_ahead: std::sync::Mutex::default(),
         });
         shared.set_running(ctx.clone());
         let pass = tokio::select! {

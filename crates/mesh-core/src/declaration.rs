@@ -30,7 +30,8 @@ pub use apply::{ApplyStep, Running, plan_apply};
 #[cfg(test)]
 pub(crate) use compose::NoSecrets;
 pub use compose::{
-    ComposeError, Inputs, NodeModules, Secrets, compose_assigned, compose_modules, next_declaration,
+    ComposeError, Inputs, NodeModules, Secrets, compose_assigned, compose_modules,
+    next_declaration, next_declaration_after,
 };
 
 /// A declaration larger than this is refused unread (a node's modules and

@@ -16,7 +16,7 @@ use tokio::process::{Child, Command};
 const STOP_GRACE: Duration = Duration::from_secs(4);
 
 /// How long a start may take to listen.
-const LISTEN_WITHIN: Duration = Duration::from_secs(5);
+const LISTEN_WITHIN: Duration = Duration::from_secs(20);
 
 use super::children::{self, Forced, PidCell};
 
@@ -63,8 +63,8 @@ impl Broker {
         self.pids.clone()
     }
 
-    /// Starts each server not running; returns once each accepts a TCP
-    /// connection on its port. Cancelled (dropped) meanwhile, the processes
+    /// Starts each server not running; returns once each says in its log
+    /// that it is ready (listening). Cancelled (dropped) meanwhile, the processes
     /// are kept here for [`Broker::stop`].
     pub async fn start(&mut self) -> anyhow::Result<()> {
         for s in &mut self.servers {
@@ -109,6 +109,8 @@ impl Server {
                 self.addr
             );
         }
+        // Where this start's lines begin: the log is appended to.
+        let from = std::fs::metadata(&self.log_path).map_or(0, |m| m.len());
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -131,7 +133,9 @@ impl Server {
         self.child = Some(child);
         let deadline = tokio::time::Instant::now() + LISTEN_WITHIN;
         while tokio::time::Instant::now() < deadline {
-            if tokio::net::TcpStream::connect(&self.addr).await.is_ok() {
+            // Its own word, not a probe: a connection that never speaks
+            // TLS is logged by the server as a failed handshake.
+            if said_ready(&self.log_path, from) {
                 return Ok(());
             }
             if let Some(status) = self
@@ -177,4 +181,17 @@ impl Server {
         self.child = None;
         children::forget(pids, self.pid.take());
     }
+}
+
+/// Whether the server's log, from byte `from` on, says it is ready.
+fn said_ready(log: &Path, from: u64) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(log) else {
+        return false;
+    };
+    let mut text = Vec::new();
+    if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut text).is_err() {
+        return false;
+    }
+    String::from_utf8_lossy(&text).contains("Server is ready")
 }

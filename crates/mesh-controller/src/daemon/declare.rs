@@ -368,6 +368,20 @@ async fn record_and_publish(ctx: &Ctx, next: Vec<Next>) -> (usize, bool) {
             each
         }
     };
+    {
+        // Recorded above what a host was ahead at: in step again.
+        let mut ahead = ctx
+            .hosts_ahead
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !ahead.is_empty() {
+            for (n, _) in next.iter().zip(&recorded).filter(|(_, ok)| **ok) {
+                if ahead.get(&n.node).is_some_and(|&a| a < n.sequence) {
+                    ahead.remove(&n.node);
+                }
+            }
+        }
+    }
     let mut acks = Vec::with_capacity(next.len());
     for (n, ok) in next.into_iter().zip(recorded) {
         if !ok {
@@ -410,14 +424,25 @@ async fn declare(
     converge: bool,
 ) -> Result<Declared, String> {
     let last = record.as_ref().and_then(|d| declaration::recorded(&d.body));
+    let applied = ctx
+        .hosts_ahead
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(node)
+        .copied();
     // A node never declared and given nothing yet needs no declaration.
-    if last.is_none() && modules.is_empty() {
+    if last.is_none() && modules.is_empty() && applied.is_none() {
         return Ok(Declared::Nothing);
     }
     let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
-    let Some(next) =
-        declaration::next_declaration(node, modules, Some(bus.clone()), last.as_ref(), now)
-    else {
+    let Some(next) = declaration::next_declaration_after(
+        node,
+        modules,
+        Some(bus.clone()),
+        last.as_ref(),
+        applied,
+        now,
+    ) else {
         return match record {
             Some(r) if converge && republish_if_missing(ctx, node, &r.body).await? => {
                 Ok(Declared::Republished)

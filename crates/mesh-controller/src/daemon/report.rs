@@ -150,6 +150,25 @@ fn count(ctx: &Ctx, report: &Report, outcome: Ingested) {
             Counters::bump(&ctx.counters.duplicates);
             info!(node = %report.node, id = %report.id, "report recorded before; acknowledged again");
         }
+        Ingested::Ahead { newest } => {
+            Counters::bump(&ctx.counters.reports);
+            ctx.lag.recorded(&report.node, report.sequence);
+            let first = ctx
+                .hosts_ahead
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(report.node.clone(), report.sequence)
+                .is_none();
+            if first {
+                warn!(
+                    node = %report.node,
+                    applied = report.sequence,
+                    newest,
+                    "the host applied a declaration newer than the newest recorded (was the store restored from a backup?); declaring the node again above it"
+                );
+            }
+            ctx.declare_again.notify_one();
+        }
         Ingested::Superseded { newest } => {
             Counters::bump(&ctx.counters.superseded);
             info!(node = %report.node, sequence = report.sequence, newest, "report answers an older declaration; not recorded");
@@ -182,6 +201,12 @@ pub enum Ingested {
     Duplicate,
     /// It answers an older declaration than the node's newest.
     Superseded {
+        newest: i64,
+    },
+    /// Recorded, and it answers a declaration above the node's newest
+    /// recorded one: the host applied what these records never made (a
+    /// store restored from a backup).
+    Ahead {
         newest: i64,
     },
 }
@@ -277,7 +302,11 @@ pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Inges
             out[i] = Some(Ingested::Duplicate);
             continue;
         }
-        out[i] = Some(Ingested::Recorded);
+        let sequence = i64::try_from(r.sequence).unwrap_or(i64::MAX);
+        out[i] = Some(match newest.get(&r.node) {
+            Some(&v) if sequence > v => Ingested::Ahead { newest: v },
+            _ => Ingested::Recorded,
+        });
         if let Some(why) = &r.refused {
             warn!(node = %r.node, sequence = r.sequence, reason = %why, "the host refused its declaration");
         } else {

@@ -441,6 +441,34 @@ pub fn next_declaration(
     })
 }
 
+/// As [`next_declaration`], for a node whose host reported applying
+/// `applied`: a sequence above the newest recorded (`last`) means the
+/// records are older than what the host ran — a store restored from a
+/// backup. The host refuses any sequence not above the one it applied, so
+/// the node is declared again above it, changed or not: what the restored
+/// records say is what it must run.
+pub fn next_declaration_after(
+    node: &Name,
+    modules: Vec<ModuleDecl>,
+    bus: Option<BusDecl>,
+    last: Option<&Declaration>,
+    applied: Option<u64>,
+    now_ms: u64,
+) -> Option<Declaration> {
+    let recorded = last.map_or(0, |d| d.sequence);
+    match applied {
+        Some(applied) if applied > recorded => Some(Declaration {
+            node: node.clone(),
+            sequence: applied + 1,
+            composed_at: now_ms,
+            modules,
+            bus,
+            sealed_by: None,
+        }),
+        _ => next_declaration(node, modules, bus, last, now_ms),
+    }
+}
+
 #[cfg(test)]
 #[path = "compose_tests.rs"]
 mod tests;

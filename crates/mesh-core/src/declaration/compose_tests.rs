@@ -629,3 +629,33 @@ fn only_a_change_makes_a_new_declaration() {
     assert_eq!((moved.sequence, moved.modules), (2, vec![m]));
     assert_eq!(moved.bus, bus(4333));
 }
+
+#[test]
+fn a_host_ahead_of_the_records_is_declared_again_above_what_it_applied() {
+    let node = n("n1");
+    let last = next_declaration(&node, Vec::new(), None, None, 1).unwrap();
+    assert_eq!(last.sequence, 1);
+    // In step (the host applied the newest recorded, or an older one):
+    // unchanged is no declaration, a change is the next sequence.
+    for applied in [None, Some(0), Some(1)] {
+        assert_eq!(
+            next_declaration_after(&node, Vec::new(), None, Some(&last), applied, 2),
+            None,
+            "{applied:?}"
+        );
+    }
+    // Applied 3 while the records hold 1 (a restored store): declared
+    // again, unchanged, at 4 — the host refuses anything not above 3.
+    let again = next_declaration_after(&node, Vec::new(), None, Some(&last), Some(3), 2).unwrap();
+    assert_eq!((again.sequence, again.composed_at), (4, 2));
+    assert_eq!(again.node, node);
+    // Nothing recorded at all, the host applied 2: declared at 3.
+    let first = next_declaration_after(&node, Vec::new(), None, None, Some(2), 5).unwrap();
+    assert_eq!(first.sequence, 3);
+    // Applied exactly what the records hold: the usual next one.
+    let bus = Some(BusDecl {
+        urls: vec!["tls://10.0.0.1:4222".into()],
+    });
+    let moved = next_declaration_after(&node, Vec::new(), bus, Some(&last), Some(1), 6).unwrap();
+    assert_eq!(moved.sequence, 2);
+}
