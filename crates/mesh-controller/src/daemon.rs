@@ -10,6 +10,7 @@
 //! re-asserts the objects, whoever made it.
 
 mod built;
+mod connect;
 mod declare;
 mod enrol;
 mod keys;
@@ -21,6 +22,8 @@ mod sealing;
 mod seen;
 mod watch;
 
+pub(crate) use connect::retry_waits;
+use connect::{CLOSE_WITHIN, bus_config, check_controller_key, connect, read_seed};
 pub(crate) use lease::Role;
 pub use report::{Ingested, record as record_report, record_batch as record_reports};
 
@@ -32,11 +35,10 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::push};
 use futures::StreamExt as _;
-use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
-use mesh_core::authority::CONTROLLER;
+use mesh_bus::{BusConfig, Secret};
 use mesh_core::records::ControllerSpec;
 use mesh_core::subjects::{self, STREAM_CONTROL, consumer};
-use mesh_store::{Store, StoreError, principal};
+use mesh_store::{Store, StoreError};
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
@@ -247,63 +249,6 @@ impl Ctx {
                 "store window closed: the store takes reports again"
             );
         }
-    }
-}
-
-/// The controller's bus configuration: its own key, its own inbox, the
-/// broker certificate pinned (it is in the state directory; nothing else is
-/// trusted, not even the mesh CA's other certificates).
-fn bus_config(genesis: &Genesis) -> Result<BusConfig, DaemonError> {
-    let seed_path = genesis.path(genesis::NKEY_SEED);
-    let seed = std::fs::read_to_string(&seed_path).map_err(|source| GenesisError::Io {
-        action: "read",
-        path: seed_path,
-        source,
-    })?;
-    Ok(BusConfig {
-        // Every server of a cluster: the controller fails over among them.
-        url: genesis.local_urls().join(","),
-        principal: CONTROLLER.into(),
-        credential: ClientCredential::NKey(Secret::new(seed.trim())),
-        ca_file: None,
-        inbox_prefix: Some(subjects::inbox_prefix(CONTROLLER)),
-        pin: Some(CertPin::from_hex(&genesis.cert_sha256)?),
-    })
-}
-
-/// A seed file of the genesis, trimmed.
-fn read_seed(genesis: &Genesis, rel: &str) -> Result<Secret, DaemonError> {
-    let path = genesis.path(rel);
-    let text = std::fs::read_to_string(&path).map_err(|source| GenesisError::Io {
-        action: "read",
-        path,
-        source,
-    })?;
-    Ok(Secret::new(text.trim()))
-}
-
-/// Refuses a store another genesis made: its records would be composed into
-/// a users file whose controller key this process cannot use.
-async fn check_controller_key(store: &Store, genesis: &Genesis) -> Result<(), DaemonError> {
-    store
-        .adopt_controller_key_if_absent(&genesis.controller_nkey)
-        .await?;
-    let recorded = store
-        .credential(principal::CONTROLLER)
-        .await?
-        .map(|c| c.credential);
-    match recorded {
-        Some(mesh_core::users_file::UserCredential::NKey(k)) if k == genesis.controller_nkey => {
-            Ok(())
-        }
-        other => Err(DaemonError::ForeignStore {
-            recorded: match other {
-                Some(mesh_core::users_file::UserCredential::NKey(k)) => k,
-                _ => "none usable".into(),
-            },
-            genesis: genesis.controller_nkey.clone(),
-            dir: genesis.dir.clone(),
-        }),
     }
 }
 
@@ -606,45 +551,6 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// How long a stop waits for the bus connection to drain and close.
-const CLOSE_WITHIN: Duration = Duration::from_secs(2);
-
-/// Connects, retrying with backoff: the broker may start after the
-/// controller (or be restarting). Each refusal is logged with its reason.
-/// `closed` hears the connection's end.
-async fn connect(bus: &BusConfig, closed: &mesh_bus::Closed) -> async_nats::Client {
-    let mut waits = retry_waits();
-    loop {
-        let closed = closed.clone();
-        let connected = mesh_bus::connect_with(bus, |o| {
-            o.event_callback(move |event| {
-                closed.note(&event);
-                async {}
-            })
-        });
-        match connected.await {
-            Ok(c) => return c,
-            Err(e) => {
-                let wait = waits.next().unwrap_or(Duration::from_secs(5));
-                warn!(error = %error_chain(&e), retry_in = ?wait, "cannot reach the broker yet");
-                tokio::time::sleep(wait).await;
-            }
-        }
-    }
-}
-
-/// Waits between retries: doubling from 100 ms to 5 s, jittered so that
-/// what restarts together does not retry in step.
-pub(crate) fn retry_waits() -> impl Iterator<Item = Duration> {
-    use backon::BackoffBuilder as _;
-    backon::ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(5))
-        .with_jitter()
-        .without_max_times()
-        .build()
 }
 
 /// Asserts the objects, retrying what failed on the server's side (a reload
