@@ -315,6 +315,9 @@ async fn an_object_deleted_while_it_is_read_ends_the_fetch() {
     let dir = tempfile::tempdir().unwrap();
     let (client, refusals) = reader(o).await;
     let (want, dest) = (o.wanted(), dir.path().join("a"));
+    // Every lookup before the fetch starts: once under way, the purge of
+    // the chunks is the deletion's first round trip.
+    let deletion = fixture::Deletion::prepare(&admin().await, &o.name).await;
     let fetch = artifacts::fetch(&client, &refusals, &want, &dest, FETCH_TIMEOUT);
     let delete = async {
         // Bytes in the partial file: the fetch is under way.
@@ -326,7 +329,7 @@ async fn an_object_deleted_while_it_is_read_ends_the_fetch() {
         while !under_way() {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
-        fixture::delete(&admin().await, &o.name).await;
+        deletion.run().await;
     };
     let started = Instant::now();
     let (fetched, ()) = tokio::join!(fetch, delete);

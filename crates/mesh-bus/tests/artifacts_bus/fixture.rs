@@ -199,30 +199,69 @@ pub async fn publish_meta(js: &jetstream::Context, name: &str, body: Vec<u8>) {
 /// delete rolls up, which neither stream takes — its one meta in the metas
 /// stream replaced by a deleted one.
 pub async fn delete(js: &jetstream::Context, name: &str) {
-    let subject = artifact::meta(name);
-    let metas = js.get_stream(artifact::METAS_STREAM).await.unwrap();
-    let mut info: ObjectInfo = serde_json::from_slice(
-        &metas
-            .get_last_raw_message_by_subject(&subject)
+    Deletion::prepare(js, name).await.run().await;
+}
+
+/// A deletion whose lookups are done: [`Deletion::run`] purges the
+/// chunks in its first round trip (a test racing a fetch needs the cut
+/// to land while the bytes still come).
+pub struct Deletion {
+    js: jetstream::Context,
+    name: String,
+    info: ObjectInfo,
+    bucket: jetstream::stream::Stream,
+    metas: jetstream::stream::Stream,
+}
+
+impl Deletion {
+    pub async fn prepare(js: &jetstream::Context, name: &str) -> Deletion {
+        let subject = artifact::meta(name);
+        let metas = js.get_stream(artifact::METAS_STREAM).await.unwrap();
+        let info: ObjectInfo = serde_json::from_slice(
+            &metas
+                .get_last_raw_message_by_subject(&subject)
+                .await
+                .unwrap()
+                .payload,
+        )
+        .unwrap();
+        let bucket = js.get_stream(artifact::STREAM).await.unwrap();
+        Deletion {
+            js: js.clone(),
+            name: name.to_string(),
+            info,
+            bucket,
+            metas,
+        }
+    }
+
+    pub async fn run(self) {
+        let Deletion {
+            js,
+            name,
+            mut info,
+            bucket,
+            metas,
+        } = self;
+        let chunks = artifact::chunks(&artifact::Nuid::new(&info.nuid).unwrap());
+        bucket.purge().filter(chunks).await.unwrap();
+        let subject = artifact::meta(&name);
+        metas.purge().filter(&subject).await.unwrap();
+        info.deleted = true;
+        js.publish(subject, serde_json::to_vec(&info).unwrap().into())
             .await
             .unwrap()
-            .payload,
-    )
-    .unwrap();
-    metas.purge().filter(&subject).await.unwrap();
-    info.deleted = true;
-    js.publish(subject, serde_json::to_vec(&info).unwrap().into())
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-    let bucket = js.get_stream(artifact::STREAM).await.unwrap();
-    let chunks = artifact::chunks(&artifact::Nuid::new(&info.nuid).unwrap());
-    bucket.purge().filter(chunks).await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while artifacts::stat(&js.client(), name).await.unwrap().is_some() {
-        assert!(Instant::now() < deadline, "{name} still stored");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+            .await
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while artifacts::stat(&js.client(), &name)
+            .await
+            .unwrap()
+            .is_some()
+        {
+            assert!(Instant::now() < deadline, "{name} still stored");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
