@@ -318,10 +318,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "spare_makers",
         sql: include_str!("../migrations/0023_spare_makers.sql"),
     },
+    Migration {
+        version: 24,
+        name: "assignment_order",
+        sql: include_str!("../migrations/0024_assignment_order.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 23;
+pub const SCHEMA_VERSION: i64 = 24;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

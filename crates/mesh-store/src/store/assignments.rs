@@ -109,8 +109,8 @@ impl Store {
                 .and_then(|(r,)| r),
             };
             sqlx::query(
-                "INSERT INTO assignments (node, module, created_at, version) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (node, module) DO NOTHING",
+                "INSERT INTO assignments (node, module, created_at, version, seq) VALUES ($1, $2, $3, $4, \
+                 (SELECT COALESCE(MAX(seq), 0) + 1 FROM assignments)) ON CONFLICT (node, module) DO NOTHING",
             )
             .bind(node.as_str())
             .bind(module.as_str())

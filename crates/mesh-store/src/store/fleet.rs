@@ -225,8 +225,8 @@ impl Store {
             }
             for (node, module) in &change.assignments {
                 let added = sqlx::query(
-                    "INSERT INTO assignments (node, module, created_at) VALUES ($1, $2, $3) \
-                     ON CONFLICT (node, module) DO NOTHING",
+                    "INSERT INTO assignments (node, module, created_at, seq) VALUES ($1, $2, $3, \
+                     (SELECT COALESCE(MAX(seq), 0) + 1 FROM assignments)) ON CONFLICT (node, module) DO NOTHING",
                 )
                 .bind(node.as_str())
                 .bind(module.as_str())

@@ -68,11 +68,10 @@ macro_rules! registered_in {
 /// were made (the first holder of a seat comes first).
 macro_rules! assignments_in {
     ($tx:ident) => {{
-        let made: Vec<(String, String)> = sqlx::query_as(
-            "SELECT node, module FROM assignments ORDER BY created_at, node, module",
-        )
-        .fetch_all(&mut *$tx)
-        .await?;
+        let made: Vec<(String, String)> =
+            sqlx::query_as("SELECT node, module FROM assignments ORDER BY seq, node, module")
+                .fetch_all(&mut *$tx)
+                .await?;
         made.into_iter()
             .filter_map(|(n, m)| {
                 Some((

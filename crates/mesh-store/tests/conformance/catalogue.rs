@@ -286,8 +286,15 @@ async fn a_registration_that_makes_a_second_holder_is_refused_naming_the_first(f
     )
     .await
     .unwrap();
-    s.assign(&n("n2"), &n("filter-a")).await.unwrap();
-    s.assign(&n("n1"), &n("filter-a")).await.unwrap();
+    // Both in one fleet change: the same millisecond, so the order they
+    // were made in, not the clock or the node's name, says which is first.
+    s.apply_fleet(&mesh_store::FleetChange {
+        nodes: vec![n("n1"), n("n2")],
+        assignments: vec![(n("n2"), n("filter-a")), (n("n1"), n("filter-a"))],
+        ..mesh_store::FleetChange::default()
+    })
+    .await
+    .unwrap();
     let meshed = manifest("filter-a", "filter", "mesh", true, true);
     match register(
         s,
