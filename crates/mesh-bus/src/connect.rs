@@ -61,6 +61,14 @@ pub enum ConnectError {
     PinAndCa,
 }
 
+/// How often a client pings its server. A server cut off by the network
+/// (a partition, a machine gone without closing its connections) answers
+/// nothing: after two unanswered pings the client drops the connection and
+/// moves to another server of the cluster — within about three of these,
+/// where the client's default (a minute) left a host or a standby
+/// controller on a dead connection for minutes. A ping is a few bytes.
+pub const PING_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Connects as `cfg.principal`, requiring TLS when a CA or a pin is given.
 pub async fn connect(cfg: &BusConfig) -> Result<Client, ConnectError> {
     connect_with(cfg, |opts| opts).await
@@ -136,6 +144,7 @@ pub async fn connect_with(
     if let Some(prefix) = &cfg.inbox_prefix {
         opts = opts.custom_inbox_prefix(prefix.clone());
     }
+    opts = opts.ping_interval(PING_INTERVAL);
     tune(opts)
         .connect(urls.as_slice())
         .await

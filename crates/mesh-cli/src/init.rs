@@ -84,6 +84,16 @@ async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
         replicas: args.replicas,
     };
     let (genesis, users) = make_with(&args.dir, &args.addresses, &opts, &url).await?;
+    // A store other than the directory's own `mesh.db` is named in the
+    // directory, beside the keys (0600, as they are): every command and
+    // controller given the directory — on each machine it is copied to —
+    // reads it there, instead of opening an empty `mesh.db` of its own.
+    let named = (url != format!("sqlite://{}", default_db.display()))
+        .then(|| args.dir.join(crate::state::STORE_URL_FILE));
+    if let Some(file) = &named {
+        files::write_private(file, format!("{url}\n").as_bytes())
+            .with_context(|| format!("writing the store's URL to {}", file.display()))?;
+    }
     let mut out = output::Stdout::lock();
     out.line(format_args!("genesis in {}", args.dir.display()))?;
     out.line(format_args!(
@@ -99,6 +109,9 @@ async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
         "  store            {}",
         mesh_store::redact_url(&url)
     ))?;
+    if let Some(file) = &named {
+        out.line(format_args!("  store's URL in   {}", file.display()))?;
+    }
     if genesis.replicas == 1 {
         out.line(format_args!(
             "  broker config    {} (includes {})",
@@ -198,8 +211,18 @@ pub async fn make_with(
     url: &str,
 ) -> anyhow::Result<(Genesis, PathBuf)> {
     mesh_store::check_url(url)?;
+    // A store on a server is reached first: one that cannot be (down, a
+    // wrong password) leaves no half-made genesis that the next `mesh
+    // init`, the fix given, would refuse.
+    let early = match url.starts_with("sqlite:") {
+        true => None,
+        false => Some(cli_authority::open_store(url).await?),
+    };
     let genesis = Genesis::create_with(dir, addresses, opts)?;
-    let store = cli_authority::open_store(url).await?;
+    let store = match early {
+        Some(store) => store,
+        None => cli_authority::open_store(url).await?,
+    };
     let adopted = store
         .adopt_controller_key_if_absent(&genesis.controller_nkey)
         .await;

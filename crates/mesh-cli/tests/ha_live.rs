@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream;
 use harness::{Backend, Daemon, Mesh, module_pid, wait_bound, wait_until};
 use mesh_core::names::Name;
-use report_stream::{as_host, count, send_reports, send_reports_at, wait_count};
+use report_stream::{
+    as_host, count, send_reports, send_reports_at, send_reports_retrying, wait_count,
+};
 
 const LONG: Duration = Duration::from_secs(90);
 
@@ -334,56 +336,6 @@ async fn newest_declaration(url: &str, node: &str) -> u64 {
         .unwrap();
     s.close().await;
     d.map_or(0, |d| u64::try_from(d.version).unwrap())
-}
-
-/// Publishes reports `tag-<i>` as [`send_reports_at`] does, each retried
-/// until CONTROL stores it (a server lost mid-stream leaves a publish
-/// unanswered until a new leader is elected), counting in `sent`.
-async fn send_reports_retrying(
-    client: async_nats::Client,
-    node: &'static str,
-    tag: &'static str,
-    sequence: u64,
-    n: usize,
-    sent: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) -> usize {
-    use mesh_core::report::Report;
-    let js = jetstream::new(client);
-    let mut retries = 0;
-    for i in 0..n {
-        let r = Report {
-            id: format!("{tag}-{i}"),
-            node: Name::new(node).unwrap(),
-            sequence,
-            modules: vec![],
-            refused: None,
-            address: None,
-            spare_keys: Vec::new(),
-        };
-        let started = Instant::now();
-        loop {
-            let stored = async {
-                js.publish(format!("mesh.control.report.{node}"), r.to_json().into())
-                    .await
-                    .ok()?
-                    .await
-                    .ok()
-            };
-            if tokio::time::timeout(Duration::from_secs(5), stored)
-                .await
-                .ok()
-                .flatten()
-                .is_some()
-            {
-                break;
-            }
-            retries += 1;
-            assert!(started.elapsed() < LONG, "report {tag}-{i} never stored");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    }
-    retries
 }
 
 /// The server (1-based) that leads `stream`'s group, and that group's

@@ -180,3 +180,76 @@ fn a_bus_over_machines_on_a_sqlite_store_is_refused_before_anything_is_made() {
     );
     assert!(snapshot(tmp.path()).is_empty(), "nothing is made");
 }
+
+/// A store of its own elsewhere is named in the directory (0600, beside
+/// the keys), so every command given the directory reads it — on each
+/// machine the directory is copied to — and a store that cannot be
+/// reached leaves no genesis behind for the next `mesh init` to refuse.
+#[test]
+fn a_store_named_at_genesis_is_the_one_every_command_reads() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = tempfile::tempdir().unwrap();
+    let down = mesh(
+        tmp.path(),
+        &[
+            "init",
+            "--dir",
+            "m",
+            "--store",
+            "postgres://mesh@127.0.0.1:1/mesh",
+        ],
+    );
+    let said = String::from_utf8_lossy(&down.stderr);
+    assert!(
+        !down.status.success() && said.contains("opening the store"),
+        "{said}"
+    );
+    assert!(
+        snapshot(tmp.path()).is_empty(),
+        "nothing is made: {:?}",
+        snapshot(tmp.path()).keys()
+    );
+
+    let store = format!("sqlite://{}", tmp.path().join("records.db").display());
+    let out = mesh(tmp.path(), &["init", "--dir", "m", "--store", &store]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let named = tmp.path().join("m/store.url");
+    assert_eq!(std::fs::read_to_string(&named).unwrap().trim(), store);
+    assert_eq!(
+        std::fs::metadata(&named).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let copy = tmp.path().join("copy");
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(tmp.path().join("m"))
+            .arg(&copy)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let nodes = mesh(
+        tmp.path(),
+        &["node", "add", "n1", "--dir", copy.to_str().unwrap()],
+    );
+    assert!(
+        nodes.status.success(),
+        "{}",
+        String::from_utf8_lossy(&nodes.stderr)
+    );
+    assert!(
+        !copy.join("mesh.db").exists(),
+        "no store of its own in the copy"
+    );
+    let listed = mesh(tmp.path(), &["nodes", "--dir", "m"]);
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("n1"),
+        "the node added through the copy is in the one store: {}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+}

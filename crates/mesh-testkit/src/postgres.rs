@@ -63,20 +63,35 @@ pub struct PgCluster {
     /// PostgreSQL's defaults for fsync and commits (a benchmark's cluster);
     /// a test cluster turns both off.
     durable: bool,
+    /// An address it listens on besides 127.0.0.1, and the network it
+    /// trusts connections from there (a machine of the machines kit).
+    network: Option<(std::net::IpAddr, String)>,
 }
 
 impl PgCluster {
     pub fn start() -> Result<Self, TestkitError> {
-        PgCluster::start_with(false)
+        PgCluster::start_with(false, None)
+    }
+
+    /// A test cluster listening on `addr` too, trusting connections from
+    /// `allow` (a CIDR) there: the store of a mesh over several machines.
+    /// Started inside a machine ([`crate::Machine::within`]), it is that
+    /// machine's: reachable at `addr` from the others, at 127.0.0.1 from
+    /// within it only.
+    pub fn start_on(addr: std::net::IpAddr, allow: &str) -> Result<Self, TestkitError> {
+        PgCluster::start_with(false, Some((addr, allow.to_string())))
     }
 
     /// A cluster that keeps PostgreSQL's durability defaults (fsync,
     /// synchronous commit, full page writes): what `mesh-bench` measures.
     pub fn start_durable() -> Result<Self, TestkitError> {
-        PgCluster::start_with(true)
+        PgCluster::start_with(true, None)
     }
 
-    fn start_with(durable: bool) -> Result<Self, TestkitError> {
+    fn start_with(
+        durable: bool,
+        network: Option<(std::net::IpAddr, String)>,
+    ) -> Result<Self, TestkitError> {
         let bin = postgres_bin_dir()?;
         let user = run_as()?;
         let dir = tempfile::Builder::new()
@@ -94,6 +109,15 @@ impl PgCluster {
             .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
             .current_dir(dir.path());
         checked_output(as_user(&mut initdb, user), "initdb")?;
+        if let Some((_, allow)) = &network {
+            use std::io::Write as _;
+            let hba = data.join("pg_hba.conf");
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(&hba)
+                .and_then(|mut f| writeln!(f, "host all all {allow} trust"))
+                .map_err(io(format!("trust {allow} in {}", hba.display())))?;
+        }
         let cluster = PgCluster {
             bin,
             port: free_port()?,
@@ -101,6 +125,7 @@ impl PgCluster {
             child: Mutex::new(None),
             dir,
             durable,
+            network,
         };
         cluster.start_again()?;
         Ok(cluster)
@@ -118,6 +143,16 @@ impl PgCluster {
     /// `postgres://postgres@127.0.0.1:<port>/<database>`
     pub fn url(&self, database: &str) -> String {
         format!("postgres://postgres@127.0.0.1:{}/{database}", self.port)
+    }
+
+    /// `postgres://postgres@<addr>:<port>/<database>`: how the other
+    /// machines reach a cluster started with [`Self::start_on`].
+    pub fn url_on(&self, database: &str) -> Option<String> {
+        let (addr, _) = self.network.as_ref()?;
+        Some(format!(
+            "postgres://postgres@{addr}:{}/{database}",
+            self.port
+        ))
     }
 
     fn log_path(&self) -> PathBuf {
@@ -146,7 +181,11 @@ impl PgCluster {
             .arg(self.port.to_string())
             .arg("-k")
             .arg(self.dir.path())
-            .args(["-c", "listen_addresses=127.0.0.1"])
+            .arg("-c")
+            .arg(match &self.network {
+                Some((addr, _)) => format!("listen_addresses=127.0.0.1,{addr}"),
+                None => "listen_addresses=127.0.0.1".into(),
+            })
             .args(["-c", "max_connections=300"]);
         if !self.durable {
             // Durability is not under test; speed is welcome on 2 cores.

@@ -126,6 +126,32 @@ fn machines_reach_each_other_a_partition_cuts_both_ways_and_a_power_cut_kills_al
     assert!(ended.code().is_none(), "the kit's drop killed it: {ended}");
 }
 
+/// A test's own code inside a machine: a listener bound to the machine's
+/// address is reached from another machine, and a process started there
+/// is the machine's (its power cut ends it).
+#[test]
+fn code_within_a_machine_has_its_network() {
+    let _serial = serial();
+    let kit = Machines::new(2).unwrap();
+    let (m0, m1) = (kit.machine(0), kit.machine(1));
+    let a0 = m0.addr.to_string();
+    // Not bindable outside: the address is the namespace's alone.
+    assert!(std::net::TcpListener::bind((m0.addr, 4300)).is_err());
+    let listener = m0
+        .within(|| std::net::TcpListener::bind((m0.addr, 4300)))
+        .unwrap()
+        .expect("bound inside machine 0");
+    assert!(connects(m1, &a0, 4300), "machine 1 reaches it");
+    drop(listener);
+    let mut child = m0
+        .within(|| Command::new("sleep").arg("60").spawn())
+        .unwrap()
+        .unwrap();
+    assert!(m0.pids().contains(&(child.id() as i32)), "{:?}", m0.pids());
+    m0.power_cut();
+    assert!(child.wait().unwrap().code().is_none(), "killed by a signal");
+}
+
 /// Run by [`a_test_that_panics_leaves_nothing_behind`] in a process of its
 /// own: machines with a process in one, then a panic.
 #[test]

@@ -67,6 +67,55 @@ pub async fn send_reports_at(
     }
 }
 
+/// Publishes reports `tag-<i>` as [`send_reports_at`] does, each retried
+/// until CONTROL stores it (a server lost mid-stream leaves a publish
+/// unanswered until a new leader is elected), counting in `sent`.
+pub async fn send_reports_retrying(
+    client: async_nats::Client,
+    node: &'static str,
+    tag: &'static str,
+    sequence: u64,
+    n: usize,
+    sent: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> usize {
+    let js = jetstream::new(client);
+    let mut retries = 0;
+    for i in 0..n {
+        let r = Report {
+            id: format!("{tag}-{i}"),
+            node: Name::new(node).unwrap(),
+            sequence,
+            modules: vec![],
+            refused: None,
+            address: None,
+            spare_keys: Vec::new(),
+        };
+        let started = std::time::Instant::now();
+        loop {
+            let stored = async {
+                js.publish(format!("mesh.control.report.{node}"), r.to_json().into())
+                    .await
+                    .ok()?
+                    .await
+                    .ok()
+            };
+            if tokio::time::timeout(Duration::from_secs(5), stored)
+                .await
+                .ok()
+                .flatten()
+                .is_some()
+            {
+                break;
+            }
+            retries += 1;
+            assert!(started.elapsed() < LONG, "report {tag}-{i} never stored");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+    retries
+}
+
 /// How many of `node`'s recorded reports carry an id starting `tag-`, and
 /// how many of those ids were recorded more than once.
 pub async fn count(url: &str, node: &str, tag: &str) -> (usize, usize) {
