@@ -9,14 +9,14 @@ mod harness;
 #[path = "join_live/report_stream.rs"]
 mod report_stream;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use harness::{Backend, Daemon, Mesh, module_pid, wait_bound, wait_until};
 use mesh_core::names::Name;
 use report_stream::{
-    as_host, count, send_reports, send_reports_at, send_reports_retrying, wait_count,
+    as_host, count, epochs, eventually, leader_of, lease_epoch, send_reports, send_reports_at,
+    send_reports_retrying, wait_count,
 };
 
 const LONG: Duration = Duration::from_secs(90);
@@ -71,29 +71,6 @@ fn readyz(addr: &str) -> (u16, String) {
 fn time_to_log(d: &Daemon, needle: &str, since: Instant) -> Duration {
     d.wait_log(needle, LONG);
     since.elapsed()
-}
-
-/// (report id, epoch) of every report `node` sent with ids `tag-…`.
-async fn epochs(url: &str, node: &str, tag: &str) -> BTreeMap<String, Option<i64>> {
-    let pool = sqlx::PgPool::connect(url).await.unwrap();
-    let rows: Vec<(String, Option<i64>)> = sqlx::query_as(
-        "SELECT report_id, epoch FROM reports WHERE node = $1 AND report_id LIKE $2",
-    )
-    .bind(node)
-    .bind(format!("{tag}-%"))
-    .fetch_all(&pool)
-    .await
-    .unwrap();
-    pool.close().await;
-    rows.into_iter().collect()
-}
-
-/// The epoch of the lease as the store records it.
-async fn lease_epoch(url: &str) -> i64 {
-    let s = mesh_store::Store::open(url).await.unwrap();
-    let r = s.lease_record().await.unwrap().expect("a lease was taken");
-    s.close().await;
-    r.epoch
 }
 
 fn signal(d: &Daemon, sig: libc::c_int) {
@@ -338,24 +315,6 @@ async fn newest_declaration(url: &str, node: &str) -> u64 {
     d.map_or(0, |d| u64::try_from(d.version).unwrap())
 }
 
-/// The server (1-based) that leads `stream`'s group, and that group's
-/// other members as (name, current).
-async fn leader_of(js: &jetstream::Context, stream: &str) -> Option<(usize, Vec<(String, bool)>)> {
-    let mut s = js.get_stream(stream).await.ok()?;
-    let info = s.info().await.ok()?;
-    let cluster = info.cluster.clone()?;
-    let leader = cluster.leader?;
-    let i = leader.strip_prefix("mesh-")?.parse().ok()?;
-    Some((
-        i,
-        cluster
-            .replicas
-            .iter()
-            .map(|p| (p.name.clone(), p.current && !p.offline))
-            .collect(),
-    ))
-}
-
 /// A module emitting a `tick` every second, as long as it runs: what shows
 /// events still flow while a server is lost.
 const PULSE: &str = r#"[module]
@@ -400,18 +359,6 @@ async fn last_tick(js: &jetstream::Context) -> u64 {
     s.get_last_raw_message_by_subject("mesh.mod.pulse.event.tick")
         .await
         .map_or(0, |m| m.sequence)
-}
-
-/// Polls `f` every 200 ms until it holds or [`LONG`] passes.
-async fn eventually<F: Future<Output = bool>>(mut f: impl FnMut() -> F) -> bool {
-    let started = Instant::now();
-    while started.elapsed() < LONG {
-        if f().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    false
 }
 
 /// The server leading CONTROL SIGKILLed while 2,000 reports arrive and a

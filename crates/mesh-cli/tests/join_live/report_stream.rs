@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream;
 use mesh_core::names::Name;
@@ -90,7 +90,7 @@ pub async fn send_reports_retrying(
             address: None,
             spare_keys: Vec::new(),
         };
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         loop {
             let stored = async {
                 js.publish(format!("mesh.control.report.{node}"), r.to_json().into())
@@ -145,4 +145,60 @@ pub async fn wait_count(url: &str, node: &str, tag: &str, want: usize) -> (usize
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     got
+}
+
+/// (report id, epoch) of every report `node` sent with ids `tag-…`.
+pub async fn epochs(url: &str, node: &str, tag: &str) -> BTreeMap<String, Option<i64>> {
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let rows: Vec<(String, Option<i64>)> = sqlx::query_as(
+        "SELECT report_id, epoch FROM reports WHERE node = $1 AND report_id LIKE $2",
+    )
+    .bind(node)
+    .bind(format!("{tag}-%"))
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    rows.into_iter().collect()
+}
+
+/// The epoch of the lease as the store records it.
+pub async fn lease_epoch(url: &str) -> i64 {
+    let s = mesh_store::Store::open(url).await.unwrap();
+    let r = s.lease_record().await.unwrap().expect("a lease was taken");
+    s.close().await;
+    r.epoch
+}
+
+/// The server (1-based) that leads `stream`'s group, and that group's
+/// other members as (name, current).
+pub async fn leader_of(
+    js: &jetstream::Context,
+    stream: &str,
+) -> Option<(usize, Vec<(String, bool)>)> {
+    let mut s = js.get_stream(stream).await.ok()?;
+    let info = s.info().await.ok()?;
+    let cluster = info.cluster.clone()?;
+    let leader = cluster.leader?;
+    let i = leader.strip_prefix("mesh-")?.parse().ok()?;
+    Some((
+        i,
+        cluster
+            .replicas
+            .iter()
+            .map(|p| (p.name.clone(), p.current && !p.offline))
+            .collect(),
+    ))
+}
+
+/// Polls `f` every 200 ms until it holds or [`LONG`] passes.
+pub async fn eventually<F: Future<Output = bool>>(mut f: impl FnMut() -> F) -> bool {
+    let started = Instant::now();
+    while started.elapsed() < LONG {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    false
 }

@@ -80,6 +80,52 @@ pub fn text(o: &Output) -> String {
     )
 }
 
+/// `program args` in `machine`, run in `dir`, its output in
+/// `<dir>/<name>.log` (appended: a process started again keeps its
+/// earlier lines), `stdin` written to it when given.
+pub fn spawn_in(
+    machine: &Machine,
+    dir: &Path,
+    name: &str,
+    program: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Proc {
+    let log = dir.join(format!("{name}.log"));
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap();
+    let mut child = machine
+        .command(program)
+        .args(args)
+        .current_dir(dir)
+        .env("MESH_LOG", "info,async_nats=off")
+        .env_remove("MESH_STORE")
+        .env_remove("MESH_STORE_FILE")
+        .env_remove("MESH_TOKEN")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    if let Some(input) = stdin {
+        use std::io::Write as _;
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(input.as_bytes()).unwrap();
+    }
+    Proc {
+        name: name.to_string(),
+        child,
+        log,
+    }
+}
+
 /// A mesh on machine 0 with hosts on the others. Field order is drop
 /// order: the processes, then the machines, then the files.
 pub struct Fleet {
@@ -134,8 +180,7 @@ impl Fleet {
         self.kit.machine(i)
     }
 
-    /// `program args` in machine `i`, its output in `<tmp>/<name>.log`
-    /// (appended: a process started again keeps its earlier lines).
+    /// `program args` in machine `i` (see [`spawn_in`]).
     pub fn spawn(
         &self,
         i: usize,
@@ -144,39 +189,7 @@ impl Fleet {
         args: &[&str],
         stdin: Option<&str>,
     ) -> Proc {
-        let log = self.tmp.path().join(format!("{name}.log"));
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
-        let mut child = self
-            .machine(i)
-            .command(program)
-            .args(args)
-            .current_dir(self.tmp.path())
-            .env("MESH_LOG", "info,async_nats=off")
-            .env_remove("MESH_STORE")
-            .env_remove("MESH_TOKEN")
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap();
-        if let Some(input) = stdin {
-            use std::io::Write as _;
-            let mut pipe = child.stdin.take().unwrap();
-            pipe.write_all(input.as_bytes()).unwrap();
-        }
-        Proc {
-            name: name.to_string(),
-            child,
-            log,
-        }
+        spawn_in(self.machine(i), self.tmp.path(), name, program, args, stdin)
     }
 
     /// `mesh ARGS --dir D` run in machine 0 (the controller's).
