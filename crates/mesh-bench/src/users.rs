@@ -96,6 +96,7 @@ fn fleet(nodes: usize) -> anyhow::Result<(Catalogue, Records)> {
         persons: vec![PersonRecord {
             name: name("admin"),
             tools: ToolAccess::All,
+            role: None,
         }],
         ..Records::default()
     };

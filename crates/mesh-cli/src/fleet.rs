@@ -382,6 +382,7 @@ fn records_after(before: &Records, change: &FleetChange, fleet: &Fleet) -> (Reco
         after.persons.push(PersonRecord {
             name: p.name.value.clone(),
             tools: p.tools.clone(),
+            role: None,
         });
     }
     after.live_tokens = before

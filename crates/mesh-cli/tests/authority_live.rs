@@ -53,6 +53,7 @@ fn fleet() -> Records {
             PersonRecord {
                 name: n("alice"),
                 tools: ToolAccess::All,
+                role: None,
             },
             PersonRecord {
                 name: n("bob"),
@@ -60,6 +61,7 @@ fn fleet() -> Records {
                     provider: Target::Seat(n("git")),
                     tool: n("clone"),
                 }]),
+                role: None,
             },
         ],
         ..Records::default()

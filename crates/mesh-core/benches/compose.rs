@@ -111,6 +111,7 @@ fn fleet() -> (Catalogue, Records) {
         persons: vec![PersonRecord {
             name: name("admin"),
             tools: ToolAccess::All,
+            role: None,
         }],
         ..Records::default()
     };

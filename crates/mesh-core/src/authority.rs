@@ -349,6 +349,15 @@ pub fn controller_principal(spec: &ControllerSpec) -> Principal {
         subjects::ALL_HOST_LOGS,
         rule("the controller reads any node's module logs from its host (mesh logs)"),
     );
+    p.subscribe(
+        subjects::ALL_OPERATIONS,
+        rule("the controller serves persons' operations (the server admits each person's own, as its role allows)"),
+    );
+    // Its answer goes to the asker's reply subject, in the asker's inbox:
+    // one answer to each request it was sent, no grant on any inbox.
+    p.allow_responses = Some(rule(
+        "the controller answers each operation once, at the asker's reply subject",
+    ));
     if !spec.follows.is_empty() {
         p.publish(
             subjects::js_ack(STREAM_EVENTS, consumer::CONTROLLER_EVENTS),
@@ -447,6 +456,14 @@ pub fn person_principal(person: &PersonRecord) -> Principal {
             for t in tools {
                 p.publish(t.subject(), record(format!("person {name} may call {t}")));
             }
+        }
+    }
+    if let Some(role) = person.role {
+        for op in role.operations() {
+            p.publish(
+                subjects::operation(name, op),
+                record(format!("person {name} is {role}: may ask for {op}")),
+            );
         }
     }
     let kind = PrincipalKind::Person {

@@ -33,6 +33,7 @@ pub mod liveness;
 pub mod logs;
 pub mod manifest;
 pub mod names;
+pub mod operation;
 pub mod placeholders;
 pub mod records;
 pub mod report;

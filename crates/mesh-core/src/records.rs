@@ -93,6 +93,9 @@ impl fmt::Display for ToolAccess {
 pub struct PersonRecord {
     pub name: Name,
     pub tools: ToolAccess,
+    /// The operations the person may ask the controller for; none: the
+    /// tools alone.
+    pub role: Option<crate::operation::Role>,
 }
 
 /// The records authority and the JetStream objects are derived from, besides

@@ -203,6 +203,24 @@ pub fn host_logs(node: &Name) -> String {
 /// tool) may call.
 pub const ALL_HOST_LOGS: &str = "mesh.host.*.tool.logs";
 
+/// `mesh.controller.op.<person>.<operation>`: a person asking the
+/// controller for an operation. The person is the server's word (only
+/// that person is granted the subject), never the payload's.
+pub fn operation(person: &Name, op: crate::operation::Operation) -> String {
+    format!("mesh.controller.op.{person}.{op}")
+}
+
+/// Every person's every operation: what the controller serves.
+pub const ALL_OPERATIONS: &str = "mesh.controller.op.*.*";
+
+/// The person and the operation an operation subject names; none for any
+/// other subject.
+pub fn parse_operation(subject: &str) -> Option<(Name, crate::operation::Operation)> {
+    let rest = subject.strip_prefix("mesh.controller.op.")?;
+    let (person, op) = rest.split_once('.')?;
+    Some((Name::new(person).ok()?, op.parse().ok()?))
+}
+
 /// `mesh.deliver.<consumer>`: where the server pushes a consumer's messages.
 pub fn deliver(consumer: &str) -> String {
     format!("mesh.deliver.{consumer}")

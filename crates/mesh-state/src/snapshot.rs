@@ -43,6 +43,7 @@ pub async fn read(store: &Store) -> Result<Snapshot, StoreError> {
         s.records.persons.push(PersonRecord {
             name: p.name,
             tools: p.tools,
+            role: p.role,
         });
     }
     for c in store.credentials().await? {

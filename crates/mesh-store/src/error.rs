@@ -174,6 +174,13 @@ pub enum MalformedValue {
     /// A credential's hash.
     #[error("its hash is not one bcrypt can read")]
     Hash(#[source] bcrypt::BcryptError),
+    /// A person's role.
+    #[error("the role of {person} does not read")]
+    Role {
+        person: String,
+        #[source]
+        source: mesh_core::operation::UnknownRole,
+    },
 }
 
 /// Why hashing (or verifying) a secret failed.

@@ -52,6 +52,7 @@ impl Migration {
                 "{{revision_triggers:artifacts}}",
                 &revision_triggers(backend, &[("artifacts", None)]),
             )
+            .replace("{{append_only:audit}}", &append_only(backend, "audit"))
             .replace("{{kind_triggers}}", &kind_triggers(backend, KIND_SOURCES))
             .replace(
                 "{{kind_triggers:builds}}",
@@ -79,6 +80,33 @@ const REVISION_SOURCES: &[(&str, Option<&str>)] = &[
 /// A trigger moving the revision when `column` of `table` is updated: for a
 /// column added after the table's own triggers were made (their names are
 /// taken, and an `UPDATE OF` list cannot grow in place).
+/// Triggers refusing every change to `table`'s rows but an insert: what
+/// makes it append-only for any writer, the store's own code included.
+fn append_only(backend: BackendKind, table: &str) -> String {
+    let refusal =
+        format!("the {table} table is append-only: its rows are never changed or deleted");
+    match backend {
+        BackendKind::Sqlite => ["UPDATE", "DELETE"]
+            .iter()
+            .map(|event| {
+                format!(
+                    "CREATE TRIGGER {table}_append_only_{} BEFORE {event} ON {table} \
+                     BEGIN SELECT RAISE(ABORT, '{refusal}'); END;\n",
+                    event.to_lowercase()
+                )
+            })
+            .collect(),
+        BackendKind::Postgres => format!(
+            "CREATE OR REPLACE FUNCTION mesh_{table}_append_only() RETURNS trigger AS $$ \
+             BEGIN RAISE EXCEPTION '{refusal}'; END; $$ LANGUAGE plpgsql;\n\
+             CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table} \
+             FOR EACH ROW EXECUTE FUNCTION mesh_{table}_append_only();\n\
+             CREATE TRIGGER {table}_append_only_truncate BEFORE TRUNCATE ON {table} \
+             FOR EACH STATEMENT EXECUTE FUNCTION mesh_{table}_append_only();\n"
+        ),
+    }
+}
+
 fn column_trigger(backend: BackendKind, table: &str, column: &str) -> String {
     match backend {
         BackendKind::Sqlite => format!(
@@ -323,10 +351,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "assignment_order",
         sql: include_str!("../migrations/0024_assignment_order.sql"),
     },
+    Migration {
+        version: 25,
+        name: "operators",
+        sql: include_str!("../migrations/0025_operators.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 24;
+pub const SCHEMA_VERSION: i64 = 25;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -117,6 +117,8 @@ pub struct Person {
     /// The tools they may call; a list reads back sorted by its written form,
     /// without duplicates.
     pub tools: ToolAccess,
+    /// Their role as an operator; none: tools only.
+    pub role: Option<mesh_core::operation::Role>,
     pub created_at: Millis,
 }
 

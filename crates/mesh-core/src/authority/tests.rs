@@ -98,10 +98,12 @@ fn records() -> Records {
                     provider: crate::manifest::Target::Seat(n("git")),
                     tool: n("clone"),
                 }]),
+                role: Some(crate::operation::Role::Viewer),
             },
             PersonRecord {
                 name: n("alice"),
                 tools: ToolAccess::All,
+                role: Some(crate::operation::Role::Operator),
             },
         ],
         ..Records::default()
@@ -158,6 +160,7 @@ fn a_duplicate_principal_is_refused_naming_both_sources() {
     r.persons.push(PersonRecord {
         name: n("alice"),
         tools: ToolAccess::Only(vec![]),
+        role: None,
     });
     let err = derive(&catalogue(), &r, &ControllerSpec::default()).unwrap_err();
     match &err {
@@ -365,6 +368,7 @@ fn controller_answers_enrolments_and_no_other_inbox() {
         [
             "_INBOX.controller.>",
             "mesh.control.heartbeat.*",
+            "mesh.controller.op.*.*",
             "mesh.deliver.controller_control",
             "mesh.deliver.controller_events",
             "mesh.seat.mesh-build-machine.event.built",
@@ -642,4 +646,43 @@ seats = ["mesh-store", "cache"]
     ] {
         assert!(!can_publish(db, s), "{s}");
     }
+}
+
+/// A role is grants on the person's own operation subjects: the
+/// operations it allows, none it does not, and no other person's.
+#[test]
+fn a_role_is_publish_grants_on_the_persons_own_operations() {
+    use crate::operation::{Operation, Role};
+    let ps = derive(&catalogue(), &records(), &ControllerSpec::default()).unwrap();
+    let get = |name: &str| ps.iter().find(|p| p.name == name).unwrap();
+    let (bob, alice) = (get("person_bob"), get("person_alice"));
+    for op in Operation::ALL {
+        let own = format!("mesh.controller.op.bob.{op}");
+        assert_eq!(can_publish(bob, &own), Role::Viewer.allows(op), "bob {op}");
+        let own = format!("mesh.controller.op.alice.{op}");
+        assert_eq!(
+            can_publish(alice, &own),
+            Role::Operator.allows(op),
+            "alice {op}"
+        );
+        assert!(!can_publish(bob, &format!("mesh.controller.op.alice.{op}")));
+    }
+    let c = get("controller");
+    assert!(c.permissions.allow_responses.is_some());
+    assert_eq!(
+        crate::subjects::parse_operation("mesh.controller.op.bob.secret-set"),
+        Some((n("bob"), Operation::SecretSet))
+    );
+    assert_eq!(
+        crate::subjects::parse_operation("mesh.controller.op.bob.sudo"),
+        None
+    );
+    assert_eq!(
+        crate::subjects::parse_operation("mesh.controller.op.bob"),
+        None
+    );
+    assert_eq!(
+        crate::subjects::parse_operation("mesh.control.report.n1"),
+        None
+    );
 }

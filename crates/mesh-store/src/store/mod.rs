@@ -176,6 +176,8 @@ macro_rules! put_person_in {
 mod artifacts;
 pub use artifacts::{ArtifactRow, Upload, version_ok};
 mod assignments;
+mod audit;
+pub use audit::{Actor, Appended, AuditEntry, AuditFilter, AuditRow, Outcome};
 mod batch;
 mod builds;
 mod compositions;

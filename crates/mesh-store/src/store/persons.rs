@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use mesh_core::names::Name;
+use mesh_core::operation::Role;
 use mesh_core::records::{ToolAccess, ToolListError};
 
 use super::name;
@@ -11,9 +12,9 @@ use crate::records::Person;
 use crate::secret::check_user_key;
 use crate::{Store, now_ms, principal, with_pool};
 
-const PERSON_COLUMNS: &str = "name, all_tools, created_at";
+const PERSON_COLUMNS: &str = "name, all_tools, created_at, role";
 
-type PersonRow = (String, i64, i64);
+type PersonRow = (String, i64, i64, Option<String>);
 
 fn person_from(row: PersonRow, tools: Vec<String>) -> Result<Person, StoreError> {
     let read = match row.1 {
@@ -40,9 +41,24 @@ fn person_from(row: PersonRow, tools: Vec<String>) -> Result<Person, StoreError>
             },
         )
     })?;
+    let role = row
+        .3
+        .map(|r| {
+            r.parse::<Role>().map_err(|source| {
+                StoreError::malformed(
+                    "person",
+                    MalformedValue::Role {
+                        person: row.0.clone(),
+                        source,
+                    },
+                )
+            })
+        })
+        .transpose()?;
     Ok(Person {
         name: name("person", row.0)?,
         tools,
+        role,
         created_at: row.2,
     })
 }
@@ -57,6 +73,25 @@ impl Store {
             put_person_in!(tx, person, tools, now);
             tx.commit().await?;
             Ok(())
+        })
+    }
+
+    /// Sets `person`'s role (none: tools only). Returns whether the person
+    /// is recorded; an unknown one is left unrecorded.
+    pub async fn set_person_role(
+        &self,
+        person: &Name,
+        role: Option<Role>,
+    ) -> Result<bool, StoreError> {
+        with_pool!(self, |pool| {
+            let mut tx = self.begin_write_on(pool).await?;
+            let set = sqlx::query("UPDATE persons SET role = $1 WHERE name = $2")
+                .bind(role.map(Role::as_str))
+                .bind(person.as_str())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(set.rows_affected() == 1)
         })
     }
 

@@ -32,6 +32,7 @@ macro_rules! conformance {
 // After the macro: a `macro_rules!` is in scope only below its definition.
 mod artifacts;
 mod assignments;
+mod audit;
 mod builds;
 mod catalogue;
 mod credentials;

@@ -180,6 +180,7 @@ fn a_person_with_every_tool_may_call_a_node_scoped_seats_tool() {
     r.persons.push(PersonRecord {
         name: n("alice"),
         tools: ToolAccess::All,
+        role: None,
     });
     let ps = derive(&catalogue(), &r, &ControllerSpec::default()).unwrap();
     let alice = find(&ps, "person_alice");

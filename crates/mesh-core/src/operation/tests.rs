@@ -1,0 +1,83 @@
+use super::*;
+
+#[test]
+fn each_role_includes_the_one_before_it() {
+    let viewer: Vec<_> = Role::Viewer.operations().collect();
+    let operator: Vec<_> = Role::Operator.operations().collect();
+    let admin: Vec<_> = Role::Admin.operations().collect();
+    assert_eq!(
+        viewer,
+        [
+            Operation::Status,
+            Operation::Nodes,
+            Operation::Modules,
+            Operation::Plan,
+            Operation::Logs,
+            Operation::Events
+        ]
+    );
+    assert!(viewer.iter().all(|o| operator.contains(o)));
+    assert!(operator.iter().all(|o| admin.contains(o)));
+    assert_eq!(operator.len(), 14);
+    assert_eq!(admin, Operation::ALL);
+    for op in [Operation::Assign, Operation::SecretSet, Operation::Build] {
+        assert!(
+            !Role::Viewer.allows(op) && Role::Operator.allows(op),
+            "{op}"
+        );
+    }
+    for op in [Operation::PersonAdd, Operation::Audit, Operation::Register] {
+        assert!(!Role::Operator.allows(op) && Role::Admin.allows(op), "{op}");
+    }
+}
+
+#[test]
+fn names_read_back_and_strangers_are_refused() {
+    for op in Operation::ALL {
+        assert_eq!(op.as_str().parse::<Operation>(), Ok(op));
+        // A subject token: no dot, no wildcard.
+        assert!(!op.as_str().contains(['.', '*', '>']), "{op}");
+        let json = serde_json::to_string(&op).unwrap();
+        assert_eq!(json, format!("\"{op}\""));
+    }
+    for r in Role::ALL {
+        assert_eq!(r.as_str().parse::<Role>(), Ok(r));
+    }
+    assert_eq!(
+        "root".parse::<Role>().unwrap_err().to_string(),
+        "\"root\" is not a role: write viewer, operator or admin"
+    );
+    assert!("node.add".parse::<Operation>().is_err());
+}
+
+#[test]
+fn reads_change_nothing() {
+    let reads: Vec<_> = Operation::ALL
+        .into_iter()
+        .filter(|o| !o.changes())
+        .collect();
+    assert_eq!(
+        reads,
+        [
+            Operation::Status,
+            Operation::Nodes,
+            Operation::Modules,
+            Operation::Plan,
+            Operation::Logs,
+            Operation::Events,
+            Operation::Audit
+        ]
+    );
+}
+
+#[test]
+fn a_refusal_names_the_role_that_would_allow_it() {
+    assert_eq!(
+        refusal("ada", Some(Role::Viewer), Operation::Assign),
+        "person ada is a viewer; `assign` takes the operator role (an admin: mesh person set ada --role operator)"
+    );
+    assert!(
+        refusal("bo", None, Operation::Status)
+            .contains("bo has no role; `status` takes the viewer role")
+    );
+}
