@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 
 pub mod artifact;
 pub mod assign;
+pub mod audit;
 pub mod authority;
 pub mod broker;
 pub mod build;
@@ -202,6 +203,13 @@ pub enum Command {
   mesh person add ada --tools '*' --nkey UAB3…
   mesh person remove ada")]
     Person(person::PersonArgs),
+    /// The audit trail: every change to the records, who made it, what it
+    /// produced; oldest first.
+    #[command(after_help = "Examples:
+  mesh audit
+  mesh audit --since 2h --person ada
+  mesh audit --output json")]
+    Audit(audit::AuditArgs),
     /// Call a tool as a person and print its answer.
     #[command(after_help = "Examples:
   mesh call greeter.greet '{\"name\": \"ada\"}' --as ada.seed
@@ -285,6 +293,7 @@ where
         }) => fleet::run(&args),
         Command::Host(args) => host::run(&args),
         Command::Person(args) => person::run(&args),
+        Command::Audit(args) => audit::run(&args),
         Command::Call(args) => call::run(&args),
         Command::Logs(args) => logs::run(&args),
         Command::Events(args) => events::run(&args),
@@ -448,8 +457,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 52,
-            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
+            seen, 53,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), audit, call, logs, events (1), artifact (3), build, builds, build-machine, completions"
         );
     }
 }

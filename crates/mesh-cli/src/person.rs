@@ -12,6 +12,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use mesh_core::names::Name;
+use mesh_core::operation::Operation;
 use mesh_core::records::ToolAccess;
 use mesh_store::Store;
 
@@ -32,11 +33,13 @@ pub enum PersonCommand {
     /// public key to stdout (give it to `mesh person add --nkey`).
     #[command(after_help = "Example:\n  mesh person key --out ~/.mesh-person.seed")]
     Key(KeyArgs),
-    /// Record a person and the tools they may call (`*`: every tool);
-    /// returns once the broker admits them (at most --timeout).
+    /// Record a person, the tools they may call (`*`: every tool) and
+    /// their role as an operator; returns once the broker admits them (at
+    /// most --timeout).
     #[command(after_help = "Examples:
   mesh person add ada --tools '*' --nkey UAB3…
   mesh person add bob --tools greeter.greet,seat:git.clone --nkey UCD4…
+  mesh person add dan --role viewer --nkey UGH6…
   mesh person add carol --tools '*' --nkey UEF5… --no-wait")]
     Add(AddArgs),
     /// Forget a person; returns once the broker refuses their key (at most
@@ -59,8 +62,13 @@ pub struct AddArgs {
     pub name: String,
     /// The tools they may call, comma-separated as a manifest writes them
     /// (`module.tool`, `seat:seat.tool`), or `*` for every tool.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "role")]
     pub tools: Vec<String>,
+    /// Their role as an operator: `viewer` (reads the mesh), `operator`
+    /// (plus assignments, deploys, secrets, artifacts, builds) or `admin`
+    /// (plus persons, nodes, the catalogue, the broker, the audit trail).
+    #[arg(long, value_name = "ROLE")]
+    pub role: Option<mesh_core::operation::Role>,
     /// Their NKey public key (`U…`, from `mesh person key`).
     #[arg(long, value_name = "U…")]
     pub nkey: Option<String>,
@@ -156,16 +164,36 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
         let store = open_store_to_write(&a.mesh.store_url()?).await?;
         let result = async {
             store.put_person(&name, &tools).await?;
+            store.set_person_role(&name, a.role).await?;
             if let Some(k) = &a.nkey {
                 store.set_person_key(&name, k).await?;
             }
+            crate::audit::record_local(
+                &store,
+                Operation::PersonAdd,
+                serde_json::json!({
+                    "person": name.as_str(),
+                    "tools": tools.written(),
+                    "role": a.role,
+                    "key": a.nkey,
+                }),
+            )
+            .await?;
             after_write(&store, &a.mesh, &a.live).await
         }
         .await;
         store.close().await;
         result
     })??;
-    let tools = tools.written().join(",");
+    let tools = match tools.written().join(",") {
+        t if t.is_empty() => "no tool".to_string(),
+        t => t,
+    };
+    // The role beside the name: `person dan (viewer) may call no tool`.
+    let name = match a.role {
+        Some(role) => format!("{name} ({role})"),
+        None => name.to_string(),
+    };
     let line = match (&a.nkey, live) {
         (None, _) => format!(
             "person {name} may call {tools} (no key yet: add again with --nkey to let them connect)"
@@ -193,6 +221,12 @@ fn remove(a: &RemoveArgs) -> anyhow::Result<ExitCode> {
             if !store.remove_person(&name).await? {
                 bail!("there is no person {name}; `mesh authority explain` lists the persons");
             }
+            crate::audit::record_local(
+                &store,
+                Operation::PersonRemove,
+                serde_json::json!({ "person": name.as_str() }),
+            )
+            .await?;
             after_write(&store, &a.mesh, &a.live).await
         }
         .await;

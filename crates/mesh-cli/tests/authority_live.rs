@@ -53,7 +53,7 @@ fn fleet() -> Records {
             PersonRecord {
                 name: n("alice"),
                 tools: ToolAccess::All,
-                role: None,
+                role: Some(mesh_core::operation::Role::Operator),
             },
             PersonRecord {
                 name: n("bob"),
@@ -61,7 +61,7 @@ fn fleet() -> Records {
                     provider: Target::Seat(n("git")),
                     tool: n("clone"),
                 }]),
-                role: None,
+                role: Some(mesh_core::operation::Role::Viewer),
             },
         ],
         ..Records::default()
@@ -176,6 +176,16 @@ impl Mesh {
 
 /// (principal, operation, subject): things the derivation must not allow.
 const FORBIDDEN: &[(&str, Op, &str)] = &[
+    // Roles: an operation beyond the role, another person's operation.
+    ("person_bob", Op::Pub, "mesh.controller.op.bob.assign"),
+    ("person_bob", Op::Pub, "mesh.controller.op.alice.status"),
+    (
+        "person_alice",
+        Op::Pub,
+        "mesh.controller.op.alice.person-add",
+    ),
+    ("person_alice", Op::Pub, "mesh.controller.op.alice.audit"),
+    ("host_n1", Op::Pub, "mesh.controller.op.n1.status"),
     // A host reaches only its own node.
     ("host_n1", Op::Sub, "mesh.node.n2.declaration"),
     ("host_n1", Op::Sub, "mesh.deliver.n2"),

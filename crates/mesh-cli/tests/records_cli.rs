@@ -117,3 +117,74 @@ fn a_person_recorded_with_no_broker_running_is_said_to_wait_for_the_controller()
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("there is no person bob"));
 }
+
+/// A person's role is recorded and said; each change made here is an
+/// audit row naming the local user, in order, with the revision it made;
+/// a role that is not one is a usage error listing the three.
+#[test]
+fn a_role_is_recorded_and_every_change_made_here_is_audited() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = init(&tmp);
+    assert_eq!(ok(&mesh(&dir, &["audit"])), "no change recorded\n");
+    let key = nkeys::KeyPair::new_user().public_key();
+    let o = mesh(
+        &dir,
+        &[
+            "person",
+            "add",
+            "dan",
+            "--role",
+            "viewer",
+            "--nkey",
+            &key,
+            "--no-wait",
+        ],
+    );
+    assert_eq!(ok(&o), "person dan (viewer) may call no tool\n");
+    let bad = mesh(
+        &dir,
+        &["person", "add", "eve", "--role", "root", "--no-wait"],
+    );
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(err.contains("write viewer, operator or admin"), "{err}");
+    ok(&mesh(&dir, &["person", "remove", "dan", "--no-wait"]));
+
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&ok(&mesh(&dir, &["audit", "--output", "json"]))).unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let who = format!("local {}", whoami());
+    assert_eq!(
+        (rows[0]["who"].as_str(), rows[0]["operation"].as_str()),
+        (Some(who.as_str()), Some("person-add"))
+    );
+    assert_eq!(rows[0]["arguments"]["role"], "viewer");
+    assert_eq!(
+        rows[0]["arguments"]["key"],
+        key.as_str(),
+        "a public key is no secret"
+    );
+    assert_eq!(rows[1]["operation"], "person-remove");
+    assert!(
+        rows[1]["revision"].as_i64() > rows[0]["revision"].as_i64(),
+        "{rows:?}"
+    );
+    let text = ok(&mesh(&dir, &["audit"]));
+    assert!(
+        text.lines().count() == 2 && text.contains("person-remove") && text.contains(&who),
+        "{text}"
+    );
+    assert_eq!(
+        ok(&mesh(&dir, &["audit", "--person", "dan"])),
+        "no change recorded\n",
+        "dan asked for nothing: the changes were made here"
+    );
+}
+
+fn whoami() -> String {
+    let out = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
