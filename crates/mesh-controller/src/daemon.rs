@@ -16,6 +16,7 @@ mod enrol;
 mod keys;
 mod lease;
 mod live;
+mod operations;
 mod renamed;
 mod report;
 mod sealing;
@@ -484,6 +485,7 @@ impl Term<'_> {
             .await
             .map_err(|e| DaemonError::Bind(Box::new(e)))?;
         let seen = seen::LastSeen::default();
+        let operations = operations::bind(&ctx).await?;
 
         let tasks: Vec<AbortOnDrop> = [
             tokio::spawn(watch::log_compositions(ctx.composer.watch())),
@@ -503,6 +505,7 @@ impl Term<'_> {
             tokio::spawn(built::take(ctx.clone())),
             tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
             tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),
+            tokio::spawn(operations::serve(ctx.clone(), operations)),
         ]
         .into_iter()
         .map(AbortOnDrop)

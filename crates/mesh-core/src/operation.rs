@@ -218,6 +218,9 @@ pub fn refusal(person: &str, role: Option<Role>, op: Operation) -> String {
     )
 }
 
+#[path = "operation/wire.rs"]
+pub mod wire;
+
 #[cfg(test)]
 #[path = "operation/tests.rs"]
 mod tests;

@@ -81,3 +81,38 @@ fn a_refusal_names_the_role_that_would_allow_it() {
             .contains("bo has no role; `status` takes the viewer role")
     );
 }
+
+#[test]
+fn requests_and_arguments_read_strictly() {
+    use super::wire::*;
+    let r = request(br#"{"id": "r1", "args": {"module": "echo", "node": "n1"}}"#).unwrap();
+    let a: AssignArgs = args(Operation::Assign, &r.args).unwrap();
+    assert_eq!(
+        (a.module.as_str(), a.node.as_str(), a.version),
+        ("echo", "n1", None)
+    );
+    let Err(Reply::Refused { reason }) = request(b"{\"id\": 1}") else {
+        panic!("an id that is not text")
+    };
+    assert!(reason.starts_with("the request does not read"), "{reason}");
+    let Err(Reply::Refused { reason }) = request(br#"{"id": "r", "who": "ada"}"#) else {
+        panic!("a field of its own")
+    };
+    assert!(reason.contains("unknown field `who`"), "{reason}");
+    let bad = serde_json::json!({"module": "Echo!", "node": "n1"});
+    let Err(Reply::Refused { reason }) = args::<AssignArgs>(Operation::Assign, &bad) else {
+        panic!("a bad name")
+    };
+    assert!(
+        reason.starts_with("the arguments of `assign` do not read"),
+        "{reason}"
+    );
+    let done = Reply::Done {
+        said: "assigned".into(),
+        revision: Some(3),
+        data: serde_json::Value::Null,
+    };
+    let text = serde_json::to_string(&done).unwrap();
+    assert!(text.starts_with(r#"{"outcome":"done""#), "{text}");
+    assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), done);
+}

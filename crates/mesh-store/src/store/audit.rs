@@ -126,6 +126,21 @@ impl Store {
         })
     }
 
+    /// The row of request `id`, if one was appended: how a retried request
+    /// is answered without being carried out again.
+    pub async fn audit_of_request(&self, id: &str) -> Result<Option<AuditRow>, StoreError> {
+        let row: Option<Row> = with_pool!(self, |pool| {
+            Ok(sqlx::query_as(
+                "SELECT id, at, who, operation, arguments, outcome, revision, request_id \
+                 FROM audit WHERE request_id = $1",
+            )
+            .bind(id)
+            .fetch_optional(pool)
+            .await?)
+        })?;
+        Ok(row.map(row_from))
+    }
+
     /// The rows `filter` selects, oldest first (the newest `limit` of them).
     pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRow>, StoreError> {
         let rows: Vec<Row> = with_pool!(self, |pool| {
@@ -140,21 +155,19 @@ impl Store {
             .fetch_all(pool)
             .await?)
         })?;
-        Ok(rows
-            .into_iter()
-            .rev()
-            .map(
-                |(id, at, who, operation, arguments, outcome, revision, request_id)| AuditRow {
-                    id,
-                    at,
-                    who,
-                    operation,
-                    arguments,
-                    outcome,
-                    revision,
-                    request_id,
-                },
-            )
-            .collect())
+        Ok(rows.into_iter().rev().map(row_from).collect())
+    }
+}
+
+fn row_from((id, at, who, operation, arguments, outcome, revision, request_id): Row) -> AuditRow {
+    AuditRow {
+        id,
+        at,
+        who,
+        operation,
+        arguments,
+        outcome,
+        revision,
+        request_id,
     }
 }

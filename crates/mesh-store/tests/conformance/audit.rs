@@ -35,6 +35,9 @@ async fn audit_rows_are_appended_listed_and_never_changed(fx: &Fixture) {
             .unwrap(),
         Appended::Seen(first)
     );
+    let seen = s.audit_of_request("r-1").await.unwrap().expect("its row");
+    assert_eq!((seen.id, seen.operation.as_str()), (first, "assign"));
+    assert_eq!(s.audit_of_request("r-2").await.unwrap(), None);
     let refused = AuditEntry {
         outcome: Outcome::Refused {
             reason: "module ech is not registered".into(),

@@ -1,0 +1,155 @@
+//! Operators, live: persons with roles ask the active controller for
+//! operations over the bus, as themselves. What a role allows is carried
+//! out and audited naming the person; what it does not is refused by the
+//! server itself (the violation's subject heard at once), and by the
+//! controller against the records; a retried request is answered from its
+//! audit row, not carried out twice; with no active controller a request
+//! meets no responder at once.
+
+#[path = "join_live/harness.rs"]
+mod harness;
+
+use std::time::Duration;
+
+use harness::{Backend, Mesh, module_pid, wait_until};
+use mesh_core::operation::wire::Reply;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A person's key made and the person recorded with `role`; their seed.
+fn person(mesh: &Mesh, name: &str, role: &str) -> String {
+    let seed = mesh.tmp.path().join(format!("{name}.seed"));
+    let out = std::process::Command::new(harness::mesh_bin())
+        .args(["person", "key", "--out", seed.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", harness::out_text(&out));
+    let key = String::from_utf8(out.stdout).unwrap();
+    let said = harness::ok(
+        mesh,
+        &["person", "add", name, "--role", role, "--nkey", key.trim()],
+    );
+    assert!(said.contains("the broker admits them now"), "{said}");
+    std::fs::read_to_string(seed).unwrap()
+}
+
+/// Asks for `op` as `person` over `client`, expecting an answer.
+async fn ask(
+    client: &async_nats::Client,
+    person: &str,
+    op: &str,
+    body: serde_json::Value,
+) -> Reply {
+    let m = tokio::time::timeout(
+        WAIT,
+        client.request(
+            format!("mesh.controller.op.{person}.{op}"),
+            body.to_string().into(),
+        ),
+    )
+    .await
+    .expect("answered in time")
+    .expect("an answer");
+    serde_json::from_slice(&m.payload).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_decide_what_a_person_may_ask_and_every_change_is_audited() {
+    let (mut mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
+    let ada_seed = person(&mesh, "ada", "operator");
+    let dan_seed = person(&mesh, "dan", "viewer");
+    let (ada, _) = mesh.connect_hearing("person_ada", &ada_seed).await;
+    let (dan, dan_refusals) = mesh.connect_hearing("person_dan", &dan_seed).await;
+
+    // A viewer reads.
+    let Reply::Done { data, .. } = ask(&dan, "dan", "nodes", serde_json::json!({"id": "d1"})).await
+    else {
+        panic!("dan may read the nodes")
+    };
+    assert_eq!(data[0]["node"], "n1", "{data}");
+
+    // An operator assigns: the controller writes it, the host runs it.
+    let assign = serde_json::json!({"id": "a1", "args": {"module": "echo", "node": "n1"}});
+    let Reply::Done { said, revision, .. } = ask(&ada, "ada", "assign", assign.clone()).await
+    else {
+        panic!("ada may assign")
+    };
+    assert!(said.starts_with("assigned echo to n1"), "{said}");
+    assert!(revision.is_some());
+    assert!(
+        wait_until(Duration::from_secs(60), || module_pid(&mesh, "n1", "echo")
+            .is_some()),
+        "echo assigned over the bus never ran"
+    );
+    // The same request again (its answer lost): answered from the trail.
+    let Reply::Done { said, .. } = ask(&ada, "ada", "assign", assign).await else {
+        panic!("a retry is answered")
+    };
+    assert!(said.contains("not done again"), "{said}");
+    // A failed precondition: refused, nothing changed, audited.
+    let Reply::Refused { reason } = ask(
+        &ada,
+        "ada",
+        "unassign",
+        serde_json::json!({"id": "a2", "args": {"module": "greeter", "node": "n1"}}),
+    )
+    .await
+    else {
+        panic!("greeter is not assigned")
+    };
+    assert_eq!(reason, "greeter is not assigned to n1");
+
+    // Beyond the role: the server refuses the publish, naming its subject,
+    // before any controller sees it.
+    let mut heard = dan_refusals.watch();
+    for subject in [
+        "mesh.controller.op.dan.assign",
+        // Another person's operation, one the role would allow.
+        "mesh.controller.op.ada.nodes",
+    ] {
+        dan.publish(subject, "{}".into()).await.unwrap();
+        dan.flush().await.unwrap();
+        let refusal = tokio::time::timeout(WAIT, heard.refused(|_| true))
+            .await
+            .expect("the server refuses at once");
+        assert_eq!(refusal.subject, subject);
+    }
+    // The trail: exactly the changes asked for, each naming its person.
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&harness::ok(&mesh, &["audit", "--output", "json"])).unwrap();
+    let asked: Vec<(String, String, String)> = rows
+        .iter()
+        .filter(|r| r["who"].as_str().unwrap().starts_with("person "))
+        .map(|r| {
+            (
+                r["who"].as_str().unwrap().to_string(),
+                r["operation"].as_str().unwrap().to_string(),
+                r["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            ("person ada".into(), "assign".into(), "done".into()),
+            (
+                "person ada".into(),
+                "unassign".into(),
+                "refused: greeter is not assigned to n1".into()
+            ),
+        ],
+        "{rows:?}"
+    );
+
+    // No active controller: a request meets no responder at once.
+    mesh.controller.take().unwrap().stop();
+    let started = std::time::Instant::now();
+    let r = dan
+        .request("mesh.controller.op.dan.nodes", "{\"id\": \"d2\"}".into())
+        .await;
+    assert!(
+        matches!(&r, Err(e) if e.kind() == async_nats::client::RequestErrorKind::NoResponders),
+        "{r:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+}

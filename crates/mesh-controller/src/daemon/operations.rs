@@ -1,0 +1,197 @@
+//! Persons' operations, served by the active controller: the one writer of
+//! the records. Who asked is the subject's (the server admits a person's
+//! own subjects only, as their role allows); the role is checked again
+//! against the records, so a composition not yet live after a role was
+//! narrowed does not widen it. Each change is an audit row naming the
+//! person; a request seen before (its id in the trail) is answered from
+//! its row, not carried out twice.
+
+use std::sync::Arc;
+
+use async_nats::Subscriber;
+use futures::StreamExt as _;
+use mesh_core::names::Name;
+use mesh_core::operation::wire::{self, AssignArgs, Reply, Request};
+use mesh_core::operation::{Operation, refusal};
+use mesh_store::{Actor, AuditEntry, Outcome};
+use tracing::{info, warn};
+
+use super::{Ctx, error_chain};
+
+/// Subscribes to every person's operations: while this controller is
+/// active only, so a standby never answers one (a request then meets no
+/// responder, and the asker is told at once).
+pub(crate) async fn bind(ctx: &Ctx) -> Result<Subscriber, super::DaemonError> {
+    ctx.client
+        .subscribe(mesh_core::subjects::ALL_OPERATIONS)
+        .await
+        .map_err(|e| super::DaemonError::Bind(Box::new(e)))
+}
+
+/// Answers every request `requests` delivers, one at a time.
+pub(crate) async fn serve(ctx: Arc<Ctx>, mut requests: Subscriber) {
+    while let Some(msg) = requests.next().await {
+        let Some(reply_to) = msg.reply.clone() else {
+            continue;
+        };
+        let reply = match mesh_core::subjects::parse_operation(&msg.subject) {
+            Some((person, op)) => answer(&ctx, &person, op, &msg.payload).await,
+            None => Reply::Refused {
+                reason: format!("{} names no operation of the controller", msg.subject),
+            },
+        };
+        let body = serde_json::to_vec(&reply).expect("a reply serializes");
+        if let Err(e) = ctx.client.publish(reply_to, body.into()).await {
+            warn!(error = %error_chain(&e), "an operation's answer was not sent");
+        }
+    }
+}
+
+async fn answer(ctx: &Ctx, person: &Name, op: Operation, payload: &[u8]) -> Reply {
+    let request = match wire::request(payload) {
+        Ok(r) => r,
+        Err(refused) => return refused,
+    };
+    match ctx.store.person(person).await {
+        Ok(Some(p)) if p.role.is_some_and(|r| r.allows(op)) => {}
+        Ok(p) => {
+            return Reply::Refused {
+                reason: refusal(person.as_str(), p.and_then(|p| p.role), op),
+            };
+        }
+        Err(e) => return unavailable(&e),
+    }
+    if op.changes() {
+        match ctx.store.audit_of_request(&request.id).await {
+            Ok(Some(row)) => return answered_before(row),
+            Ok(None) => {}
+            Err(e) => return unavailable(&e),
+        }
+    }
+    let reply = carry_out(ctx, op, &request).await;
+    if op.changes() {
+        audit(ctx, person, op, &request, &reply).await;
+    }
+    reply
+}
+
+/// The answer to a request already in the trail.
+fn answered_before(row: mesh_store::AuditRow) -> Reply {
+    match row.outcome.strip_prefix("refused: ") {
+        Some(reason) => Reply::Refused {
+            reason: reason.to_string(),
+        },
+        None => Reply::Done {
+            said: format!("done before (audit row {}): not done again", row.id),
+            revision: row.revision,
+            data: serde_json::Value::Null,
+        },
+    }
+}
+
+fn unavailable(e: &mesh_store::StoreError) -> Reply {
+    Reply::Refused {
+        reason: format!("the controller cannot read its store: {}", error_chain(e)),
+    }
+}
+
+async fn carry_out(ctx: &Ctx, op: Operation, request: &Request) -> Reply {
+    let store = &ctx.store;
+    match op {
+        Operation::Nodes => {
+            let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+            match mesh_state::views::nodes(store, now).await {
+                Ok(rows) => read(rows),
+                Err(e) => refused(e),
+            }
+        }
+        Operation::Modules => match mesh_state::views::modules(store).await {
+            Ok(rows) => read(rows),
+            Err(e) => refused(e),
+        },
+        Operation::Assign => {
+            let a: AssignArgs = match wire::args(op, &request.args) {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
+            match store
+                .assign_version(&a.node, &a.module, a.version.as_deref())
+                .await
+            {
+                Ok(pin) => {
+                    let pin = pin.map(|v| format!(" (version {v})")).unwrap_or_default();
+                    changed(store, format!("assigned {} to {}{pin}", a.module, a.node)).await
+                }
+                Err(e) => refused(e),
+            }
+        }
+        Operation::Unassign => {
+            let a: AssignArgs = match wire::args(op, &request.args) {
+                Ok(a) => a,
+                Err(r) => return r,
+            };
+            match store.unassign(&a.node, &a.module).await {
+                Ok(true) => {
+                    changed(store, format!("unassigned {} from {}", a.module, a.node)).await
+                }
+                Ok(false) => Reply::Refused {
+                    reason: format!("{} is not assigned to {}", a.module, a.node),
+                },
+                Err(e) => refused(e),
+            }
+        }
+        other => Reply::Refused {
+            reason: format!(
+                "`{other}` is not served over the bus yet: run `mesh {}` on the controller's machine",
+                other.as_str().replacen('-', " ", 1)
+            ),
+        },
+    }
+}
+
+fn read(rows: impl serde::Serialize) -> Reply {
+    Reply::Done {
+        said: String::new(),
+        revision: None,
+        data: serde_json::to_value(rows).unwrap_or_default(),
+    }
+}
+
+fn refused(e: impl std::error::Error + 'static) -> Reply {
+    Reply::Refused {
+        reason: error_chain(&e),
+    }
+}
+
+/// Done: with the records revision the change made.
+async fn changed(store: &mesh_store::Store, said: String) -> Reply {
+    Reply::Done {
+        said,
+        revision: store.records_revision().await.ok(),
+        data: serde_json::Value::Null,
+    }
+}
+
+async fn audit(ctx: &Ctx, person: &Name, op: Operation, request: &Request, reply: &Reply) {
+    let outcome = match reply {
+        Reply::Done { revision, .. } => Outcome::Done {
+            revision: *revision,
+        },
+        Reply::Refused { reason } => Outcome::Refused {
+            reason: reason.clone(),
+        },
+    };
+    let entry = AuditEntry {
+        who: Actor::Person(person.to_string()),
+        operation: op.to_string(),
+        arguments: request.args.clone(),
+        outcome,
+        request_id: Some(request.id.clone()),
+    };
+    match ctx.store.append_audit(&entry).await {
+        Ok(_) => info!(person = %person, operation = %op, "operation served"),
+        Err(e) => {
+            warn!(person = %person, operation = %op, error = %error_chain(&e), "the operation's audit row was not written")
+        }
+    }
+}
