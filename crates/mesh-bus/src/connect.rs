@@ -155,6 +155,21 @@ pub async fn connect_with(
         })
 }
 
+/// As [`connect`], hearing the server's refusals: a refused publish is
+/// otherwise silent, and the caller learns of it only by a timeout.
+pub async fn connect_hearing(cfg: &BusConfig) -> Result<(Client, crate::Refusals), ConnectError> {
+    let refusals = crate::Refusals::new();
+    let heard = refusals.clone();
+    let client = connect_with(cfg, move |o| {
+        o.event_callback(move |e| {
+            let heard = heard.clone();
+            async move { heard.note(&e) }
+        })
+    })
+    .await?;
+    Ok((client, refusals))
+}
+
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => format!("{}<redacted>{}", &url[..s + 3], &url[at..]),

@@ -13,7 +13,9 @@ pub mod renamed;
 pub mod tls;
 
 pub use closing::{CloseError, Closed, drain_and_close};
-pub use connect::{BusConfig, ClientCredential, ConnectError, Secret, connect, connect_with};
+pub use connect::{
+    BusConfig, ClientCredential, ConnectError, Secret, connect, connect_hearing, connect_with,
+};
 pub use objects::{AssertError, ServerError, assert_objects};
 pub use reconnect::Reconnects;
 pub use refusals::{Denied, Refusal, Refusals};

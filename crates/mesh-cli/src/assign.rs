@@ -108,6 +108,41 @@ pub fn run_catalogue(args: &CatalogueArgs) -> anyhow::Result<ExitCode> {
     })?
 }
 
+/// `mesh assign|unassign` from a person's own machine: asked of the
+/// active controller, which writes it and audits it in the person's name.
+fn remote_assign(
+    ctx: crate::context::Context,
+    args: &AssignArgs,
+    module: &Name,
+    node: &Name,
+    moving: bool,
+    assign: bool,
+) -> anyhow::Result<ExitCode> {
+    if moving || args.wait {
+        bail!(
+            "{} is not served over the bus yet: run it on the controller's machine",
+            if moving { "--move-from" } else { "--wait" }
+        );
+    }
+    let op = if assign {
+        mesh_core::operation::Operation::Assign
+    } else {
+        mesh_core::operation::Operation::Unassign
+    };
+    let request = mesh_core::operation::wire::AssignArgs {
+        module: module.clone(),
+        node: node.clone(),
+        version: args.version.clone(),
+    };
+    let (said, _) = crate::block_on(crate::remote::ask_current(
+        ctx,
+        op,
+        serde_json::to_value(request)?,
+    ))??;
+    output::print(&format!("{said}\n"))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
     let module = name("module", &args.module)?;
     let node = name("node", &args.node)?;
@@ -127,6 +162,9 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
             Pending::Unassign { module, node }
         };
         return crate::plan::print_plan(&pending, &args.mesh, args.output);
+    }
+    if let Some(ctx) = args.mesh.remote()? {
+        return remote_assign(ctx, args, &module, &node, from.is_some(), assign);
     }
     crate::block_on(async {
         let store = open_store_to_write(&args.mesh.store_url()?).await?;

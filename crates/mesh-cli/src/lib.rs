@@ -16,6 +16,7 @@ pub mod bus;
 pub mod call;
 pub mod check;
 pub mod completions;
+pub mod context;
 pub mod controller;
 pub mod events;
 pub mod files;
@@ -33,6 +34,7 @@ pub mod person;
 pub mod plan;
 pub mod progress;
 pub mod registering;
+pub mod remote;
 pub mod seats;
 pub mod secret;
 pub mod shutdown;
@@ -210,6 +212,17 @@ pub enum Command {
   mesh audit --since 2h --person ada
   mesh audit --output json")]
     Audit(audit::AuditArgs),
+    /// On a person's own machine: check their key reaches the mesh and its
+    /// controller answers them, then write a context that commands without
+    /// a mesh directory use.
+    #[command(after_help = "Example:
+  mesh login --person ada --key ada.seed --bus tls://10.0.0.1:4222 --pin 3f5a…")]
+    Login(remote::LoginArgs),
+    /// The contexts `mesh login` wrote: list them, or use another.
+    #[command(after_help = "Examples:
+  mesh context list
+  mesh context use prod")]
+    Context(remote::ContextArgs),
     /// Call a tool as a person and print its answer.
     #[command(after_help = "Examples:
   mesh call greeter.greet '{\"name\": \"ada\"}' --as ada.seed
@@ -294,6 +307,8 @@ where
         Command::Host(args) => host::run(&args),
         Command::Person(args) => person::run(&args),
         Command::Audit(args) => audit::run(&args),
+        Command::Login(args) => remote::login(&args),
+        Command::Context(args) => remote::run_context(&args),
         Command::Call(args) => call::run(&args),
         Command::Logs(args) => logs::run(&args),
         Command::Events(args) => events::run(&args),
@@ -457,8 +472,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 53,
-            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), audit, call, logs, events (1), artifact (3), build, builds, build-machine, completions"
+            seen, 57,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), audit, login, context (2), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
         );
     }
 }

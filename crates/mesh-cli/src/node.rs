@@ -268,11 +268,21 @@ pub fn run_list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
-    let store = open_existing_store(&args.mesh.store_url()?).await?;
-    let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
-    let read = mesh_state::views::nodes(&store, now).await;
-    store.close().await;
-    let rows = read?;
+    let rows: Vec<NodeView> = if let Some(ctx) = args.mesh.remote()? {
+        let (_, data) = crate::remote::ask_current(
+            ctx,
+            mesh_core::operation::Operation::Nodes,
+            serde_json::Value::Null,
+        )
+        .await?;
+        serde_json::from_value(data).context("the controller's nodes do not read")?
+    } else {
+        let store = open_existing_store(&args.mesh.store_url()?).await?;
+        let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+        let read = mesh_state::views::nodes(&store, now).await;
+        store.close().await;
+        read?
+    };
     match args.output {
         ListFormat::Json => crate::output::print_json(&rows)?,
         ListFormat::Text => print_table(&rows)?,

@@ -210,6 +210,22 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
         }
     };
     output::print(&format!("{line}\n"))?;
+    // How the person reaches the mesh from their own machine.
+    if a.role.is_some()
+        && a.nkey.is_some()
+        && let Ok(genesis) = a
+            .mesh
+            .find()
+            .map_err(anyhow::Error::from)
+            .and_then(|d| Ok(mesh_controller::Genesis::open(&d)?))
+    {
+        output::print(&format!(
+            "on their machine: mesh login --person {} --key SEED_FILE --bus {} --pin {}\n",
+            a.name,
+            genesis.bus_urls().join(","),
+            genesis.cert_sha256
+        ))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

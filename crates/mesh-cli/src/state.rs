@@ -68,7 +68,7 @@ impl std::fmt::Display for NoMesh {
         match self {
             NoMesh::NotFound { cwd } => write!(
                 f,
-                "no mesh found: no --dir given, {MESH_DIR} is not set, and no {DIR_NAME} directory in {} or above it; run `mesh up` or `mesh init` here, or point at a mesh with --dir DIR or {MESH_DIR}=DIR",
+                "no mesh found: no --dir given, {MESH_DIR} is not set, and no {DIR_NAME} directory in {} or above it; run `mesh up` or `mesh init` here, point at a mesh with --dir DIR or {MESH_DIR}=DIR, or, from your own machine, `mesh login` as a person",
                 cwd.display()
             ),
             NoMesh::Below { given, below } => write!(
@@ -95,6 +95,19 @@ impl MeshArgs {
         }
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         find_dir(None, &cwd)
+    }
+
+    /// The context to ask over the bus: the current one (`mesh login`),
+    /// when nothing names a mesh here — no `--dir`, `MESH_DIR`, store, or
+    /// `.mesh` at or above the working directory.
+    pub fn remote(&self) -> anyhow::Result<Option<crate::context::Context>> {
+        if self.store.is_some() || self.store_file.is_some() {
+            return Ok(None);
+        }
+        match self.find() {
+            Err(NoMesh::NotFound { .. }) => crate::context::current(),
+            Ok(_) | Err(NoMesh::Below { .. }) => Ok(None),
+        }
     }
 
     /// As [`MeshArgs::find`], as the error a command ends with.

@@ -153,3 +153,104 @@ async fn roles_decide_what_a_person_may_ask_and_every_change_is_audited() {
     );
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+/// `mesh` run as a person on their own machine: a directory of its own, a
+/// config home of its own, no mesh directory.
+fn as_person(home: &std::path::Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(harness::mesh_bin())
+        .args(args)
+        .current_dir(home)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env_remove("MESH_DIR")
+        .env_remove("MESH_STORE")
+        .env_remove("MESH_STORE_FILE")
+        .env_remove("MESH_CONTEXT")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_logs_in_from_elsewhere_and_the_commands_ask_the_controller() {
+    let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
+    let home = tempfile::tempdir().unwrap();
+    let seed = home.path().join("ada.seed");
+    let out = as_person(
+        home.path(),
+        &["person", "key", "--out", seed.to_str().unwrap()],
+    );
+    let key = String::from_utf8(out.stdout).unwrap();
+    let said = harness::ok(
+        &mesh,
+        &[
+            "person",
+            "add",
+            "ada",
+            "--role",
+            "viewer",
+            "--nkey",
+            key.trim(),
+        ],
+    );
+    let login: Vec<String> = said
+        .lines()
+        .find_map(|l| l.strip_prefix("on their machine: mesh "))
+        .expect("person add says how to log in")
+        .replace("SEED_FILE", seed.to_str().unwrap())
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let login: Vec<&str> = login.iter().map(String::as_str).collect();
+    let out = as_person(home.path(), &login);
+    assert!(out.status.success(), "{}", harness::out_text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("logged in as person ada (context ada"),
+        "{}",
+        harness::out_text(&out)
+    );
+    let list = as_person(home.path(), &["context", "list"]);
+    assert!(String::from_utf8_lossy(&list.stdout).starts_with("* ada"));
+
+    let nodes = as_person(home.path(), &["nodes", "--output", "json"]);
+    assert!(nodes.status.success(), "{}", harness::out_text(&nodes));
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&nodes.stdout).unwrap();
+    assert_eq!(rows[0]["node"], "n1");
+    // A viewer's assign: the broker refuses, the CLI names the role.
+    let assign = as_person(home.path(), &["assign", "echo", "n1"]);
+    let err = String::from_utf8_lossy(&assign.stderr);
+    assert!(!assign.status.success(), "{err}");
+    assert!(
+        err.contains(
+            "the broker refused: person ada may not ask for `assign` (it takes the operator role"
+        ),
+        "{err}"
+    );
+    // Made an operator, the same command from the same place takes effect.
+    harness::ok(
+        &mesh,
+        &[
+            "person",
+            "add",
+            "ada",
+            "--role",
+            "operator",
+            "--nkey",
+            key.trim(),
+        ],
+    );
+    let assign = as_person(home.path(), &["assign", "echo", "n1"]);
+    assert!(assign.status.success(), "{}", harness::out_text(&assign));
+    assert!(String::from_utf8_lossy(&assign.stdout).starts_with("assigned echo to n1"));
+    assert!(
+        wait_until(Duration::from_secs(60), || module_pid(&mesh, "n1", "echo")
+            .is_some()),
+        "echo assigned from ada's machine never ran"
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&harness::ok(
+        &mesh,
+        &["audit", "--person", "ada", "--output", "json"],
+    ))
+    .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["operation"], "assign");
+}

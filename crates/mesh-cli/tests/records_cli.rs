@@ -140,7 +140,15 @@ fn a_role_is_recorded_and_every_change_made_here_is_audited() {
             "--no-wait",
         ],
     );
-    assert_eq!(ok(&o), "person dan (viewer) may call no tool\n");
+    let said = ok(&o);
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines[0], "person dan (viewer) may call no tool", "{said}");
+    assert!(
+        lines[1].starts_with(
+            "on their machine: mesh login --person dan --key SEED_FILE --bus tls://127.0.0.1:"
+        ) && lines[1].contains(" --pin "),
+        "{said}"
+    );
     let bad = mesh(
         &dir,
         &["person", "add", "eve", "--role", "root", "--no-wait"],

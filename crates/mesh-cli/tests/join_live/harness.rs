@@ -534,16 +534,7 @@ impl Mesh {
         seed: &str,
     ) -> (async_nats::Client, mesh_bus::Refusals) {
         let cfg = self.bus(principal, seed.trim(), Some(format!("_INBOX.{principal}")));
-        let refusals = mesh_bus::Refusals::new();
-        let heard = refusals.clone();
-        let client = mesh_bus::connect_with(&cfg, move |o| {
-            o.event_callback(move |e| {
-                let heard = heard.clone();
-                async move { heard.note(&e) }
-            })
-        })
-        .await
-        .unwrap();
+        let (client, refusals) = mesh_bus::connect_hearing(&cfg).await.unwrap();
         (client, refusals)
     }
 
