@@ -38,13 +38,7 @@ pub struct ReportsArgs {
 pub fn run_modules(args: &ModulesArgs) -> anyhow::Result<ExitCode> {
     crate::block_on(async {
         let rows: Vec<views::ModuleView> = if let Some(ctx) = args.mesh.remote()? {
-            let (_, data) = crate::remote::ask_current(
-                ctx,
-                mesh_core::operation::Operation::Modules,
-                serde_json::Value::Null,
-            )
-            .await?;
-            serde_json::from_value(data).context("the controller's modules do not read")?
+            crate::remote::read(ctx, mesh_core::operation::Operation::Modules).await?
         } else {
             let store = open_existing_store(&args.mesh.store_url()?).await?;
             let read = views::modules(&store).await;

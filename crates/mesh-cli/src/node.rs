@@ -269,13 +269,7 @@ pub fn run_list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
 
 async fn list(args: &NodesArgs) -> anyhow::Result<ExitCode> {
     let rows: Vec<NodeView> = if let Some(ctx) = args.mesh.remote()? {
-        let (_, data) = crate::remote::ask_current(
-            ctx,
-            mesh_core::operation::Operation::Nodes,
-            serde_json::Value::Null,
-        )
-        .await?;
-        serde_json::from_value(data).context("the controller's nodes do not read")?
+        crate::remote::read(ctx, mesh_core::operation::Operation::Nodes).await?
     } else {
         let store = open_existing_store(&args.mesh.store_url()?).await?;
         let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);

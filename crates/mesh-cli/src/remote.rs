@@ -155,6 +155,17 @@ pub async fn ask_current(
     }
 }
 
+/// A read (`nodes`, `modules`) asked as the context's person: its rows, as
+/// the same views the store gives on the controller's machine.
+pub async fn read<T: serde::de::DeserializeOwned>(
+    ctx: Context,
+    op: Operation,
+) -> anyhow::Result<T> {
+    let (_, data) = ask_current(ctx, op, serde_json::Value::Null).await?;
+    serde_json::from_value(data)
+        .with_context(|| format!("the controller's answer to `{op}` does not read"))
+}
+
 pub fn login(args: &LoginArgs) -> anyhow::Result<ExitCode> {
     let key_file = std::fs::canonicalize(&args.key)
         .with_context(|| format!("reading {}", args.key.display()))?;

@@ -24,6 +24,23 @@ pub async fn as_host(mesh: &Mesh, node: &str) -> async_nats::Client {
         .unwrap()
 }
 
+/// Report `<tag>-<i>` of `node`, answering declaration `sequence` and
+/// saying nothing else, with the subject it is published on.
+fn report(node: &str, tag: &str, i: usize, sequence: u64) -> (String, Report) {
+    let node = Name::new(node).unwrap();
+    let subject = mesh_core::subjects::report(&node);
+    let r = Report {
+        id: format!("{tag}-{i}"),
+        node,
+        sequence,
+        modules: vec![],
+        refused: None,
+        address: None,
+        spare_keys: Vec::new(),
+    };
+    (subject, r)
+}
+
 /// Publishes `n` reports from `node` with ids `<tag>-<i>`, each confirmed
 /// stored in CONTROL, answering declaration 0 (a node given nothing yet).
 pub async fn send_reports(
@@ -47,20 +64,8 @@ pub async fn send_reports_at(
     let js = jetstream::new(client.clone());
     let mut acks = Vec::new();
     for i in range {
-        let r = Report {
-            id: format!("{tag}-{i}"),
-            node: Name::new(node).unwrap(),
-            sequence,
-            modules: vec![],
-            refused: None,
-            address: None,
-            spare_keys: Vec::new(),
-        };
-        acks.push(
-            js.publish(format!("mesh.control.report.{node}"), r.to_json().into())
-                .await
-                .unwrap(),
-        );
+        let (subject, r) = report(node, tag, i, sequence);
+        acks.push(js.publish(subject, r.to_json().into()).await.unwrap());
     }
     for a in acks {
         a.await.expect("CONTROL stores the report");
@@ -81,19 +86,11 @@ pub async fn send_reports_retrying(
     let js = jetstream::new(client);
     let mut retries = 0;
     for i in 0..n {
-        let r = Report {
-            id: format!("{tag}-{i}"),
-            node: Name::new(node).unwrap(),
-            sequence,
-            modules: vec![],
-            refused: None,
-            address: None,
-            spare_keys: Vec::new(),
-        };
+        let (subject, r) = report(node, tag, i, sequence);
         let started = Instant::now();
         loop {
             let stored = async {
-                js.publish(format!("mesh.control.report.{node}"), r.to_json().into())
+                js.publish(subject.clone(), r.to_json().into())
                     .await
                     .ok()?
                     .await
