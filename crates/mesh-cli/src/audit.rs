@@ -60,6 +60,33 @@ impl From<AuditRow> for Row {
 }
 
 pub fn run(args: &AuditArgs) -> anyhow::Result<ExitCode> {
+    if let Some(ctx) = args.mesh.remote()? {
+        let request = mesh_core::operation::wire::AuditArgs {
+            since: args
+                .since
+                .map(|d| mesh_store::now_ms() - i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            person: args
+                .person
+                .as_deref()
+                .map(|p| {
+                    mesh_core::names::Name::new(p)
+                        .map_err(|e| anyhow::anyhow!("{p:?} is not a person name: {e}"))
+                })
+                .transpose()?,
+            limit: Some(args.limit),
+        };
+        let rows: Vec<AuditRow> = crate::block_on(crate::remote::read_with(
+            ctx,
+            mesh_core::operation::Operation::Audit,
+            serde_json::to_value(request)?,
+        ))??;
+        let rows: Vec<Row> = rows.into_iter().map(Row::from).collect();
+        match args.output {
+            ListFormat::Json => print_json(&rows)?,
+            ListFormat::Text => print_rows(&rows)?,
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let filter = AuditFilter {
         since: args
             .since

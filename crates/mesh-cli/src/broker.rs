@@ -10,6 +10,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use mesh_controller::Genesis;
+use mesh_controller::broker_address::set_broker_address;
+use mesh_core::operation::Operation;
 
 use crate::authority::open_store_to_write;
 use crate::output;
@@ -54,42 +56,55 @@ pub struct SetAddressArgs {
 
 pub fn run(args: &BrokerArgs) -> anyhow::Result<ExitCode> {
     let BrokerCommand::SetAddress(args) = &args.command;
+    let request = mesh_core::operation::wire::BrokerArgs {
+        port: args.port,
+        addresses: args.addresses.clone(),
+    };
+    if let Some(ctx) = args.mesh.remote()? {
+        if !args.no_wait {
+            output::note(
+                "from your own machine the command returns once recorded (as --no-wait): `mesh status` names the nodes behind",
+            );
+        }
+        let said = crate::remote::change(ctx, Operation::BrokerSetAddress, &request)?;
+        output::print(&format!("{said}\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let dir = args.mesh.dir()?;
     let genesis =
         Genesis::open(&dir).with_context(|| format!("reading the genesis in {}", dir.display()))?;
     let addresses = (!args.addresses.is_empty()).then_some(args.addresses.as_slice());
     let url = args.mesh.store_url()?;
-    // Refused before anything is written: the store would hold addresses
-    // no server of the cluster listens at.
-    if genesis.replicas > 1 {
-        genesis.move_broker(args.port, addresses)?;
-    }
-    // The store first: a store that refuses leaves the genesis as it was.
-    let urls = {
-        let probe = Genesis {
-            port: args.port,
-            addresses: addresses.map_or_else(|| genesis.addresses.clone(), <[String]>::to_vec),
-            ..genesis.clone()
-        };
-        probe.bus_urls()
-    };
-    let store = crate::block_on(async {
+    let (store, moved) = crate::block_on(async {
         let store = open_store_to_write(&url).await?;
-        if let Err(e) = store.set_bus_urls(&urls).await {
-            store.close().await;
-            return Err(anyhow::Error::from(e));
+        match set_broker_address(&genesis, &store, args.port, addresses).await {
+            Ok(moved) => {
+                if let Err(e) = crate::audit::record_local(
+                    &store,
+                    Operation::BrokerSetAddress,
+                    serde_json::to_value(&request)?,
+                )
+                .await
+                {
+                    store.close().await;
+                    return Err(e);
+                }
+                anyhow::Ok((store, moved))
+            }
+            Err(e) => {
+                store.close().await;
+                Err(anyhow::Error::from(e))
+            }
         }
-        anyhow::Ok(store)
     })??;
-    let conf = genesis
-        .move_broker(args.port, addresses)
-        .map(|m| (m.path(mesh_controller::genesis::BROKER_CONF), m.port));
-    let behind = match (&conf, args.no_wait) {
+    let urls = moved.urls;
+    let port = args.port;
+    let behind = match (&moved.conf, args.no_wait) {
         (Ok(_), false) => crate::block_on(followed(&store, &urls, args.timeout))?,
         _ => Ok(Vec::new()),
     };
     crate::block_on(store.close())?;
-    let (conf, port) = conf?;
+    let conf = moved.conf?;
     let behind = behind?;
     output::print(&format!("broker addresses: {}\n", urls.join(", ")))?;
     if args.no_wait {

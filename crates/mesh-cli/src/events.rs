@@ -14,11 +14,11 @@ use async_nats::jetstream::consumer::{DeliverPolicy, pull};
 use clap::Args;
 use futures::StreamExt as _;
 use mesh_controller::Genesis;
-use mesh_core::event::sender::{Sender, sender};
+use mesh_core::event::sender::sender;
 use mesh_core::event::{EventEnvelope, EventError};
 use mesh_core::manifest::refs::parse_event_ref;
 use mesh_core::records::Assignment;
-use mesh_core::subjects::{self, STREAM_EVENTS};
+use mesh_core::subjects::STREAM_EVENTS;
 
 use crate::output;
 use crate::output::ListFormat;
@@ -68,24 +68,11 @@ pub struct TailArgs {
 /// The subject a filter stands for; a node-scoped seat's events are read
 /// from every node's holder, as the registered catalogue declares the seat.
 fn filter_subject(filter: &str, mesh: &MeshArgs) -> anyhow::Result<String> {
-    if filter.starts_with("mesh.") {
-        let all = [
-            subjects::ALL_MODULE_EVENTS,
-            subjects::ALL_SEAT_EVENTS,
-            subjects::ALL_SEAT_NODE_EVENTS,
-        ];
-        if !all
-            .iter()
-            .any(|all| subjects::pattern::overlap(all, filter))
-        {
-            bail!(
-                "{filter:?} matches no event subject: EVENTS holds {}",
-                all.join(", ")
-            );
-        }
-        return Ok(filter.to_string());
+    if let Some(subject) = mesh_core::catalogue::subject_filter(filter) {
+        return subject.map_err(anyhow::Error::msg);
     }
-    let r = parse_event_ref(filter).map_err(|e| {
+    // Said before the store is read: the filter does not read at all.
+    parse_event_ref(filter).map_err(|e| {
         anyhow::anyhow!(
             "{filter:?}: {e}; write <module>.<event>, seat:<seat>.<event> or a mesh. subject"
         )
@@ -97,11 +84,14 @@ fn filter_subject(filter: &str, mesh: &MeshArgs) -> anyhow::Result<String> {
         anyhow::Ok(c?)
     })??;
     // A filter nothing registered emits would wait for ever, silently.
-    Ok(catalogue.watched(&r)?)
+    catalogue.event_filter(filter).map_err(anyhow::Error::msg)
 }
 
 pub fn run(args: &EventsArgs) -> anyhow::Result<ExitCode> {
     let EventsCommand::Tail(args) = &args.command;
+    if let Some(ctx) = args.mesh.remote()? {
+        return crate::block_on(remote_tail(ctx, args))?;
+    }
     let filter = args
         .filter
         .as_deref()
@@ -175,11 +165,68 @@ pub fn run(args: &EventsArgs) -> anyhow::Result<ExitCode> {
                     .ok()
                     .map(|e| sender(&m.subject, e, &assigned));
             }
-            print_event(&m.subject, envelope, who, stored, args.output)?;
+            let (who, doubt) = who.map_or((None, None), |w| (Some(w.to_string()), w.doubt));
+            print_event(&m.subject, envelope, who, doubt, stored, args.output)?;
             seen += 1;
         }
         anyhow::Ok(ExitCode::SUCCESS)
     })?
+}
+
+/// How often a tail from a person's machine asks for what is new.
+const ASK_EVERY: Duration = Duration::from_millis(300);
+
+/// `mesh events tail` from a person's machine: the active controller reads
+/// `EVENTS` for them (and says who sent each, from its records), asked
+/// again for what follows the last answer.
+async fn remote_tail(ctx: crate::context::Context, args: &TailArgs) -> anyhow::Result<ExitCode> {
+    use mesh_core::operation::Operation;
+    use mesh_core::operation::wire::{EventsAnswer, EventsArgs, Reply};
+    let asker = crate::remote::Asker::connect(ctx).await?;
+    let mut after = args.all.then_some(0);
+    let (mut seen, mut waiting_since) = (0, std::time::Instant::now());
+    loop {
+        let request = EventsArgs {
+            filter: args.filter.clone(),
+            after,
+            max: 64,
+        };
+        let answer: EventsAnswer = match asker
+            .ask(Operation::Events, serde_json::to_value(&request)?)
+            .await?
+        {
+            Reply::Done { data, .. } => serde_json::from_value(data)
+                .context("the controller's answer to `events` does not read")?,
+            Reply::Refused { reason } => bail!("refused: {reason}"),
+        };
+        let got = !answer.events.is_empty();
+        for e in answer.events {
+            if args.count.is_some_and(|c| seen >= c) {
+                break;
+            }
+            let envelope = mesh_core::event::parse(e.payload.as_bytes());
+            print_event(&e.subject, envelope, e.who, e.doubt, e.stored, args.output)?;
+            seen += 1;
+        }
+        after = Some(answer.last);
+        if let Some(count) = args.count {
+            if seen >= count {
+                return Ok(ExitCode::SUCCESS);
+            }
+            if got {
+                waiting_since = std::time::Instant::now();
+            } else if waiting_since.elapsed() > args.timeout {
+                output::note(format!(
+                    "{seen} of {count} events; no more within {}s",
+                    args.timeout.as_secs()
+                ));
+                return Ok(ExitCode::FAILURE);
+            }
+        }
+        if !got {
+            tokio::time::sleep(ASK_EVERY).await;
+        }
+    }
 }
 
 /// Every assignment the store records.
@@ -198,13 +245,13 @@ async fn assignments(mesh: &MeshArgs) -> anyhow::Result<Vec<Assignment>> {
 fn print_event(
     subject: &str,
     envelope: Result<EventEnvelope, EventError>,
-    who: Option<Sender>,
+    who: Option<String>,
+    doubt: Option<String>,
     stored_secs: Option<u64>,
     format: ListFormat,
 ) -> anyhow::Result<()> {
     let stored = stored_secs.map_or_else(|| "-".to_string(), utc_seconds);
-    let doubt = who.as_ref().and_then(|w| w.doubt.clone());
-    let who = who.map_or_else(String::new, |w| w.to_string());
+    let who = who.unwrap_or_default();
     let line = match (envelope, format) {
         (Ok(e), ListFormat::Json) => {
             let mut line = serde_json::json!({

@@ -29,6 +29,7 @@ pub mod listings;
 pub mod logging;
 pub mod logs;
 pub mod node;
+pub mod operate;
 pub mod output;
 pub mod person;
 pub mod plan;
@@ -472,8 +473,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 57,
-            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), audit, login, context (2), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
+            seen, 58,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), secret (4), audit, login, context (2), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
         );
     }
 }

@@ -15,6 +15,8 @@ use mesh_core::authority::CONTROLLER;
 use mesh_core::diagnostic::{escape_controls, suggest};
 use mesh_core::logs::{DEFAULT_LINES, LogsAnswer, LogsRequest, MAX_LINES};
 use mesh_core::names::Name;
+use mesh_core::operation::Operation;
+use mesh_core::operation::wire::{self, LogsReply, Reply};
 use mesh_core::records::Assignment;
 use mesh_core::subjects;
 use mesh_sdk::{Denied, SdkError, ServerErrors, ToolAddress};
@@ -59,23 +61,36 @@ pub fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|n| Name::new(n).with_context(|| format!("{n:?} is not a node name")))
         .transpose()?;
-    let genesis = Genesis::open(&args.mesh.dir()?)?;
+    let remote = args.mesh.remote()?;
     crate::block_on(async {
-        let node = match explicit {
-            Some(n) => n,
-            None => node_of(&args.mesh, &module).await?,
-        };
-        let (client, errors) = ServerErrors::connect(&crate::bus::controller_bus(&genesis)?)
-            .await
-            .context("connecting as the controller")?;
-        let host = Host {
-            client,
-            errors,
-            address: ToolAddress {
-                written: format!("logs of module {module} on node {node}"),
-                subject: subjects::host_logs(&node),
+        let host = match remote {
+            // From a person's machine: the controller asks the host.
+            Some(ctx) => Host {
+                via: Via::Controller(crate::remote::Asker::connect(ctx).await?),
+                node: explicit,
             },
-            node,
+            None => {
+                let genesis = Genesis::open(&args.mesh.dir()?)?;
+                let node = match explicit {
+                    Some(n) => n,
+                    None => node_of(&args.mesh, &module).await?,
+                };
+                let (client, errors) =
+                    ServerErrors::connect(&crate::bus::controller_bus(&genesis)?)
+                        .await
+                        .context("connecting as the controller")?;
+                Host {
+                    via: Via::Direct {
+                        client,
+                        errors,
+                        address: ToolAddress {
+                            written: format!("logs of module {module} on node {node}"),
+                            subject: subjects::host_logs(&node),
+                        },
+                    },
+                    node: Some(node),
+                }
+            }
         };
         let first = host
             .ask(&LogsRequest {
@@ -95,9 +110,9 @@ pub fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
         // No log file at all: the host never started it (an empty answer
         // would read as a module that is quiet).
         if first.file.is_empty() && first.lines.is_empty() {
+            let node = host.node_named();
             output::note(format_args!(
-                "mesh logs: {module} on {} has no log: it has never started there (`mesh reports {}` says why)",
-                host.node, host.node
+                "mesh logs: {module} on {node} has no log: it has never started there (`mesh reports {node}` says why)"
             ));
             if !args.follow {
                 return anyhow::Ok(ExitCode::FAILURE);
@@ -157,10 +172,20 @@ fn pick_node(module: &Name, assignments: &[Assignment]) -> anyhow::Result<Name> 
 }
 
 struct Host {
-    client: Client,
-    errors: ServerErrors,
-    address: ToolAddress,
-    node: Name,
+    via: Via,
+    /// None: the controller picks the module's one node.
+    node: Option<Name>,
+}
+
+/// Who asks the host: this command as the controller (on its machine), or
+/// the controller for a person.
+enum Via {
+    Direct {
+        client: Client,
+        errors: ServerErrors,
+        address: ToolAddress,
+    },
+    Controller(crate::remote::Asker),
 }
 
 /// Why a request got no answer.
@@ -179,23 +204,37 @@ impl Host {
         })
     }
 
+    fn node_named(&self) -> String {
+        self.node
+            .as_ref()
+            .map_or_else(|| "its node".to_string(), Name::to_string)
+    }
+
     fn silent(&self) -> anyhow::Error {
         anyhow!(
             "no host answered for node {} within {}s; is it running? (mesh nodes)",
-            self.node,
+            self.node_named(),
             ANSWER_WITHIN.as_secs()
         )
     }
 
     async fn try_ask(&self, request: &LogsRequest) -> Result<LogsAnswer, Unanswered> {
+        let (client, errors, address) = match &self.via {
+            Via::Direct {
+                client,
+                errors,
+                address,
+            } => (client, errors, address),
+            Via::Controller(asker) => return self.ask_controller(asker, request).await,
+        };
         let payload = serde_json::to_value(request)
             .map_err(|e| Unanswered::Failed(anyhow!("writing the request: {e}")))?;
-        let subject = &self.address.subject;
+        let subject = &address.subject;
         let answer = mesh_sdk::call(
-            &self.client,
-            self.errors.refusal(Denied::Publish, subject),
+            client,
+            errors.refusal(Denied::Publish, subject),
             CONTROLLER,
-            &self.address,
+            address,
             payload,
             ANSWER_WITHIN,
         )
@@ -206,7 +245,10 @@ impl Host {
                 return Err(Unanswered::Silent);
             }
             Err(SdkError::ToolFailed { message, .. }) => {
-                return Err(Unanswered::Failed(anyhow!("node {}: {message}", self.node)));
+                return Err(Unanswered::Failed(anyhow!(
+                    "node {}: {message}",
+                    self.node_named()
+                )));
             }
             Err(SdkError::CallRefused { .. }) => {
                 return Err(Unanswered::Failed(anyhow!(
@@ -218,9 +260,33 @@ impl Host {
         serde_json::from_value(value).map_err(|e| {
             Unanswered::Failed(anyhow!(
                 "node {}'s host answered something that is not a logs answer: {e}",
-                self.node
+                self.node_named()
             ))
         })
+    }
+
+    async fn ask_controller(
+        &self,
+        asker: &crate::remote::Asker,
+        request: &LogsRequest,
+    ) -> Result<LogsAnswer, Unanswered> {
+        let args = wire::LogsArgs {
+            node: self.node.clone(),
+            request: request.clone(),
+        };
+        let args = serde_json::to_value(args)
+            .map_err(|e| Unanswered::Failed(anyhow!("writing the request: {e}")))?;
+        match asker.ask(Operation::Logs, args).await {
+            Ok(Reply::Done { data, .. }) => match serde_json::from_value(data) {
+                Ok(LogsReply::Answer(a)) => Ok(a),
+                Ok(LogsReply::Silent { .. }) => Err(Unanswered::Silent),
+                Err(e) => Err(Unanswered::Failed(anyhow!(
+                    "the controller's answer to `logs` does not read: {e}"
+                ))),
+            },
+            Ok(Reply::Refused { reason }) => Err(Unanswered::Failed(anyhow!("refused: {reason}"))),
+            Err(e) => Err(Unanswered::Failed(e)),
+        }
     }
 }
 
@@ -253,7 +319,10 @@ async fn follow(host: &Host, module: Name, mut last: LogsAnswer) -> anyhow::Resu
             Err(Unanswered::Failed(e)) => return Err(e),
         };
         if silent {
-            output::note(format_args!("mesh logs: node {} answers again", host.node));
+            output::note(format_args!(
+                "mesh logs: node {} answers again",
+                host.node_named()
+            ));
             silent = false;
         }
         if answer.dropped {

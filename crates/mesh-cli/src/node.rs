@@ -9,6 +9,8 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use mesh_controller::Genesis;
 use mesh_core::names::Name;
+use mesh_core::operation::Operation;
+use mesh_core::operation::wire::{NameArgs, NodeAddArgs, NodeSetArgs};
 use mesh_core::token::Token;
 use mesh_state::views::NodeView;
 
@@ -151,38 +153,59 @@ pub fn run(args: &NodeArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn add(args: &AddArgs) -> anyhow::Result<ExitCode> {
-    let node = node_name(&args.name)?;
-    let dir = args.mesh.dir()?;
-    let genesis =
-        Genesis::open(&dir).with_context(|| format!("reading the genesis in {}", dir.display()))?;
-    // Read from the certificate on disk, never configured: a fingerprint
-    // typed in would be a second truth that drifts.
-    let cert_sha256 = match &args.broker_cert {
-        Some(p) => mesh_bus::fingerprint_of_pem_file(p)?,
-        None => genesis.cert_sha256.clone(),
+    let request = NodeAddArgs {
+        node: node_name(&args.name)?,
+        ttl_secs: args.ttl.as_secs(),
+        reissue: args.reissue,
+        address: args.address.clone(),
     };
-    let url = args.mesh.store_url()?;
-    let store = open_store_to_write(&url).await?;
-    let result = async {
-        let issued = issue(&store, &node, args.ttl, args.reissue).await?;
-        if let Some(a) = &args.address {
-            store.set_node_address(&node, Some(a)).await?;
+    let node = &request.node;
+    let token = if let Some(ctx) = args.mesh.remote()? {
+        if args.broker_cert.is_some() {
+            bail!(
+                "--broker-cert is read on the controller's machine: from your own, the token pins the certificate the controller's genesis made"
+            );
         }
-        anyhow::Ok(issued)
-    }
-    .await;
-    store.close().await;
-    let issued = result?;
-    let token = Token {
-        bus_urls: genesis.bus_urls(),
-        cert_sha256,
-        controller_key: genesis.signing_key.clone(),
-        node: node.clone(),
-        enrolment_seed: issued.secret,
-        expires_at: u64::try_from(issued.expires_at).unwrap_or(0),
+        let (_, data) =
+            crate::remote::ask_current(ctx, Operation::NodeAdd, serde_json::to_value(&request)?)
+                .await?;
+        let token = data
+            .get("token")
+            .and_then(|t| t.as_str())
+            .context("the controller's answer to `node-add` carries no token")?;
+        mesh_core::secret::Secret::new(token.to_string())
+    } else {
+        let dir = args.mesh.dir()?;
+        let genesis = Genesis::open(&dir)
+            .with_context(|| format!("reading the genesis in {}", dir.display()))?;
+        // Read from the certificate on disk, never configured: a
+        // fingerprint typed in would be a second truth that drifts.
+        let cert_sha256 = match &args.broker_cert {
+            Some(p) => mesh_bus::fingerprint_of_pem_file(p)?,
+            None => genesis.cert_sha256.clone(),
+        };
+        let store = open_store_to_write(&args.mesh.store_url()?).await?;
+        let result = async {
+            let issued = mesh_state::operations::node_add(&store, &request).await?;
+            crate::audit::record_local(&store, Operation::NodeAdd, serde_json::to_value(&request)?)
+                .await?;
+            anyhow::Ok(issued)
+        }
+        .await;
+        store.close().await;
+        let issued = result?;
+        Token {
+            bus_urls: genesis.bus_urls(),
+            cert_sha256,
+            controller_key: genesis.signing_key.clone(),
+            node: node.clone(),
+            enrolment_seed: issued.secret,
+            expires_at: u64::try_from(issued.expires_at).unwrap_or(0),
+        }
+        .encode()
     };
     // The token alone on stdout, so `> file` or a pipe carries nothing else.
-    output::print(&format!("{}\n", token.encode().expose()))?;
+    output::print(&format!("{}\n", token.expose()))?;
     output::note(format_args!(
         "token for node {node}, usable once within {}: on the node give it on standard input, `mesh host --token - < FILE`, or in MESH_TOKEN, never as an argument (any user of that machine can read a command line); a controller must be running",
         humane(args.ttl)
@@ -190,76 +213,41 @@ async fn add(args: &AddArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-async fn issue(
-    store: &mesh_store::Store,
-    node: &Name,
-    ttl: Duration,
-    reissue: bool,
-) -> anyhow::Result<mesh_store::IssuedToken> {
-    match store.node(node).await? {
-        Some(n) if n.enrolled_at.is_some() && reissue => {
-            return match store.reissue_token(node, ttl).await? {
-                Some(t) => Ok(t),
-                None => bail!(
-                    "node {node}'s host has been heard from, so it holds its enrolment: --reissue is for a host that never came; to enrol another machine as {node}, forget it first with `mesh node forget {node}`"
-                ),
-            };
-        }
-        Some(n) if n.enrolled_at.is_some() => bail!(
-            "node {node} is enrolled already; if its host was never heard from (it gave up before it kept its enrolment), `mesh node add {node} --reissue` issues a new token and keeps its assignments; to enrol another machine as {node}, forget it first with `mesh node forget {node}`"
-        ),
-        Some(_) => {}
-        None => {
-            store.add_node(node, &[]).await?;
-        }
-    }
-    Ok(store.issue_token(node, ttl).await?)
-}
-
 async fn set(args: &SetArgs) -> anyhow::Result<ExitCode> {
-    let node = node_name(&args.name)?;
-    if args.address.is_none() && args.ports.is_empty() && args.no_ports.is_empty() {
-        bail!("nothing to set: give --address A, --port SEAT=PORT or --no-port SEAT");
-    }
-    let no_ports = args
-        .no_ports
-        .iter()
-        .map(|s| Name::new(s).with_context(|| format!("{s:?} is not a seat name")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let store = open_store_to_write(&args.mesh.store_url()?).await?;
-    let result = async {
-        if store.node(&node).await?.is_none() {
-            bail!("no node \"{node}\" recorded; add it with `mesh node add {node}`");
-        }
-        if let Some(a) = &args.address {
-            store.set_node_address(&node, Some(a)).await?;
-        }
-        for (seat, port) in &args.ports {
-            store.set_node_seat_port(&node, seat, Some(*port)).await?;
-        }
-        for seat in &no_ports {
-            store.set_node_seat_port(&node, seat, None).await?;
-        }
-        anyhow::Ok(())
-    }
-    .await;
-    store.close().await;
-    result?;
-    output::print(&format!("set node {node}\n"))?;
+    let request = NodeSetArgs {
+        node: node_name(&args.name)?,
+        address: args.address.clone(),
+        ports: args.ports.clone(),
+        no_ports: args
+            .no_ports
+            .iter()
+            .map(|s| Name::new(s).with_context(|| format!("{s:?} is not a seat name")))
+            .collect::<anyhow::Result<Vec<_>>>()?,
+    };
+    let value = serde_json::to_value(&request)?;
+    let said = crate::operate::change(&args.mesh, Operation::NodeSet, value, |store| async move {
+        let r = mesh_state::operations::node_set(&store, &request).await;
+        (store, r)
+    })
+    .await?;
+    output::print(&format!("{said}\n"))?;
     Ok(ExitCode::SUCCESS)
 }
 
 async fn forget(args: &ForgetArgs) -> anyhow::Result<ExitCode> {
-    let node = node_name(&args.name)?;
-    let store = open_store_to_write(&args.mesh.store_url()?).await?;
-    let result = store.forget_node(&node).await;
-    store.close().await;
-    let forgotten = result?;
-    output::print(&format!(
-        "forgot node {node}: {} credential(s), {} assignment(s)\n",
-        forgotten.credentials.len(),
-        forgotten.assignments
-    ))?;
+    let name = node_name(&args.name)?;
+    let value = serde_json::to_value(NameArgs { name: name.clone() })?;
+    let said = crate::operate::change(
+        &args.mesh,
+        Operation::NodeForget,
+        value,
+        |store| async move {
+            let r = mesh_state::operations::node_forget(&store, &name).await;
+            (store, r)
+        },
+    )
+    .await?;
+    output::print(&format!("{said}\n"))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -13,7 +13,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use mesh_core::names::Name;
 use mesh_core::operation::Operation;
-use mesh_core::records::ToolAccess;
+use mesh_core::operation::wire::{NameArgs, PersonAddArgs};
 use mesh_store::Store;
 
 use crate::authority::open_store_to_write;
@@ -150,64 +150,51 @@ fn person_name(s: &str) -> anyhow::Result<Name> {
 }
 
 fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
-    let name = person_name(&a.name)?;
-    let tools = ToolAccess::from_written(&a.tools)
-        .with_context(|| format!("--tools {}", a.tools.join(",")))?;
-    if let Some(k) = &a.nkey
-        && !mesh_core::users_file::UserCredential::is_user_nkey(k)
-    {
-        bail!(
-            "--nkey {k:?} is not an NKey user public key (U…); `mesh person key --out FILE` prints one"
-        );
+    let request = PersonAddArgs {
+        person: person_name(&a.name)?,
+        role: a.role,
+        tools: a.tools.clone(),
+        nkey: a.nkey.clone(),
+    };
+    if let Some(ctx) = a.mesh.remote()? {
+        let (urls, pin) = (ctx.urls.join(","), ctx.pin.clone());
+        let said = crate::remote::change(ctx, Operation::PersonAdd, &request)?;
+        output::print(&format!("{said}\n"))?;
+        if a.role.is_some() && a.nkey.is_some() {
+            output::print(&format!(
+                "on their machine: mesh login --person {} --key SEED_FILE --bus {urls} --pin {pin}\n",
+                a.name
+            ))?;
+        }
+        return Ok(ExitCode::SUCCESS);
     }
-    let live = crate::block_on(async {
+    let (said, live) = crate::block_on(async {
         let store = open_store_to_write(&a.mesh.store_url()?).await?;
         let result = async {
-            store.put_person(&name, &tools).await?;
-            store.set_person_role(&name, a.role).await?;
-            if let Some(k) = &a.nkey {
-                store.set_person_key(&name, k).await?;
-            }
+            let said = mesh_state::operations::person_add(&store, &request).await?;
             crate::audit::record_local(
                 &store,
                 Operation::PersonAdd,
-                serde_json::json!({
-                    "person": name.as_str(),
-                    "tools": tools.written(),
-                    "role": a.role,
-                    "key": a.nkey,
-                }),
+                serde_json::to_value(&request)?,
             )
             .await?;
-            after_write(&store, &a.mesh, &a.live).await
+            let live = after_write(&store, &a.mesh, &a.live).await?;
+            anyhow::Ok((said, live))
         }
         .await;
         store.close().await;
         result
     })??;
-    let tools = match tools.written().join(",") {
-        t if t.is_empty() => "no tool".to_string(),
-        t => t,
-    };
-    // The role beside the name: `person dan (viewer) may call no tool`.
-    let name = match a.role {
-        Some(role) => format!("{name} ({role})"),
-        None => name.to_string(),
-    };
     let line = match (&a.nkey, live) {
-        (None, _) => format!(
-            "person {name} may call {tools} (no key yet: add again with --nkey to let them connect)"
-        ),
-        (Some(_), None) => format!("person {name} may call {tools}"),
-        (Some(_), Some(Live::Confirmed)) => {
-            format!("person {name} may call {tools}; the broker admits them now")
-        }
+        (Some(_), Some(Live::Confirmed)) => format!("{said}; the broker admits them now"),
         (Some(_), Some(Live::Unconfirmed(why))) => {
             output::note(format!(
-                "not confirmed live: {why}; person {name} is recorded and is admitted once the controller composes"
+                "not confirmed live: {why}; person {} is recorded and is admitted once the controller composes",
+                a.name
             ));
-            format!("person {name} may call {tools}")
+            said
         }
+        _ => said,
     };
     output::print(&format!("{line}\n"))?;
     // How the person reaches the mesh from their own machine.
@@ -231,39 +218,42 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
 
 fn remove(a: &RemoveArgs) -> anyhow::Result<ExitCode> {
     let name = person_name(&a.name)?;
-    let live = crate::block_on(async {
+    if let Some(ctx) = a.mesh.remote()? {
+        let said = crate::remote::change(ctx, Operation::PersonRemove, &NameArgs { name })?;
+        output::print(&format!("{said}\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (said, live) = crate::block_on(async {
         let store = open_store_to_write(&a.mesh.store_url()?).await?;
         let result = async {
-            if !store.remove_person(&name).await? {
-                bail!("there is no person {name}; `mesh authority explain` lists the persons");
-            }
+            let said = mesh_state::operations::person_remove(&store, &name).await?;
             crate::audit::record_local(
                 &store,
                 Operation::PersonRemove,
-                serde_json::json!({ "person": name.as_str() }),
+                serde_json::json!({ "name": name.as_str() }),
             )
             .await?;
-            after_write(&store, &a.mesh, &a.live).await
+            let live = after_write(&store, &a.mesh, &a.live).await?;
+            anyhow::Ok((said, live))
         }
         .await;
         store.close().await;
         result
     })??;
     let line = match live {
-        None => format!("person {name} removed"),
-        Some(Live::Confirmed) => format!("person {name} removed; the broker refuses their key now"),
+        None => said,
+        Some(Live::Confirmed) => format!("{said}; the broker refuses their key now"),
         Some(Live::Unconfirmed(why)) => {
             output::note(format!(
                 "not confirmed live: {why}; person {name} is removed from the records and refused once the controller composes"
             ));
-            format!("person {name} removed")
+            said
         }
     };
     output::print(&format!("{line}\n"))?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Reads a person's seed file, refusing one others may read.
 pub fn read_seed(path: &Path) -> anyhow::Result<nkeys::KeyPair> {
     use std::os::unix::fs::PermissionsExt as _;
     let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;

@@ -113,7 +113,7 @@ impl Asker {
         let answer = tokio::select! {
             r = tokio::time::timeout(ANSWER_WITHIN, asked) => r,
             _ = refused.refused(|r| r.subject == subject) => bail!(
-                "the broker refused: person {} may not ask for `{op}` (it takes the {} role; an admin: mesh person add {} --role {} …)",
+                "the broker refused publishing to {subject}: person {} may not ask for `{op}` (it takes the {} role; an admin: mesh person add {} --role {} …)",
                 self.ctx.person, op.role(), self.ctx.person, op.role()
             ),
         };
@@ -155,13 +155,30 @@ pub async fn ask_current(
     }
 }
 
+/// A change asked as the context's person, from a command that blocks:
+/// the line to print.
+pub fn change(ctx: Context, op: Operation, args: &impl serde::Serialize) -> anyhow::Result<String> {
+    let args = serde_json::to_value(args)?;
+    let (said, _) = crate::block_on(ask_current(ctx, op, args))??;
+    Ok(said)
+}
+
 /// A read (`nodes`, `modules`) asked as the context's person: its rows, as
 /// the same views the store gives on the controller's machine.
 pub async fn read<T: serde::de::DeserializeOwned>(
     ctx: Context,
     op: Operation,
 ) -> anyhow::Result<T> {
-    let (_, data) = ask_current(ctx, op, serde_json::Value::Null).await?;
+    read_with(ctx, op, serde_json::Value::Null).await
+}
+
+/// A read with arguments.
+pub async fn read_with<T: serde::de::DeserializeOwned>(
+    ctx: Context,
+    op: Operation,
+    args: serde_json::Value,
+) -> anyhow::Result<T> {
+    let (_, data) = ask_current(ctx, op, args).await?;
     serde_json::from_value(data)
         .with_context(|| format!("the controller's answer to `{op}` does not read"))
 }

@@ -13,6 +13,8 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use mesh_controller::Genesis;
 use mesh_core::names::Name;
+use mesh_core::operation::Operation;
+use mesh_core::operation::wire::{self, NameArgs, Reply};
 use mesh_core::secret::Secret;
 use serde::Serialize;
 
@@ -36,6 +38,10 @@ pub enum SecretCommand {
   mesh secret set db-password < db-password.txt
   mesh secret set signing-key --from-file signing.pem")]
     Set(SetArgs),
+    /// Give a recorded secret a new value, as `set` does; refused for a
+    /// name not recorded (a misspelt name is not a new secret).
+    #[command(after_help = "Example:\n  mesh secret rotate db-password < new-password.txt")]
+    Rotate(SetArgs),
     /// Every secret: its name, when it was set, which modules use it. Never
     /// a value.
     #[command(after_help = "Example:\n  mesh secret list --output json")]
@@ -89,7 +95,8 @@ pub struct SecretView {
 
 pub fn run(args: &SecretArgs) -> anyhow::Result<ExitCode> {
     match &args.command {
-        SecretCommand::Set(a) => set(a),
+        SecretCommand::Set(a) => set(a, false),
+        SecretCommand::Rotate(a) => set(a, true),
         SecretCommand::List(a) => list(a),
         SecretCommand::Remove(a) => remove(a),
     }
@@ -99,9 +106,94 @@ fn secret_name(s: &str) -> anyhow::Result<Name> {
     Name::new(s).with_context(|| format!("{s:?} is not a secret name"))
 }
 
-fn set(args: &SetArgs) -> anyhow::Result<ExitCode> {
+fn set(args: &SetArgs, rotate: bool) -> anyhow::Result<ExitCode> {
     let name = secret_name(&args.name)?;
-    let value = match &args.from_file {
+    let value = read_value(&name, args.from_file.as_deref())?;
+    let op = if rotate {
+        Operation::SecretRotate
+    } else {
+        Operation::SecretSet
+    };
+    if let Some(ctx) = args.mesh.remote()? {
+        if args.wait {
+            bail!(
+                "--wait is not served over the bus yet: `mesh modules` shows when they restarted"
+            );
+        }
+        return crate::block_on(async {
+            let asker = crate::remote::Asker::connect(ctx).await?;
+            // Sealed here, to the key the active controller answers with
+            // (over the pinned connection): the value never travels.
+            let status = match asker
+                .ask(Operation::Status, serde_json::Value::Null)
+                .await?
+            {
+                Reply::Done { data, .. } => data,
+                Reply::Refused { reason } => bail!("refused: {reason}"),
+            };
+            let xkey = status
+                .get("xkey")
+                .and_then(|k| k.as_str())
+                .context("the controller's status names no XKey to seal the value to")?;
+            let request = sealed(&name, xkey, &value)?;
+            match asker.ask(op, serde_json::to_value(&request)?).await? {
+                Reply::Done { said, .. } => output::print(&format!("{said}\n"))?,
+                Reply::Refused { reason } => bail!("refused: {reason}"),
+            }
+            anyhow::Ok(ExitCode::SUCCESS)
+        })?;
+    }
+    let dir = args.mesh.dir()?;
+    let genesis =
+        Genesis::open(&dir).with_context(|| format!("reading the genesis in {}", dir.display()))?;
+    let request = sealed(&name, &genesis.xkey, &value)?;
+    crate::block_on(async {
+        let store = open_store_to_write(&args.mesh.store_url()?).await?;
+        let result = async {
+            let said = mesh_state::operations::secret_set(&store, &request, rotate, None).await?;
+            crate::audit::record_local(
+                &store,
+                op,
+                wire::audited(op, &serde_json::to_value(&request)?),
+            )
+            .await?;
+            output::print(&format!("{said}\n"))?;
+            if !args.wait {
+                return Ok(ExitCode::SUCCESS);
+            }
+            let users = assigned_users(&store, &name).await?;
+            let wanted: Vec<crate::wait::Wanted<'_>> = users
+                .iter()
+                .map(|(node, module)| crate::wait::Wanted {
+                    module,
+                    node,
+                    assigned: true,
+                })
+                .collect();
+            crate::wait::all_answered(&store, &args.mesh, &wanted, args.timeout).await
+        }
+        .await;
+        store.close().await;
+        result
+    })?
+}
+
+/// The value sealed to `xkey` by a key made for it alone (its seed is
+/// dropped with this frame).
+fn sealed(name: &Name, xkey: &str, value: &Secret) -> anyhow::Result<wire::SecretArgs> {
+    let sender = nkeys::XKey::new();
+    let sender_seed = Secret::new(sender.seed().context("a new XKey has a seed")?);
+    Ok(wire::SecretArgs {
+        name: name.clone(),
+        sealed: mesh_core::sealed::seal(&sender_seed, xkey, value.expose())?,
+        sender: sender.public_key(),
+    })
+}
+
+/// The value from `file` (byte for byte) or standard input (one trailing
+/// newline dropped); never empty.
+fn read_value(name: &Name, file: Option<&std::path::Path>) -> anyhow::Result<Secret> {
+    let value = match file {
         Some(path) => {
             let bytes =
                 std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -130,38 +222,7 @@ fn set(args: &SetArgs) -> anyhow::Result<ExitCode> {
     if value.expose().is_empty() {
         bail!("the value of secret {name} is empty; nothing was recorded");
     }
-    let dir = args.mesh.dir()?;
-    let genesis =
-        Genesis::open(&dir).with_context(|| format!("reading the genesis in {}", dir.display()))?;
-    // A key made for this value alone: its seed is dropped with this frame.
-    let sender = nkeys::XKey::new();
-    let sender_seed = Secret::new(sender.seed().context("a new XKey has a seed")?);
-    let sealed = mesh_core::sealed::seal(&sender_seed, &genesis.xkey, value.expose())?;
-    crate::block_on(async {
-        let store = open_store_to_write(&args.mesh.store_url()?).await?;
-        let result = async {
-            store
-                .set_secret(&name, &sealed, &sender.public_key())
-                .await?;
-            output::print(&format!("set secret {name}\n"))?;
-            if !args.wait {
-                return Ok(ExitCode::SUCCESS);
-            }
-            let users = assigned_users(&store, &name).await?;
-            let wanted: Vec<crate::wait::Wanted<'_>> = users
-                .iter()
-                .map(|(node, module)| crate::wait::Wanted {
-                    module,
-                    node,
-                    assigned: true,
-                })
-                .collect();
-            crate::wait::all_answered(&store, &args.mesh, &wanted, args.timeout).await
-        }
-        .await;
-        store.close().await;
-        result
-    })?
+    Ok(value)
 }
 
 /// Each (node, module) assigned whose module uses secret `name`.
@@ -242,26 +303,16 @@ fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
 
 fn remove(args: &RemoveArgs) -> anyhow::Result<ExitCode> {
     let name = secret_name(&args.name)?;
-    crate::block_on(async {
-        let store = open_store_to_write(&args.mesh.store_url()?).await?;
-        let result = async {
-            let rows = views(&store).await?;
-            let Some(row) = rows.iter().find(|r| r.name == name.as_str()) else {
-                bail!("no secret {name} is recorded (`mesh secret list` shows those that are)");
-            };
-            if !row.used_by.is_empty() {
-                bail!(
-                    "secret {name} is used by {}: register their manifests without it first, then remove it",
-                    row.used_by.join(", ")
-                );
-            }
-            store.remove_secret(&name).await?;
-            anyhow::Ok(())
-        }
-        .await;
-        store.close().await;
-        result
-    })??;
-    output::print(&format!("removed secret {name}\n"))?;
+    let value = serde_json::to_value(NameArgs { name: name.clone() })?;
+    let said = crate::block_on(crate::operate::change(
+        &args.mesh,
+        Operation::SecretRemove,
+        value,
+        |store| async move {
+            let r = mesh_state::operations::secret_remove(&store, &name).await;
+            (store, r)
+        },
+    ))??;
+    output::print(&format!("{said}\n"))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -115,6 +115,19 @@ async fn our_key(store: &mesh_store::Store, dir: Option<&Path>) -> anyhow::Resul
 }
 
 pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
+    if let Some(ctx) = args.mesh.remote()? {
+        // The active controller's own view: it answered, so it is reached.
+        let asked = format!("over the bus, context {}", ctx.name);
+        let mut data: mesh_core::operation::wire::StatusData<StatusView> = crate::block_on(
+            crate::remote::read(ctx, mesh_core::operation::Operation::Status),
+        )??;
+        data.status.controller.url = Some(asked);
+        match args.output {
+            ListFormat::Json => crate::output::print_json(&data.status)?,
+            ListFormat::Text => print_text(&data.status)?,
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     // With only --store given there may be no directory: the default
     // address, still checked against the store's key.
     let dir = args.mesh.find().ok();

@@ -4,10 +4,13 @@
 //! server itself (the violation's subject heard at once), and by the
 //! controller against the records; a retried request is answered from its
 //! audit row, not carried out twice; with no active controller a request
-//! meets no responder at once.
+//! meets no responder at once. And the whole table: every operation asked
+//! by every role from machines that cannot read the mesh's directory.
 
 #[path = "join_live/harness.rs"]
 mod harness;
+#[path = "operators_live/table.rs"]
+mod table;
 
 use std::time::Duration;
 
@@ -98,6 +101,27 @@ async fn roles_decide_what_a_person_may_ask_and_every_change_is_audited() {
         panic!("greeter is not assigned")
     };
     assert_eq!(reason, "greeter is not assigned to n1");
+    // A value sent unsealed (or sealed to another key) is not recorded:
+    // the controller opens what it keeps.
+    let sender = nkeys::XKey::new();
+    let Reply::Refused { reason } = ask(
+        &ada,
+        "ada",
+        "secret-set",
+        serde_json::json!({"id": "a3", "args": {
+            "name": "db-password", "sealed": "cGxhaW50ZXh0", "sender": sender.public_key(),
+        }}),
+    )
+    .await
+    else {
+        panic!("an unsealed value is refused")
+    };
+    let unsealed = reason.clone();
+    assert!(
+        reason
+            .starts_with("the value of secret db-password is not sealed to this controller's XKey"),
+        "{reason}"
+    );
 
     // Beyond the role: the server refuses the publish, naming its subject,
     // before any controller sees it.
@@ -137,6 +161,11 @@ async fn roles_decide_what_a_person_may_ask_and_every_change_is_audited() {
                 "unassign".into(),
                 "refused: greeter is not assigned to n1".into()
             ),
+            (
+                "person ada".into(),
+                "secret-set".into(),
+                format!("refused: {unsealed}")
+            ),
         ],
         "{rows:?}"
     );
@@ -157,17 +186,8 @@ async fn roles_decide_what_a_person_may_ask_and_every_change_is_audited() {
 /// `mesh` run as a person on their own machine: a directory of its own, a
 /// config home of its own, no mesh directory.
 fn as_person(home: &std::path::Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(harness::mesh_bin())
-        .args(args)
-        .current_dir(home)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env_remove("MESH_DIR")
-        .env_remove("MESH_STORE")
-        .env_remove("MESH_STORE_FILE")
-        .env_remove("MESH_CONTEXT")
-        .output()
-        .unwrap()
+    let mut mesh = std::process::Command::new(harness::mesh_bin());
+    table::at_home(mesh.args(args), home).output().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -180,26 +200,7 @@ async fn a_person_logs_in_from_elsewhere_and_the_commands_ask_the_controller() {
         &["person", "key", "--out", seed.to_str().unwrap()],
     );
     let key = String::from_utf8(out.stdout).unwrap();
-    let said = harness::ok(
-        &mesh,
-        &[
-            "person",
-            "add",
-            "ada",
-            "--role",
-            "viewer",
-            "--nkey",
-            key.trim(),
-        ],
-    );
-    let login: Vec<String> = said
-        .lines()
-        .find_map(|l| l.strip_prefix("on their machine: mesh "))
-        .expect("person add says how to log in")
-        .replace("SEED_FILE", seed.to_str().unwrap())
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
+    let login = table::recorded(&mesh, "ada", "viewer", key.trim(), seed.to_str().unwrap());
     let login: Vec<&str> = login.iter().map(String::as_str).collect();
     let out = as_person(home.path(), &login);
     assert!(out.status.success(), "{}", harness::out_text(&out));
@@ -221,7 +222,7 @@ async fn a_person_logs_in_from_elsewhere_and_the_commands_ask_the_controller() {
     assert!(!assign.status.success(), "{err}");
     assert!(
         err.contains(
-            "the broker refused: person ada may not ask for `assign` (it takes the operator role"
+            "the broker refused publishing to mesh.controller.op.ada.assign: person ada may not ask for `assign` (it takes the operator role"
         ),
         "{err}"
     );
@@ -253,4 +254,165 @@ async fn a_person_logs_in_from_elsewhere_and_the_commands_ask_the_controller() {
     .unwrap();
     assert_eq!(rows.len(), 1, "{rows:?}");
     assert_eq!(rows[0]["operation"], "assign");
+}
+
+/// Every stored message of every stream (KV buckets and object stores are
+/// streams too), read as the controller: whether any holds `needle`.
+async fn stored_anywhere(mesh: &Mesh, needles: &[String]) -> Vec<String> {
+    use futures::StreamExt as _;
+    let js = async_nats::jetstream::new(mesh.observer().await);
+    let mut names = js.stream_names();
+    let mut found = Vec::new();
+    let mut read = 0u64;
+    while let Some(name) = names.next().await {
+        let name = name.unwrap();
+        let mut stream = js.get_stream(&name).await.unwrap();
+        let state = stream.info().await.unwrap().state.clone();
+        for seq in state.first_sequence..=state.last_sequence {
+            // Deleted or purged sequences have nothing to read.
+            let Ok(m) = stream.get_raw_message(seq).await else {
+                continue;
+            };
+            read += 1;
+            let text = format!(
+                "{} {:?} {}",
+                m.subject,
+                m.headers,
+                String::from_utf8_lossy(&m.payload)
+            );
+            for n in needles {
+                if text.contains(n.as_str()) {
+                    found.push(format!("{name} #{seq} ({}) holds {n}", m.subject));
+                }
+            }
+        }
+    }
+    assert!(read > 0, "no stored message was read");
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_by_every_role_from_machines_that_cannot_read_the_mesh() {
+    use mesh_core::operation::Role;
+    let (mesh, _hosts) = Mesh::with_hosts(Backend::Sqlite, &["n1"]).await;
+    mesh.assign("ticker", "n1", true);
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            let out = mesh.mesh(&["logs", "ticker"]);
+            String::from_utf8_lossy(&out.stdout).contains("mesh-ticker: tick 3")
+        }),
+        "the ticker never ticked"
+    );
+    let machines: Vec<table::Machine> = [
+        ("vic", Role::Viewer),
+        ("olga", Role::Operator),
+        ("ada", Role::Admin),
+    ]
+    .into_iter()
+    .map(|(p, r)| table::machine(&mesh, p, r))
+    .collect();
+    let seed = mesh.dir.join("controller/nkey.seed");
+    assert!(
+        std::fs::read(&seed).is_ok(),
+        "the controller's machine reads it"
+    );
+    let mut values = Vec::new();
+    for m in &machines {
+        assert!(
+            table::hidden_from(m, &seed),
+            "{}'s machine reads the mesh's directory",
+            m.person
+        );
+        let value = format!("plaintext-of-{}-{}", m.person, std::process::id());
+        std::fs::write(m.path("value"), &value).unwrap();
+        values.push(value);
+    }
+
+    let mut wrong = Vec::new();
+    let mut expected = Vec::new();
+    for m in &machines {
+        for r in table::rows(m, &mesh) {
+            wrong.extend(table::check(&mesh, m, &r));
+            if m.role.allows(r.op) && r.op.changes() {
+                expected.push((format!("person {}", m.person), r.op.to_string()));
+            }
+        }
+    }
+    let operations = table::covered(&machines[0], &mesh).len();
+    println!(
+        "operators: {operations} operations x 3 roles, {} wrong",
+        wrong.len()
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
+
+    // The trail: exactly the changes the table made, each naming its
+    // person, in order (a refused publish never reached the controller).
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&harness::ok(&mesh, &["audit", "--output", "json"])).unwrap();
+    let people: Vec<String> = machines
+        .iter()
+        .map(|m| format!("person {}", m.person))
+        .collect();
+    let trail: Vec<(String, String)> = rows
+        .iter()
+        .filter(|r| people.iter().any(|p| r["who"] == p.as_str()))
+        .map(|r| {
+            assert_eq!(r["outcome"], "done", "{r}");
+            (
+                r["who"].as_str().unwrap().to_string(),
+                r["operation"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(trail, expected);
+    // A secret's value set from a person's machine: never in plaintext in
+    // any stream, the trail, or the controller's log.
+    let found = stored_anywhere(&mesh, &values).await;
+    assert!(found.is_empty(), "{found:#?}");
+    let trail = serde_json::to_string(&rows).unwrap();
+    let log = mesh.controller().log();
+    for v in &values {
+        assert!(!trail.contains(v.as_str()) && !log.contains(v.as_str()));
+    }
+    assert!(
+        !trail.contains("sealed"),
+        "the trail keeps a secret's name only"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_active_controller_a_person_is_told_at_once_and_the_standby_answers_once_active() {
+    use mesh_core::operation::Role;
+    let (mut mesh, _hosts) = Mesh::with_hosts(Backend::Postgres, &["n1"]).await;
+    let standby = mesh.spawn_controller("standby", &[], "info,async_nats=off");
+    standby.wait_log("standing by", Duration::from_secs(30));
+    let vic = table::machine(&mesh, "vic", Role::Viewer);
+    let nodes = vic.mesh(&["nodes"]);
+    assert!(nodes.status.success(), "{}", harness::out_text(&nodes));
+
+    // The active one killed: its lease runs on, so no controller is
+    // active, and a command says so at once rather than waiting.
+    mesh.controller.take().unwrap().kill();
+    let started = std::time::Instant::now();
+    let nodes = vic.mesh(&["nodes"]);
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&nodes.stderr);
+    assert!(
+        !nodes.status.success(),
+        "answered with no active controller"
+    );
+    assert!(
+        err.contains("no active controller answers on the mesh of context vic"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    // Once the standby has taken the lease, the same command is answered.
+    standby.wait_log("controller running", Duration::from_secs(30));
+    assert!(
+        wait_until(Duration::from_secs(20), || vic
+            .mesh(&["nodes"])
+            .status
+            .success()),
+        "the standby, active, never answered"
+    );
 }

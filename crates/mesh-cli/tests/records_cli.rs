@@ -168,7 +168,7 @@ fn a_role_is_recorded_and_every_change_made_here_is_audited() {
     );
     assert_eq!(rows[0]["arguments"]["role"], "viewer");
     assert_eq!(
-        rows[0]["arguments"]["key"],
+        rows[0]["arguments"]["nkey"],
         key.as_str(),
         "a public key is no secret"
     );

@@ -1,6 +1,7 @@
 //! mesh-controller: the controller daemon's logic (single writer of records and of
 //! JetStream definitions). Grows with the controller issue.
 
+pub mod broker_address;
 mod chain;
 pub mod composer;
 mod counters;

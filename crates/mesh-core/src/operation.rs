@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 pub enum Role {
     /// Reads the mesh: status, nodes, modules, plans, logs, events.
     Viewer,
-    /// Plus changes to what runs: assignments, deploys, secrets,
+    /// Plus changes to what runs: assignments, secrets,
     /// artifacts, builds.
     Operator,
     /// Plus who is in the mesh: persons, nodes, the catalogue, the broker,
@@ -86,7 +86,6 @@ pub enum Operation {
     Events,
     Assign,
     Unassign,
-    Deploy,
     SecretSet,
     SecretRotate,
     SecretRemove,
@@ -103,7 +102,7 @@ pub enum Operation {
 }
 
 impl Operation {
-    pub const ALL: [Operation; 22] = [
+    pub const ALL: [Operation; 21] = [
         Operation::Status,
         Operation::Nodes,
         Operation::Modules,
@@ -112,7 +111,6 @@ impl Operation {
         Operation::Events,
         Operation::Assign,
         Operation::Unassign,
-        Operation::Deploy,
         Operation::SecretSet,
         Operation::SecretRotate,
         Operation::SecretRemove,
@@ -139,7 +137,6 @@ impl Operation {
             Operation::Events => "events",
             Operation::Assign => "assign",
             Operation::Unassign => "unassign",
-            Operation::Deploy => "deploy",
             Operation::SecretSet => "secret-set",
             Operation::SecretRotate => "secret-rotate",
             Operation::SecretRemove => "secret-remove",
@@ -161,8 +158,9 @@ impl Operation {
         use Operation::*;
         match self {
             Status | Nodes | Modules | Plan | Logs | Events => Role::Viewer,
-            Assign | Unassign | Deploy | SecretSet | SecretRotate | SecretRemove | ArtifactPut
-            | Build => Role::Operator,
+            Assign | Unassign | SecretSet | SecretRotate | SecretRemove | ArtifactPut | Build => {
+                Role::Operator
+            }
             Register | NodeAdd | NodeForget | NodeSet | PersonAdd | PersonRemove
             | BrokerSetAddress | Audit => Role::Admin,
         }

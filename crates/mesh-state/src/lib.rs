@@ -6,6 +6,7 @@
 
 pub mod catalogue;
 pub mod derived;
+pub mod operations;
 pub mod registered;
 pub mod snapshot;
 pub mod views;

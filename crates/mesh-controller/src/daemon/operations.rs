@@ -11,12 +11,15 @@ use std::sync::Arc;
 use async_nats::Subscriber;
 use futures::StreamExt as _;
 use mesh_core::names::Name;
-use mesh_core::operation::wire::{self, AssignArgs, Reply, Request};
+use mesh_core::operation::wire::{self, Reply, Request};
 use mesh_core::operation::{Operation, refusal};
 use mesh_store::{Actor, AuditEntry, Outcome};
 use tracing::{info, warn};
 
 use super::{Ctx, error_chain};
+
+mod changes;
+mod reads;
 
 /// Subscribes to every person's operations: while this controller is
 /// active only, so a standby never answers one (a request then meets no
@@ -96,60 +99,35 @@ fn unavailable(e: &mesh_store::StoreError) -> Reply {
 }
 
 async fn carry_out(ctx: &Ctx, op: Operation, request: &Request) -> Reply {
-    let store = &ctx.store;
-    match op {
-        Operation::Nodes => {
-            let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
-            match mesh_state::views::nodes(store, now).await {
-                Ok(rows) => read(rows),
-                Err(e) => refused(e),
-            }
-        }
-        Operation::Modules => match mesh_state::views::modules(store).await {
-            Ok(rows) => read(rows),
-            Err(e) => refused(e),
-        },
-        Operation::Assign => {
-            let a: AssignArgs = match wire::args(op, &request.args) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            match store
-                .assign_version(&a.node, &a.module, a.version.as_deref())
-                .await
-            {
-                Ok(pin) => {
-                    let pin = pin.map(|v| format!(" (version {v})")).unwrap_or_default();
-                    changed(store, format!("assigned {} to {}{pin}", a.module, a.node)).await
-                }
-                Err(e) => refused(e),
-            }
-        }
-        Operation::Unassign => {
-            let a: AssignArgs = match wire::args(op, &request.args) {
-                Ok(a) => a,
-                Err(r) => return r,
-            };
-            match store.unassign(&a.node, &a.module).await {
-                Ok(true) => {
-                    changed(store, format!("unassigned {} from {}", a.module, a.node)).await
-                }
-                Ok(false) => Reply::Refused {
-                    reason: format!("{} is not assigned to {}", a.module, a.node),
-                },
-                Err(e) => refused(e),
-            }
-        }
-        other => Reply::Refused {
-            reason: format!(
-                "`{other}` is not served over the bus yet: run `mesh {}` on the controller's machine",
-                other.as_str().replacen('-', " ", 1)
-            ),
-        },
+    if op.changes() {
+        changes::carry_out(ctx, op, request).await
+    } else {
+        reads::carry_out(ctx, op, request).await
     }
 }
 
-fn read(rows: impl serde::Serialize) -> Reply {
+/// A request's arguments, or the answer refusing them.
+macro_rules! args {
+    ($op:expr, $request:expr) => {
+        match mesh_core::operation::wire::args($op, &$request.args) {
+            Ok(a) => a,
+            Err(refused) => return refused,
+        }
+    };
+}
+pub(crate) use args;
+
+/// Not served over the bus (yet): the local command that does it.
+fn not_served(op: Operation) -> Reply {
+    Reply::Refused {
+        reason: format!(
+            "`{op}` is not served over the bus yet: run `mesh {}` on the controller's machine",
+            op.as_str().replacen('-', " ", 1)
+        ),
+    }
+}
+
+pub(super) fn read(rows: impl serde::Serialize) -> Reply {
     Reply::Done {
         said: String::new(),
         revision: None,
@@ -157,14 +135,14 @@ fn read(rows: impl serde::Serialize) -> Reply {
     }
 }
 
-fn refused(e: impl std::error::Error + 'static) -> Reply {
+pub(super) fn refused(e: impl std::error::Error + 'static) -> Reply {
     Reply::Refused {
         reason: error_chain(&e),
     }
 }
 
 /// Done: with the records revision the change made.
-async fn changed(store: &mesh_store::Store, said: String) -> Reply {
+pub(super) async fn changed(store: &mesh_store::Store, said: String) -> Reply {
     Reply::Done {
         said,
         revision: store.records_revision().await.ok(),
@@ -184,7 +162,7 @@ async fn audit(ctx: &Ctx, person: &Name, op: Operation, request: &Request, reply
     let entry = AuditEntry {
         who: Actor::Person(person.to_string()),
         operation: op.to_string(),
-        arguments: request.args.clone(),
+        arguments: wire::audited(op, &request.args),
         outcome,
         request_id: Some(request.id.clone()),
     };

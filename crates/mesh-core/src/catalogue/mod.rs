@@ -19,3 +19,4 @@ pub use left_out::left_out;
 pub use registering::broken_by;
 pub use roles::{BUILD_MACHINE_ROLE, STORE_ROLE, builtin_roles};
 pub use watched::Unwatchable;
+pub use watched::subject_filter;

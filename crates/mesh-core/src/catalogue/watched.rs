@@ -40,7 +40,41 @@ fn close_help(close: &Option<Name>, write: impl Fn(&Name) -> String) -> String {
         .map_or_else(String::new, |c| format!("; did you mean `{}`?", write(c)))
 }
 
+/// A filter written as a subject (`mesh.…`): taken as written when it
+/// overlaps what `EVENTS` holds; None for any other filter (an event
+/// reference, which [`Catalogue::event_filter`] reads).
+pub fn subject_filter(filter: &str) -> Option<Result<String, String>> {
+    use crate::subjects::{ALL_MODULE_EVENTS, ALL_SEAT_EVENTS, ALL_SEAT_NODE_EVENTS};
+    if !filter.starts_with("mesh.") {
+        return None;
+    }
+    let all = [ALL_MODULE_EVENTS, ALL_SEAT_EVENTS, ALL_SEAT_NODE_EVENTS];
+    Some(if all.iter().any(|all| pattern::overlap(all, filter)) {
+        Ok(filter.to_string())
+    } else {
+        Err(format!(
+            "{filter:?} matches no event subject: EVENTS holds {}",
+            all.join(", ")
+        ))
+    })
+}
+
 impl Catalogue {
+    /// The subject `mesh events tail FILTER` reads: a subject as written,
+    /// or what an event reference (`ticker.tick`, `seat:jobs.*`) is stored
+    /// under when something registered emits it.
+    pub fn event_filter(&self, filter: &str) -> Result<String, String> {
+        if let Some(subject) = subject_filter(filter) {
+            return subject;
+        }
+        let r = crate::manifest::refs::parse_event_ref(filter).map_err(|e| {
+            format!(
+                "{filter:?}: {e}; write <module>.<event>, seat:<seat>.<event> or a mesh. subject"
+            )
+        })?;
+        self.watched(&r).map_err(|e| e.to_string())
+    }
+
     /// The subject events of `r` are stored under, when something in the
     /// catalogue emits one of them.
     pub fn watched(&self, r: &EventRef) -> Result<String, Unwatchable> {

@@ -18,7 +18,7 @@ fn each_role_includes_the_one_before_it() {
     );
     assert!(viewer.iter().all(|o| operator.contains(o)));
     assert!(operator.iter().all(|o| admin.contains(o)));
-    assert_eq!(operator.len(), 14);
+    assert_eq!(operator.len(), 13);
     assert_eq!(admin, Operation::ALL);
     for op in [Operation::Assign, Operation::SecretSet, Operation::Build] {
         assert!(

@@ -64,3 +64,168 @@ pub fn request(payload: &[u8]) -> Result<Request, Reply> {
         reason: format!("the request does not read: {e} (expected {{\"id\": …, \"args\": {{…}}}})"),
     })
 }
+
+/// An operation on one named thing: `node-forget`, `person-remove`,
+/// `secret-remove`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NameArgs {
+    pub name: Name,
+}
+
+/// `secret-set` and `secret-rotate`: the value sealed on the asker's
+/// machine to the controller's XKey by a key made for it alone; the value
+/// itself never travels.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretArgs {
+    pub name: Name,
+    /// [`crate::sealed::seal`]'s output.
+    pub sealed: String,
+    /// The sealing key's public half (`X…`).
+    pub sender: String,
+}
+
+/// `node-add`: the node recorded (if new) and a one-time token issued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeAddArgs {
+    pub node: Name,
+    /// The token's life in seconds.
+    pub ttl_secs: u64,
+    #[serde(default)]
+    pub reissue: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
+/// `node-set`: where other nodes reach a node, the ports it gives seats.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSetArgs {
+    pub node: Name,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<(Name, u16)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub no_ports: Vec<Name>,
+}
+
+/// `person-add`: a person with a role, the tools they may call, and the
+/// public key they connect with (none: recorded without one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PersonAddArgs {
+    pub person: Name,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<super::Role>,
+    /// As `--tools` is written (`module.tool`, `module.*`).
+    #[serde(default)]
+    pub tools: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nkey: Option<String>,
+}
+
+/// `broker-set-address`: the broker's new client port, and the addresses
+/// nodes reach it at (none: kept).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrokerArgs {
+    pub port: u16,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<String>,
+}
+
+/// `audit`: which rows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditArgs {
+    /// Unix milliseconds: only rows since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub person: Option<Name>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<i64>,
+}
+
+/// `logs`: a module's newest lines, as its node's host keeps them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsArgs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<Name>,
+    pub request: crate::logs::LogsRequest,
+}
+
+/// `events`: the stored events after a sequence of `EVENTS`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsArgs {
+    /// As `mesh events tail` is given it: an event reference
+    /// (`ticker.tick`) or a subject; none: every event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+    /// Only events stored after this sequence; none: from the newest on
+    /// (the answer carries the newest sequence and no events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<u64>,
+    /// At most this many.
+    pub max: usize,
+}
+
+/// One stored event as `events` answers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    pub sequence: u64,
+    pub subject: String,
+    /// The envelope as stored (JSON text).
+    pub payload: String,
+    /// Who sent it, as the subject and the records bear out.
+    #[serde(default)]
+    pub who: Option<String>,
+    /// Why the envelope's word about its sender cannot be taken.
+    #[serde(default)]
+    pub doubt: Option<String>,
+    /// When the broker stored it (unix seconds).
+    #[serde(default)]
+    pub stored: Option<u64>,
+}
+
+/// `events`'s answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct EventsAnswer {
+    pub events: Vec<StoredEvent>,
+    /// Where the next request starts (`after`).
+    pub last: u64,
+}
+
+/// `logs`'s answer: the host's, or that the node's host did not answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogsReply {
+    Answer(crate::logs::LogsAnswer),
+    /// No host answered for the node (down, or not connected).
+    Silent {
+        node: Name,
+    },
+}
+
+/// `status`'s answer beside the status view: the controller's XKey, what
+/// a secret is sealed to on the asker's machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusData<S> {
+    pub status: S,
+    pub xkey: String,
+}
+
+/// What the audit trail keeps of a request's arguments: a secret's name,
+/// never its value, even sealed.
+pub fn audited(op: super::Operation, args: &serde_json::Value) -> serde_json::Value {
+    use super::Operation::*;
+    match op {
+        SecretSet | SecretRotate => serde_json::json!({ "name": args.get("name") }),
+        _ => args.clone(),
+    }
+}

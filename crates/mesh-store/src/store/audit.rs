@@ -47,7 +47,7 @@ pub struct AuditEntry {
 }
 
 /// A row as the store holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AuditRow {
     pub id: i64,
     pub at: Millis,

@@ -1,0 +1,156 @@
+//! The operations that change the records: each through the same
+//! `mesh_state::operations` function the CLI on the controller's machine
+//! takes, so the checks and the words are one, whoever asks.
+
+use mesh_core::operation::Operation;
+use mesh_core::operation::wire::{
+    AssignArgs, BrokerArgs, NameArgs, NodeAddArgs, NodeSetArgs, PersonAddArgs, Reply, Request,
+    SecretArgs,
+};
+use mesh_state::operations::{self as op_fns, OperationError};
+
+use super::{args, changed, not_served, refused};
+use crate::daemon::Ctx;
+
+pub(super) async fn carry_out(ctx: &Ctx, op: Operation, request: &Request) -> Reply {
+    let store = &ctx.store;
+    let said = match op {
+        Operation::Assign => {
+            let a: AssignArgs = args!(op, request);
+            match store
+                .assign_version(&a.node, &a.module, a.version.as_deref())
+                .await
+            {
+                Ok(pin) => {
+                    let pin = pin.map(|v| format!(" (version {v})")).unwrap_or_default();
+                    Ok(format!("assigned {} to {}{pin}", a.module, a.node))
+                }
+                Err(e) => return refused(e),
+            }
+        }
+        Operation::Unassign => {
+            let a: AssignArgs = args!(op, request);
+            match store.unassign(&a.node, &a.module).await {
+                Ok(true) => Ok(format!("unassigned {} from {}", a.module, a.node)),
+                Ok(false) => Err(OperationError::Refused(format!(
+                    "{} is not assigned to {}",
+                    a.module, a.node
+                ))),
+                Err(e) => return refused(e),
+            }
+        }
+        Operation::SecretSet | Operation::SecretRotate => {
+            let a: SecretArgs = args!(op, request);
+            op_fns::secret_set(
+                store,
+                &a,
+                op == Operation::SecretRotate,
+                Some(&ctx.xkey_seed),
+            )
+            .await
+        }
+        Operation::SecretRemove => {
+            let a: NameArgs = args!(op, request);
+            op_fns::secret_remove(store, &a.name).await
+        }
+        Operation::NodeAdd => {
+            let a: NodeAddArgs = args!(op, request);
+            return node_add(ctx, &a).await;
+        }
+        Operation::NodeSet => {
+            let a: NodeSetArgs = args!(op, request);
+            op_fns::node_set(store, &a).await
+        }
+        Operation::NodeForget => {
+            let a: NameArgs = args!(op, request);
+            op_fns::node_forget(store, &a.name).await
+        }
+        Operation::PersonAdd => {
+            let a: PersonAddArgs = args!(op, request);
+            op_fns::person_add(store, &a).await
+        }
+        Operation::PersonRemove => {
+            let a: NameArgs = args!(op, request);
+            op_fns::person_remove(store, &a.name).await
+        }
+        Operation::BrokerSetAddress => {
+            let a: BrokerArgs = args!(op, request);
+            return broker_set_address(ctx, &a).await;
+        }
+        other => return not_served(other),
+    };
+    match said {
+        Ok(said) => changed(store, said).await,
+        Err(OperationError::Refused(reason)) => Reply::Refused { reason },
+        Err(e) => refused(e),
+    }
+}
+
+/// A node's token, made here from the genesis: the enrolment key the
+/// store issued, the broker's addresses and pin, the controller's key.
+async fn node_add(ctx: &Ctx, a: &NodeAddArgs) -> Reply {
+    let genesis = match crate::Genesis::open(&ctx.opts.dir) {
+        Ok(g) => g,
+        Err(e) => return refused(e),
+    };
+    let issued = match op_fns::node_add(&ctx.store, a).await {
+        Ok(i) => i,
+        Err(OperationError::Refused(reason)) => return Reply::Refused { reason },
+        Err(e) => return refused(e),
+    };
+    let token = mesh_core::token::Token {
+        bus_urls: genesis.bus_urls(),
+        cert_sha256: genesis.cert_sha256.clone(),
+        controller_key: genesis.signing_key.clone(),
+        node: a.node.clone(),
+        enrolment_seed: issued.secret,
+        expires_at: u64::try_from(issued.expires_at).unwrap_or(0),
+    };
+    match changed(&ctx.store, format!("token for node {}", a.node)).await {
+        Reply::Done { said, revision, .. } => Reply::Done {
+            said,
+            revision,
+            data: serde_json::json!({ "token": token.encode().expose() }),
+        },
+        refused => refused,
+    }
+}
+
+/// The broker moved in this controller's directory: the addresses
+/// recorded for every node to follow, its configuration written where the
+/// broker is started again, on this machine, once they have.
+async fn broker_set_address(ctx: &Ctx, a: &BrokerArgs) -> Reply {
+    if a.port == 0 {
+        return Reply::Refused {
+            reason: "port 0 is no port the broker can listen on: give 1 to 65535".into(),
+        };
+    }
+    let genesis = match crate::Genesis::open(&ctx.opts.dir) {
+        Ok(g) => g,
+        Err(e) => return refused(e),
+    };
+    let addresses = (!a.addresses.is_empty()).then_some(a.addresses.as_slice());
+    let moved =
+        match crate::broker_address::set_broker_address(&genesis, &ctx.store, a.port, addresses)
+            .await
+        {
+            Ok(m) => m,
+            Err(e) => return refused(e),
+        };
+    let next = match &moved.conf {
+        Ok(conf) => format!(
+            "every node is declared them and follows; once `mesh status` names no node behind the broker, start it again on the controller's machine on {} (port {} from then on)",
+            conf.display(),
+            a.port
+        ),
+        Err(e) => format!(
+            "recorded, but the broker's configuration was not written: {}",
+            crate::daemon::error_chain(e)
+        ),
+    };
+    changed(
+        &ctx.store,
+        format!("broker addresses: {}\n{next}", moved.urls.join(", ")),
+    )
+    .await
+}
