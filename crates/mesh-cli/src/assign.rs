@@ -90,10 +90,44 @@ pub fn run_catalogue(args: &CatalogueArgs) -> anyhow::Result<ExitCode> {
         CatalogueCommand::Register(a) => a,
         CatalogueCommand::Graph(a) => return crate::graph::run(a),
     };
+    if let Some(ctx) = args.mesh.remote()? {
+        // Read and parsed here (a file's own errors said here, each where
+        // it is); checked against the registered catalogue and recorded by
+        // the controller.
+        let report = mesh_state::catalogue::read(&args.paths)?;
+        crate::authority::refuse_errors(&report, &args.paths, "nothing was registered")?;
+        let mut request = mesh_core::operation::wire::RegisterArgs {
+            manifests: Vec::new(),
+            aliases: Vec::new(),
+        };
+        for (name, text) in report.sources {
+            let is_aliases = std::path::Path::new(&name)
+                .file_name()
+                .is_some_and(|f| f == mesh_state::ALIASES_FILE);
+            match is_aliases {
+                true => request.aliases.push((name, text)),
+                false => request.manifests.push((name, text)),
+            }
+        }
+        let said = crate::remote::change(ctx, mesh_core::operation::Operation::Register, &request)?;
+        output::print(&format!("{said}\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     crate::block_on(async {
         let store = open_store_to_write(&args.mesh.store_url()?).await?;
-        let result =
-            crate::registering::register(&store, &args.paths, "nothing was registered").await;
+        let result = async {
+            let r =
+                crate::registering::register(&store, &args.paths, "nothing was registered").await?;
+            let names: Vec<String> = r.report.sources.keys().cloned().collect();
+            crate::audit::record_local(
+                &store,
+                mesh_core::operation::Operation::Register,
+                serde_json::json!({ "files": names }),
+            )
+            .await?;
+            anyhow::Ok(r)
+        }
+        .await;
         store.close().await;
         let done = result?.registration.modules;
         output::print(&format!(

@@ -59,14 +59,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
 /// [`diagnostic::MAX_PER_FILE`] per file, the rest counted), then a summary.
 pub fn print_text(report: &CatalogueCheck) -> anyhow::Result<()> {
     let mut out = Stdout::lock();
-    for entry in diagnostic::cap_per_file(&report.diagnostics, diagnostic::MAX_PER_FILE) {
-        match entry {
-            diagnostic::Entry::Shown(d) => {
-                let source = report.sources.get(d.file()).map(String::as_str);
-                out.line(diagnostic::render_text(d, source))?;
-            }
-            diagnostic::Entry::More(more) => out.line(format_args!("{more}\n"))?,
-        }
+    for text in report.rendered() {
+        out.line(text)?;
     }
     out.line(format_args!(
         "checked {} manifest{}: {} error{}, {} warning{}",

@@ -10,6 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+mod pending;
+pub use pending::Pending;
+
 use serde::Serialize;
 
 use crate::authority::{self, AuthorityError, Cause, Grant, Principal};

@@ -41,6 +41,21 @@ impl CatalogueCheck {
         self.count(Severity::Warning)
     }
 
+    /// Each diagnostic rendered where it is, with its source's lines (at
+    /// most [`diagnostic::MAX_PER_FILE`] a file, then how many more).
+    pub fn rendered(&self) -> Vec<String> {
+        diagnostic::cap_per_file(&self.diagnostics, diagnostic::MAX_PER_FILE)
+            .into_iter()
+            .map(|entry| match entry {
+                diagnostic::Entry::Shown(d) => {
+                    let source = self.sources.get(d.file()).map(String::as_str);
+                    diagnostic::render_text(d, source)
+                }
+                diagnostic::Entry::More(more) => format!("{more}\n"),
+            })
+            .collect()
+    }
+
     fn count(&self, s: Severity) -> usize {
         self.diagnostics.iter().filter(|d| d.severity == s).count()
     }
@@ -98,36 +113,49 @@ pub fn read(paths: &[PathBuf]) -> Result<CatalogueCheck, LoadError> {
         });
     }
 
-    let mut diagnostics = Vec::new();
-    let mut sources = BTreeMap::new();
-    let mut aliases = Aliases::new();
+    let mut alias_texts = Vec::new();
     for f in &alias_files {
         let text = fs::read_to_string(f).map_err(read_err(f))?;
-        let name = f.display().to_string();
-        match Aliases::parse(&name, &text) {
-            Ok(a) => aliases.extend(a),
-            Err(d) => diagnostics.extend(d),
-        }
-        sources.insert(name, text);
+        alias_texts.push((f.display().to_string(), text));
     }
-    let mut manifests = Vec::new();
+    let mut manifest_texts = Vec::new();
     for f in &manifest_files {
         let bytes = fs::read(f).map_err(read_err(f))?;
-        let name = f.display().to_string();
-        match manifest::parse_bytes(&name, &bytes) {
-            Ok(m) => manifests.push(m),
+        manifest_texts.push((f.display().to_string(), bytes));
+    }
+    Ok(from_texts(&manifest_texts, &alias_texts))
+}
+
+/// Manifests and alias files given as texts (each by the name diagnostics
+/// give it), parsed one by one as [`read`] parses files: what the
+/// controller registers for a person who read them on their own machine.
+pub fn from_texts(manifests: &[(String, Vec<u8>)], aliases: &[(String, String)]) -> CatalogueCheck {
+    let mut diagnostics = Vec::new();
+    let mut sources = BTreeMap::new();
+    let mut renames = Aliases::new();
+    for (name, text) in aliases {
+        match Aliases::parse(name, text) {
+            Ok(a) => renames.extend(a),
             Err(d) => diagnostics.extend(d),
         }
-        sources.insert(name, String::from_utf8_lossy(&bytes).into_owned());
+        sources.insert(name.clone(), text.clone());
     }
-    let catalogue = Catalogue::build(manifests, aliases);
+    let mut parsed = Vec::new();
+    for (name, bytes) in manifests {
+        match manifest::parse_bytes(name, bytes) {
+            Ok(m) => parsed.push(m),
+            Err(d) => diagnostics.extend(d),
+        }
+        sources.insert(name.clone(), String::from_utf8_lossy(bytes).into_owned());
+    }
+    let catalogue = Catalogue::build(parsed, renames);
     diagnostic::sort(&mut diagnostics);
-    Ok(CatalogueCheck {
-        manifests: manifest_files.len(),
+    CatalogueCheck {
+        manifests: manifests.len(),
         diagnostics,
         sources,
         catalogue,
-    })
+    }
 }
 
 fn discover(

@@ -7,7 +7,9 @@
 pub mod catalogue;
 pub mod derived;
 pub mod operations;
+pub mod plan;
 pub mod registered;
+pub mod registering;
 pub mod snapshot;
 pub mod views;
 

@@ -63,6 +63,19 @@ pub fn machine(mesh: &Mesh, person: &str, role: Role) -> Machine {
         home: tempfile::tempdir().unwrap(),
         hidden: mesh.tmp.path().to_path_buf(),
     };
+    // A catalogue of their own: one module, named for them.
+    let manifest = m
+        .home
+        .path()
+        .join(format!("catalogue/note-{person}/mesh.toml"));
+    std::fs::create_dir_all(manifest.parent().unwrap()).unwrap();
+    std::fs::write(
+        &manifest,
+        format!(
+            "[module]\nname = \"note-{person}\"\ndescription = \"A module registered from {person}'s machine\"\n\n[run]\ncommand = [\"${{artifact:mesh-echo}}\"]\n"
+        ),
+    )
+    .unwrap();
     let seed = m.path("person.seed");
     let out = m.mesh(&["person", "key", "--out", &seed]);
     assert!(out.status.success(), "{}", harness::out_text(&out));
@@ -168,6 +181,21 @@ pub fn rows(m: &Machine, mesh: &Mesh) -> Vec<Row> {
             Operation::Modules,
             &["modules", "--output", "json"],
             |_, out| out.contains("ticker").then_some(()).ok_or(out.to_string()),
+        ),
+        row(
+            Operation::Plan,
+            &["plan", "assign", "echo", "n1"],
+            |mesh, out| {
+                starts(
+                    out,
+                    "plan: assign echo to n1\ndeclarations:\n  node n1:\n    start  echo",
+                )?;
+                // Planned, not made.
+                let rows = local_json(mesh, &["modules", "--output", "json"]);
+                (!rows.to_string().contains("\"echo\""))
+                    .then_some(())
+                    .ok_or(format!("a plan assigned echo: {rows}"))
+            },
         ),
         row(
             Operation::Logs,
@@ -312,6 +340,21 @@ pub fn rows(m: &Machine, mesh: &Mesh) -> Vec<Row> {
                 (!out.status.success())
                     .then_some(())
                     .ok_or(format!("person_{o2} is still a principal"))
+            },
+        ),
+        row(
+            Operation::Register,
+            &["catalogue", "register", "catalogue"],
+            {
+                let module = format!("note-{p}");
+                move |mesh, out| {
+                    starts(out, &format!("registered 1 module(s): {module}"))?;
+                    let registered = harness::ok(mesh, &["catalogue", "graph"]);
+                    registered
+                        .contains(module.as_str())
+                        .then_some(())
+                        .ok_or(registered)
+                }
             },
         ),
         row(

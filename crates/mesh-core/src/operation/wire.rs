@@ -137,6 +137,19 @@ pub struct BrokerArgs {
     pub addresses: Vec<String>,
 }
 
+/// `register`: a catalogue's files as read on the asker's machine, each by
+/// the name its diagnostics give it; the controller parses and checks
+/// them itself, with the registered catalogue in view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterArgs {
+    /// (name, text) of each manifest.
+    pub manifests: Vec<(String, String)>,
+    /// (name, text) of each `aliases.toml`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aliases: Vec<(String, String)>,
+}
+
 /// `audit`: which rows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -226,6 +239,18 @@ pub fn audited(op: super::Operation, args: &serde_json::Value) -> serde_json::Va
     use super::Operation::*;
     match op {
         SecretSet | SecretRotate => serde_json::json!({ "name": args.get("name") }),
+        // The files by name: their texts are what the records then hold.
+        Register => {
+            let names = |key: &str| -> Vec<serde_json::Value> {
+                args.get(key)
+                    .and_then(|v| v.as_array())
+                    .map(|files| files.iter().filter_map(|f| f.get(0).cloned()).collect())
+                    .unwrap_or_default()
+            };
+            let mut files = names("manifests");
+            files.extend(names("aliases"));
+            serde_json::json!({ "files": files })
+        }
         _ => args.clone(),
     }
 }

@@ -4,8 +4,8 @@
 
 use mesh_core::operation::Operation;
 use mesh_core::operation::wire::{
-    AssignArgs, BrokerArgs, NameArgs, NodeAddArgs, NodeSetArgs, PersonAddArgs, Reply, Request,
-    SecretArgs,
+    AssignArgs, BrokerArgs, NameArgs, NodeAddArgs, NodeSetArgs, PersonAddArgs, RegisterArgs, Reply,
+    Request, SecretArgs,
 };
 use mesh_state::operations::{self as op_fns, OperationError};
 
@@ -72,6 +72,10 @@ pub(super) async fn carry_out(ctx: &Ctx, op: Operation, request: &Request) -> Re
         Operation::PersonRemove => {
             let a: NameArgs = args!(op, request);
             op_fns::person_remove(store, &a.name).await
+        }
+        Operation::Register => {
+            let a: RegisterArgs = args!(op, request);
+            return register(ctx, &a).await;
         }
         Operation::BrokerSetAddress => {
             let a: BrokerArgs = args!(op, request);
@@ -151,6 +155,78 @@ async fn broker_set_address(ctx: &Ctx, a: &BrokerArgs) -> Reply {
     changed(
         &ctx.store,
         format!("broker addresses: {}\n{next}", moved.urls.join(", ")),
+    )
+    .await
+}
+
+/// A catalogue registered from the texts a person read: parsed and checked
+/// here, with the registered catalogue in view, as the CLI checks files.
+async fn register(ctx: &Ctx, a: &RegisterArgs) -> Reply {
+    use mesh_state::registering::{InView, Refused, prepare};
+    let manifests: Vec<(String, Vec<u8>)> = a
+        .manifests
+        .iter()
+        .map(|(name, text)| (name.clone(), text.clone().into_bytes()))
+        .collect();
+    if manifests.is_empty() {
+        return Reply::Refused {
+            reason: "no manifest was given: name a catalogue directory or mesh.toml files".into(),
+        };
+    }
+    let report = mesh_state::catalogue::from_texts(&manifests, &a.aliases);
+    let registered = match InView::read(&ctx.store).await {
+        Ok(r) => r,
+        Err(e) => return refused(e),
+    };
+    let registering = match prepare(report, &registered) {
+        Ok(r) => r,
+        Err(Refused::Errors(check)) => {
+            return Reply::Refused {
+                reason: format!(
+                    "the catalogue has {} error(s); nothing was registered:\n{}",
+                    check.errors(),
+                    check.rendered().join("\n")
+                ),
+            };
+        }
+        Err(Refused::Breaks {
+            check,
+            in_registered,
+        }) => {
+            let what = if in_registered {
+                "registering it would break the registered catalogue"
+            } else {
+                "with the registered catalogue in view it has errors"
+            };
+            return Reply::Refused {
+                reason: format!(
+                    "{what}: {} error(s), each where it is; nothing was registered:\n{}",
+                    check.diagnostics.len(),
+                    check.rendered().join("\n")
+                ),
+            };
+        }
+    };
+    if let Err(e) = ctx
+        .store
+        .register_catalogue(&registering.registration)
+        .await
+    {
+        return refused(e);
+    }
+    let modules: Vec<&str> = registering
+        .registration
+        .modules
+        .iter()
+        .map(|(m, _)| m.as_str())
+        .collect();
+    changed(
+        &ctx.store,
+        format!(
+            "registered {} module(s): {}",
+            modules.len(),
+            modules.join(", ")
+        ),
     )
     .await
 }

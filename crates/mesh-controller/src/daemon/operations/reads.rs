@@ -75,6 +75,17 @@ pub(super) async fn carry_out(ctx: &Ctx, op: Operation, request: &Request) -> Re
             let a: LogsArgs = args!(op, request);
             logs(ctx, a).await
         }
+        Operation::Plan => {
+            let pending: mesh_core::change::Pending = args!(op, request);
+            match mesh_state::plan::compute(&pending, store).await {
+                Ok(plan) => read(serde_json::json!({
+                    "text": mesh_state::plan::render(&plan),
+                    "plan": plan,
+                })),
+                Err(mesh_state::plan::PlanError::Refused(reason)) => Reply::Refused { reason },
+                Err(e) => refused(e),
+            }
+        }
         Operation::Events => {
             let a: EventsArgs = args!(op, request);
             match events(ctx, &a).await {
