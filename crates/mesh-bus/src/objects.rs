@@ -108,6 +108,7 @@ pub async fn observe(js: &Context, objects: &Objects) -> Result<Observed, Assert
                 },
                 max_msgs_per_subject: (c.max_messages_per_subject >= 0)
                     .then_some(c.max_messages_per_subject),
+                max_age_secs: (!c.max_age.is_zero()).then_some(c.max_age.as_secs()),
                 replicas: c.num_replicas.max(1),
             },
         );
@@ -198,6 +199,7 @@ fn stream_config(s: &StreamSpec) -> stream::Config {
             Retention::WorkQueue => RetentionPolicy::WorkQueue,
         },
         max_messages_per_subject: s.max_msgs_per_subject.unwrap_or(-1),
+        max_age: std::time::Duration::from_secs(s.max_age_secs.unwrap_or(0)),
         num_replicas: s.replicas.max(1),
         ..Default::default()
     }

@@ -4,8 +4,7 @@
 //! the broker as the controller; the records say which versions exist and
 //! what a host is granted to read.
 
-use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -15,7 +14,6 @@ use mesh_controller::Genesis;
 use mesh_core::artifact::Reference;
 use mesh_core::names::Name;
 use serde::Serialize;
-use sha2::{Digest as _, Sha256};
 
 use crate::authority::{open_existing_store, open_store_to_write};
 use crate::output::{self, ListFormat};
@@ -108,113 +106,9 @@ pub fn run(args: &ArtifactArgs) -> anyhow::Result<ExitCode> {
 
 /// How long a put or a get may take: a 64 MiB artifact over loopback takes
 /// a second or two; a stalled broker must not hang the command.
-const TRANSFER_WITHIN: Duration = Duration::from_secs(600);
+const TRANSFER_WITHIN: Duration = mesh_controller::artifacts::TRANSFER_WITHIN;
 
-/// Size and SHA-256 (lowercase hex) of `path`, read in blocks.
-fn digest_file(path: &Path) -> anyhow::Result<(u64, String)> {
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut size = 0u64;
-    loop {
-        let n = file
-            .read(&mut buf)
-            .with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        size += n as u64;
-    }
-    Ok((size, hex::encode(hasher.finalize())))
-}
-
-/// What [`put_file`] did.
-#[derive(Debug)]
-pub struct Put {
-    pub reference: Reference,
-    pub size: u64,
-    pub sha256: String,
-    pub version: String,
-    /// The bytes were in the object store already.
-    pub existed: bool,
-    /// The version's record was written now (not there before).
-    pub recorded: bool,
-}
-
-/// Stores `file` as artifact `name` of the registered `module` through the
-/// bus `connect` reaches (as the controller; awaited only once the records
-/// allow the put) and records it under `version`, else the first 12 hex
-/// digits of its SHA-256. A missing bucket is made with `replicas` copies
-/// (the genesis's servers); an existing one keeps the copies it has.
-pub async fn put_file(
-    store: &mesh_store::Store,
-    connect: impl Future<Output = anyhow::Result<async_nats::jetstream::Context>>,
-    module: &Name,
-    name: &Name,
-    file: &Path,
-    version: Option<&str>,
-    replicas: usize,
-) -> anyhow::Result<Put> {
-    if !file.is_file() {
-        bail!("{} is not a file", file.display());
-    }
-    let (size, sha256) = digest_file(file)?;
-    let version = match version {
-        Some(v) if !mesh_store::version_ok(v) => {
-            bail!("--version {v:?}: use letters, digits, `.`, `-` and `_`, at most 64 characters")
-        }
-        Some(v) => v.to_string(),
-        None => sha256[..12].to_string(),
-    };
-    let reference = Reference {
-        module: module.clone(),
-        artifact: name.clone(),
-        sha256: sha256.clone(),
-    };
-    // Refused before any byte is sent: an artifact of a module the mesh
-    // does not know would be stored and never run.
-    if store.module(module).await?.is_none() {
-        bail!(
-            "module {module} is not registered; register its manifest with `mesh catalogue register` first"
-        );
-    }
-    let js = connect.await?;
-    mesh_bus::artifacts::ensure_bucket_made_with(&js, replicas)
-        .await
-        .context("the artifact store")?;
-    let stored = tokio::time::timeout(
-        TRANSFER_WITHIN,
-        mesh_bus::artifacts::put(&js, &reference.object_name(), file),
-    )
-    .await
-    .map_err(|_| anyhow::anyhow!("storing {} took over {TRANSFER_WITHIN:?}", file.display()))??;
-    if stored.sha256 != sha256 || stored.size != size {
-        bail!(
-            "{} changed while it was being stored; nothing was recorded",
-            file.display()
-        );
-    }
-    let recorded = store
-        .record_upload(&mesh_store::Upload {
-            module: module.clone(),
-            version: version.clone(),
-            name: name.clone(),
-            sha256: sha256.clone(),
-            size,
-            nuid: stored.nuid.clone(),
-        })
-        .await?;
-    Ok(Put {
-        reference,
-        size,
-        sha256,
-        version,
-        existed: stored.existed,
-        recorded,
-    })
-}
+pub use mesh_controller::artifacts::{Put, put_file};
 
 fn put(args: &PutArgs) -> anyhow::Result<ExitCode> {
     let module = Name::new(&args.module)
@@ -224,6 +118,17 @@ fn put(args: &PutArgs) -> anyhow::Result<ExitCode> {
     if !args.file.is_file() {
         bail!("{} is not a file", args.file.display());
     }
+    if let Some(ctx) = args.mesh.remote()? {
+        let said = crate::block_on(crate::upload::put(
+            ctx,
+            &module,
+            &name,
+            &args.file,
+            args.version.as_deref(),
+        ))??;
+        output::print(&format!("{said}\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let genesis = Genesis::open(&args.mesh.dir()?)?;
     let url = args.mesh.store_url()?;
     let put = crate::block_on(async {
@@ -232,15 +137,31 @@ fn put(args: &PutArgs) -> anyhow::Result<ExitCode> {
             let client = crate::bus::controller_client(&genesis).await?;
             anyhow::Ok(async_nats::jetstream::new(client))
         };
-        let put = put_file(
-            &store,
-            connect,
-            &module,
-            &name,
-            &args.file,
-            args.version.as_deref(),
-            usize::from(genesis.replicas),
-        )
+        let put = async {
+            let put = put_file(
+                &store,
+                connect,
+                &module,
+                &name,
+                &args.file,
+                args.version.as_deref(),
+                usize::from(genesis.replicas),
+            )
+            .await?;
+            crate::audit::record_local(
+                &store,
+                mesh_core::operation::Operation::ArtifactPut,
+                serde_json::json!({
+                    "module": module.as_str(),
+                    "name": name.as_str(),
+                    "version": put.version,
+                    "sha256": put.sha256,
+                    "size": put.size,
+                }),
+            )
+            .await?;
+            anyhow::Ok(put)
+        }
         .await;
         store.close().await;
         put

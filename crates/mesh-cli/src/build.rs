@@ -12,14 +12,15 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use futures::StreamExt as _;
 use mesh_controller::Genesis;
-use mesh_core::build::{BUILT_EVENT, BuildRequest, Built, WORK_KIND, build_machines};
+use mesh_core::build::{BUILT_EVENT, Built, build_machines};
 use mesh_core::catalogue::BUILD_MACHINE_ROLE;
-use mesh_core::event::{self, EventEnvelope};
+use mesh_core::event;
 use mesh_core::names::Name;
+use mesh_core::operation::Operation;
 use mesh_core::subjects::{self, EventSelector};
 use serde::Serialize;
 
-use crate::authority::open_existing_store;
+use crate::authority::open_store_to_write;
 use crate::output::{self, ListFormat};
 use crate::progress::Progress;
 use crate::state::MeshArgs;
@@ -62,10 +63,6 @@ pub struct BuildMachineArgs {
     pub parallel: usize,
 }
 
-/// The envelope's sender for work the controller submits: it is no module,
-/// and the subject's grant (not this) says who could have sent it.
-const SUBMITTER: (&str, &str) = ("mesh", "controller");
-
 /// After this long with no build machine assigned, `mesh build` says so.
 const SAY_NO_MACHINE_AFTER: Duration = Duration::from_secs(3);
 
@@ -75,8 +72,14 @@ pub fn run_build(args: &BuildArgs) -> anyhow::Result<ExitCode> {
         None => (args.target.as_str(), "HEAD"),
     };
     let module = Name::new(module).with_context(|| format!("{module:?} is not a module name"))?;
-    if !mesh_core::build::rev_ok(rev) {
-        bail!("{rev:?} is not a revision to build (empty, a space, or a leading `-`)");
+    if let Some(ctx) = args.mesh.remote()? {
+        let request = mesh_core::operation::wire::BuildArgs {
+            module,
+            rev: rev.to_string(),
+        };
+        let said = crate::remote::change(ctx, Operation::Build, &request)?;
+        output::print(&format!("{said}\n"))?;
+        return Ok(ExitCode::SUCCESS);
     }
     let genesis = Genesis::open(&args.mesh.dir()?)?;
     let url = args.mesh.store_url()?;
@@ -90,22 +93,7 @@ async fn build(
     module: Name,
     rev: String,
 ) -> anyhow::Result<ExitCode> {
-    let store = open_existing_store(url).await?;
-    let Some(registered) = store.module(&module).await? else {
-        bail!("module {module} is not registered; `mesh catalogue register DIR` first");
-    };
-    let manifest = mesh_core::manifest::parse(
-        &format!("{module} (registered)"),
-        &registered.manifest_source,
-    )
-    .map_err(|_| {
-        anyhow::anyhow!("the registered manifest of {module} does not parse; register it again")
-    })?;
-    let Some(repository) = manifest.repository.as_ref().map(|r| r.value.clone()) else {
-        bail!(
-            "module {module} names no repository; add `repository = \"file:///path/to/repo\"` (a git URL) to its [module] and register it again"
-        );
-    };
+    let store = open_store_to_write(url).await?;
     let client = crate::bus::controller_client(genesis).await?;
     let js = async_nats::jetstream::new(client.clone());
     let built_subject = subjects::seat_event(
@@ -118,28 +106,20 @@ async fn build(
         .await
         .context("listening for built events")?;
     client.flush().await.context("listening for built events")?;
-    let id = hex::encode(rand_bytes());
-    let request = BuildRequest {
-        id: id.clone(),
-        module: module.clone(),
-        repository,
-        rev: rev.clone(),
+    let submitted = mesh_controller::builds::submit(&store, &js, &module, &rev).await;
+    let id = match submitted {
+        Ok(s) => s.id,
+        Err(e) => {
+            store.close().await;
+            return Err(e.into());
+        }
     };
-    let envelope = EventEnvelope {
-        id: id.clone(),
-        module: Name::new(SUBMITTER.0)?,
-        node: Name::new(SUBMITTER.1)?,
-        at: u64::try_from(mesh_store::now_ms()).unwrap_or(0),
-        payload: serde_json::to_value(&request)?,
-    };
-    let work = subjects::seat_work(&Name::new(BUILD_MACHINE_ROLE)?, &Name::new(WORK_KIND)?);
-    js.publish(work.clone(), envelope.to_json()?.into())
-        .await
-        .with_context(|| format!("submitting the build on {work}"))?
-        .await
-        .with_context(|| {
-            format!("the {BUILD_MACHINE_ROLE} queue did not store the build (is the controller running? it asserts the queue)")
-        })?;
+    crate::audit::record_local(
+        &store,
+        Operation::Build,
+        serde_json::json!({ "module": module.as_str(), "rev": rev, "id": id }),
+    )
+    .await?;
     if args.no_wait {
         output::print(&format!("{id}\n"))?;
         store.close().await;
@@ -242,10 +222,6 @@ fn answer(payload: &[u8], id: &str) -> Option<Built> {
     let envelope = event::parse(payload).ok()?;
     let built: Built = serde_json::from_value(envelope.payload).ok()?;
     (built.id == id).then_some(built)
-}
-
-fn rand_bytes() -> [u8; 16] {
-    rand::random()
 }
 
 async fn assigned_build_machines(store: &mesh_store::Store) -> anyhow::Result<Vec<(Name, Name)>> {

@@ -42,6 +42,7 @@ pub mod shutdown;
 pub mod state;
 pub mod status;
 pub mod up;
+pub mod upload;
 pub mod wait;
 
 /// mesh: a self-hosted control plane for a fleet of machines, whose every

@@ -100,6 +100,34 @@ impl Asker {
         })
     }
 
+    /// The person of the context.
+    pub fn person(&self) -> anyhow::Result<Name> {
+        Name::new(&self.ctx.person)
+            .with_context(|| format!("{:?} is not a person name", self.ctx.person))
+    }
+
+    /// The connection, as the person.
+    pub fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+
+    /// The server's refusals heard on the connection.
+    pub fn refusals(&self) -> &mesh_bus::Refusals {
+        &self.refusals
+    }
+
+    /// The broker refused publishing to `subject`, which `op` takes: the
+    /// role that would allow it named.
+    pub fn refused(&self, subject: &str, op: Operation) -> anyhow::Error {
+        anyhow::anyhow!(
+            "the broker refused publishing to {subject}: person {} may not ask for `{op}` (it takes the {} role; an admin: mesh person add {} --role {} …)",
+            self.ctx.person,
+            op.role(),
+            self.ctx.person,
+            op.role()
+        )
+    }
+
     /// `op` with `args`: the controller's answer, or why there is none.
     pub async fn ask(&self, op: Operation, args: serde_json::Value) -> anyhow::Result<Reply> {
         let person = Name::new(&self.ctx.person)
@@ -112,10 +140,7 @@ impl Asker {
             .request(subject.clone(), body.to_string().into());
         let answer = tokio::select! {
             r = tokio::time::timeout(ANSWER_WITHIN, asked) => r,
-            _ = refused.refused(|r| r.subject == subject) => bail!(
-                "the broker refused publishing to {subject}: person {} may not ask for `{op}` (it takes the {} role; an admin: mesh person add {} --role {} …)",
-                self.ctx.person, op.role(), self.ctx.person, op.role()
-            ),
+            _ = refused.refused(|r| r.subject == subject) => return Err(self.refused(&subject, op)),
         };
         let msg = match answer {
             Err(_) => bail!("the controller did not answer `{op}` within {ANSWER_WITHIN:?}"),

@@ -122,6 +122,36 @@ async fn roles_decide_what_a_person_may_ask_and_every_change_is_audited() {
             .starts_with("the value of secret db-password is not sealed to this controller's XKey"),
         "{reason}"
     );
+    // An upload that is not what the request says: refused, and purged.
+    let upload = "0123456789abcdef0123456789abcdef";
+    let js = async_nats::jetstream::new(ada.clone());
+    js.publish(format!("mesh.upload.ada.{upload}"), "not the bytes".into())
+        .await
+        .unwrap()
+        .await
+        .expect("an operator's upload is stored");
+    let Reply::Refused { reason } = ask(
+        &ada,
+        "ada",
+        "artifact-put",
+        serde_json::json!({"id": "a4", "args": {
+            "module": "echo", "name": "x", "upload": upload, "size": 5, "sha256": "00",
+        }}),
+    )
+    .await
+    else {
+        panic!("an upload that is not what it says is refused")
+    };
+    let mismatch = reason.clone();
+    assert!(
+        reason.starts_with(&format!("upload {upload} holds 13 bytes with sha256 ")),
+        "{reason}"
+    );
+    assert_eq!(
+        mesh.stored("UPLOADS").await,
+        0,
+        "a refused upload is purged"
+    );
 
     // Beyond the role: the server refuses the publish, naming its subject,
     // before any controller sees it.
@@ -165,6 +195,11 @@ async fn roles_decide_what_a_person_may_ask_and_every_change_is_audited() {
                 "person ada".into(),
                 "secret-set".into(),
                 format!("refused: {unsealed}")
+            ),
+            (
+                "person ada".into(),
+                "artifact-put".into(),
+                format!("refused: {mismatch}")
             ),
         ],
         "{rows:?}"
@@ -344,6 +379,15 @@ async fn every_operation_by_every_role_from_machines_that_cannot_read_the_mesh()
         wrong.len()
     );
     assert!(wrong.is_empty(), "{wrong:#?}");
+
+    // Each build asked for waits in the build machines' queue (none is
+    // assigned to take it).
+    let builds = expected.iter().filter(|(_, op)| op == "build").count() as u64;
+    let seat = mesh_core::names::Name::new("mesh-build-machine").unwrap();
+    let queued = mesh.stored(&mesh_core::subjects::seat_stream(&seat)).await;
+    assert_eq!((builds, queued), (2, 2));
+    // Every upload, once put, is gone from UPLOADS.
+    assert_eq!(mesh.stored("UPLOADS").await, 0);
 
     // The trail: exactly the changes the table made, each naming its
     // person, in order (a refused publish never reached the controller).

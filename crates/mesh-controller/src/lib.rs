@@ -1,7 +1,9 @@
 //! mesh-controller: the controller daemon's logic (single writer of records and of
 //! JetStream definitions). Grows with the controller issue.
 
+pub mod artifacts;
 pub mod broker_address;
+pub mod builds;
 mod chain;
 pub mod composer;
 mod counters;

@@ -465,6 +465,14 @@ pub fn person_principal(person: &PersonRecord) -> Principal {
                 record(format!("person {name} is {role}: may ask for {op}")),
             );
         }
+        // An artifact's bytes travel through JetStream, not the request:
+        // into the person's own uploads, which only the controller reads.
+        if role.allows(crate::operation::Operation::ArtifactPut) {
+            p.publish(
+                subjects::person_uploads(name),
+                record(format!("person {name} is {role}: may upload artifacts")),
+            );
+        }
     }
     let kind = PrincipalKind::Person {
         person: name.clone(),

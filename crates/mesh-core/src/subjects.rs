@@ -11,6 +11,10 @@ use crate::names::Name;
 pub const STREAM_CONTROL: &str = "CONTROL";
 /// Stream holding module and seat events.
 pub const STREAM_EVENTS: &str = "EVENTS";
+/// Artifacts on their way from a person's machine to the artifact store.
+pub const STREAM_UPLOADS: &str = "UPLOADS";
+/// Every upload's chunks: `mesh.upload.<person>.<upload>`.
+pub const ALL_UPLOADS: &str = "mesh.upload.>";
 /// Stream holding the newest declaration of every node.
 pub const STREAM_NODES: &str = "NODES";
 
@@ -490,6 +494,27 @@ pub mod pattern {
             i += 1;
         }
     }
+}
+
+/// `mesh.upload.<person>.<upload>`: the chunks of one artifact a person
+/// uploads, in order, for the controller to put in the artifact store;
+/// `upload` is [`upload_id_ok`].
+pub fn upload(person: &Name, upload: &str) -> String {
+    format!("mesh.upload.{person}.{upload}")
+}
+
+/// An upload's id: 32 lowercase hex digits (one subject token, no
+/// wildcard).
+pub fn upload_id_ok(id: &str) -> bool {
+    id.len() == 32
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// `mesh.upload.<person>.>`: every upload of a person (their grant).
+pub fn person_uploads(person: &Name) -> String {
+    format!("mesh.upload.{person}.>")
 }
 
 #[cfg(test)]

@@ -545,6 +545,19 @@ impl Mesh {
             .expect("the controller's key connects")
     }
 
+    /// How many messages a stream holds, as the controller reads it.
+    pub async fn stored(&self, stream: &str) -> u64 {
+        let js = async_nats::jetstream::new(self.observer().await);
+        js.get_stream(stream)
+            .await
+            .unwrap()
+            .info()
+            .await
+            .unwrap()
+            .state
+            .messages
+    }
+
     /// A mesh with its controller, the example catalogue registered, and a
     /// real host per name, enrolled and bound.
     pub async fn with_hosts(backend: Backend, names: &[&str]) -> (Mesh, Vec<Daemon>) {

@@ -84,15 +84,7 @@ pub async fn wait_stored(mesh: &Mesh, stream: &str, n: u64) {
 
 /// How many messages a stream holds.
 pub async fn stored(mesh: &Mesh, stream: &str) -> u64 {
-    let js = async_nats::jetstream::new(mesh.observer().await);
-    js.get_stream(stream)
-        .await
-        .unwrap()
-        .info()
-        .await
-        .unwrap()
-        .state
-        .messages
+    mesh.stored(stream).await
 }
 
 /// `mesh person key` into the mesh's temp dir, then `mesh person add`.

@@ -20,6 +20,7 @@ use super::{Ctx, error_chain};
 
 mod changes;
 mod reads;
+mod upload;
 
 /// Subscribes to every person's operations: while this controller is
 /// active only, so a standby never answers one (a request then meets no
@@ -71,7 +72,7 @@ async fn answer(ctx: &Ctx, person: &Name, op: Operation, payload: &[u8]) -> Repl
             Err(e) => return unavailable(&e),
         }
     }
-    let reply = carry_out(ctx, op, &request).await;
+    let reply = carry_out(ctx, person, op, &request).await;
     if op.changes() {
         audit(ctx, person, op, &request, &reply).await;
     }
@@ -98,9 +99,9 @@ fn unavailable(e: &mesh_store::StoreError) -> Reply {
     }
 }
 
-async fn carry_out(ctx: &Ctx, op: Operation, request: &Request) -> Reply {
+async fn carry_out(ctx: &Ctx, person: &Name, op: Operation, request: &Request) -> Reply {
     if op.changes() {
-        changes::carry_out(ctx, op, request).await
+        changes::carry_out(ctx, person, op, request).await
     } else {
         reads::carry_out(ctx, op, request).await
     }

@@ -564,6 +564,7 @@ fn overlapping_streams_are_refused_naming_both() {
         subjects: vec!["mesh.control.>".into()],
         retention: jetstream::Retention::Limits,
         max_msgs_per_subject: None,
+        max_age_secs: None,
         replicas: 1,
     });
     match jetstream::check(&o).unwrap_err() {

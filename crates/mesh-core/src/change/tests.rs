@@ -521,6 +521,7 @@ fn each_entry_names_its_node_or_its_principal() {
         subjects: vec![],
         retention: jetstream::Retention::Limits,
         max_msgs_per_subject: None,
+        max_age_secs: None,
         replicas: 1,
     }));
     assert_eq!((object.node(), object.principal()), (None, None));
@@ -543,6 +544,7 @@ fn entries_serialise_as_tagged_data() {
         subjects: vec![],
         retention: jetstream::Retention::Limits,
         max_msgs_per_subject: None,
+        max_age_secs: None,
         replicas: 1,
     })))
     .unwrap();

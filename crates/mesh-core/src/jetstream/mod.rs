@@ -34,6 +34,9 @@ pub enum Retention {
     WorkQueue,
 }
 
+/// How long an upload's chunks wait in `UPLOADS` for the controller.
+pub const UPLOAD_LIFE_SECS: u64 = 3600;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StreamSpec {
     pub name: String,
@@ -41,6 +44,10 @@ pub struct StreamSpec {
     pub retention: Retention,
     /// `None`: no per-subject limit.
     pub max_msgs_per_subject: Option<i64>,
+    /// Messages older are removed; `None`: kept until their retention
+    /// ends them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_secs: Option<u64>,
     /// Copies kept by a clustered bus (the genesis's `--replicas`); 1 on
     /// a single server.
     #[serde(skip_serializing_if = "is_one")]
@@ -220,6 +227,7 @@ pub fn derive(
         ],
         retention: Retention::WorkQueue,
         max_msgs_per_subject: None,
+        max_age_secs: None,
         replicas: controller.replicas,
     });
     o.streams.push(StreamSpec {
@@ -233,6 +241,17 @@ pub fn derive(
         ],
         retention: Retention::Limits,
         max_msgs_per_subject: None,
+        max_age_secs: None,
+        replicas: controller.replicas,
+    });
+    o.streams.push(StreamSpec {
+        name: subjects::STREAM_UPLOADS.into(),
+        // An upload lives until the controller has put it in the artifact
+        // store (then purged); one abandoned midway goes within the hour.
+        subjects: vec![subjects::ALL_UPLOADS.into()],
+        retention: Retention::Limits,
+        max_msgs_per_subject: None,
+        max_age_secs: Some(UPLOAD_LIFE_SECS),
         replicas: controller.replicas,
     });
     o.streams.push(StreamSpec {
@@ -241,6 +260,7 @@ pub fn derive(
         retention: Retention::Limits,
         // Only the newest declaration matters.
         max_msgs_per_subject: Some(1),
+        max_age_secs: None,
         replicas: controller.replicas,
     });
     for entry in catalogue.seats() {
@@ -252,6 +272,7 @@ pub fn derive(
             subjects: seat_stream_subjects(entry),
             retention: Retention::WorkQueue,
             max_msgs_per_subject: None,
+            max_age_secs: None,
             replicas: controller.replicas,
         });
         o.consumers.extend(seat_worker(entry));

@@ -28,6 +28,7 @@ pub struct ObservedStream {
     /// `None`: a retention mesh never uses (interest).
     pub retention: Option<Retention>,
     pub max_msgs_per_subject: Option<i64>,
+    pub max_age_secs: Option<u64>,
     pub replicas: usize,
 }
 
@@ -128,6 +129,9 @@ fn stream_changes(want: &StreamSpec, found: &ObservedStream) -> Vec<&'static str
     if want.max_msgs_per_subject != found.max_msgs_per_subject {
         changed.push("max_msgs_per_subject");
     }
+    if want.max_age_secs != found.max_age_secs {
+        changed.push("max_age");
+    }
     // A cluster grown from one server takes its streams' copies along
     // (the server scales a stream up or down in place).
     if want.replicas != found.replicas {
@@ -218,6 +222,7 @@ impl ObservedStream {
             subjects: spec.subjects.clone(),
             retention: Some(spec.retention),
             max_msgs_per_subject: spec.max_msgs_per_subject,
+            max_age_secs: spec.max_age_secs,
             replicas: spec.replicas,
         }
     }
@@ -267,6 +272,7 @@ mod tests {
             subjects: subjects.iter().map(|s| s.to_string()).collect(),
             retention,
             max_msgs_per_subject: None,
+            max_age_secs: None,
             replicas: 1,
         }
     }

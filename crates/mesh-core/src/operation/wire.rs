@@ -150,6 +150,33 @@ pub struct RegisterArgs {
     pub aliases: Vec<(String, String)>,
 }
 
+/// `build`: a module's revision queued for the build machines.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildArgs {
+    pub module: Name,
+    /// A branch, tag or commit.
+    pub rev: String,
+}
+
+/// `artifact-put`: an artifact whose bytes the asker published, in order,
+/// to their upload's subject (`mesh.upload.<person>.<upload>`); the
+/// controller checks them against the size and digest and puts them in
+/// the artifact store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactPutArgs {
+    pub module: Name,
+    pub name: Name,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// 32 lowercase hex digits.
+    pub upload: String,
+    pub size: u64,
+    /// Lowercase hex SHA-256 of the bytes.
+    pub sha256: String,
+}
+
 /// `audit`: which rows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -2,17 +2,18 @@
 //! `mesh_state::operations` function the CLI on the controller's machine
 //! takes, so the checks and the words are one, whoever asks.
 
+use mesh_core::names::Name;
 use mesh_core::operation::Operation;
 use mesh_core::operation::wire::{
-    AssignArgs, BrokerArgs, NameArgs, NodeAddArgs, NodeSetArgs, PersonAddArgs, RegisterArgs, Reply,
-    Request, SecretArgs,
+    ArtifactPutArgs, AssignArgs, BrokerArgs, BuildArgs, NameArgs, NodeAddArgs, NodeSetArgs,
+    PersonAddArgs, RegisterArgs, Reply, Request, SecretArgs,
 };
 use mesh_state::operations::{self as op_fns, OperationError};
 
 use super::{args, changed, not_served, refused};
 use crate::daemon::Ctx;
 
-pub(super) async fn carry_out(ctx: &Ctx, op: Operation, request: &Request) -> Reply {
+pub(super) async fn carry_out(ctx: &Ctx, person: &Name, op: Operation, request: &Request) -> Reply {
     let store = &ctx.store;
     let said = match op {
         Operation::Assign => {
@@ -72,6 +73,27 @@ pub(super) async fn carry_out(ctx: &Ctx, op: Operation, request: &Request) -> Re
         Operation::PersonRemove => {
             let a: NameArgs = args!(op, request);
             op_fns::person_remove(store, &a.name).await
+        }
+        Operation::ArtifactPut => {
+            let a: ArtifactPutArgs = args!(op, request);
+            return super::upload::artifact_put(ctx, person, &a).await;
+        }
+        Operation::Build => {
+            let a: BuildArgs = args!(op, request);
+            return match crate::builds::submit(store, &ctx.js, &a.module, &a.rev).await {
+                // Queued, not waited for: the controller serves one request
+                // at a time, and a build takes minutes.
+                Ok(s) => Reply::Done {
+                    said: format!(
+                        "queued build {} of {}@{}; `mesh events tail seat:mesh-build-machine.built` shows it built, `mesh modules` the version an assign then pins",
+                        s.id, a.module, a.rev
+                    ),
+                    revision: None,
+                    data: serde_json::json!({ "id": s.id }),
+                },
+                Err(crate::builds::SubmitError::Refused(reason)) => Reply::Refused { reason },
+                Err(e) => refused(e),
+            };
         }
         Operation::Register => {
             let a: RegisterArgs = args!(op, request);
