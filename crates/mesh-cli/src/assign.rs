@@ -256,6 +256,20 @@ pub fn run_assign(args: &AssignArgs, assign: bool) -> anyhow::Result<ExitCode> {
             } else {
                 bail!(not_assigned(&store, &module, &node).await?)
             };
+            let op = if assign {
+                mesh_core::operation::Operation::Assign
+            } else {
+                mesh_core::operation::Operation::Unassign
+            };
+            let mut arguments =
+                serde_json::json!({ "module": module.as_str(), "node": node.as_str() });
+            if let Some(v) = &args.version {
+                arguments["version"] = v.as_str().into();
+            }
+            if let Some(from) = &from {
+                arguments["from"] = from.as_str().into();
+            }
+            crate::audit::record_local(&store, op, arguments).await?;
             Ok((line, unaddressed))
         }
         .await;

@@ -394,6 +394,13 @@ fn records_after(before: &Records, change: &FleetChange, fleet: &Fleet) -> (Reco
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
+    // A login lives on with its person.
+    after.live_logins = before
+        .live_logins
+        .iter()
+        .filter(|p| after.persons.iter().any(|a| a.name == **p))
+        .cloned()
+        .collect();
     after.nodes.sort();
     after.assignments.sort();
     after.persons.sort_by(|a, b| a.name.cmp(&b.name));

@@ -27,6 +27,7 @@ pub mod image;
 pub mod init;
 pub mod listings;
 pub mod logging;
+pub mod login;
 pub mod logs;
 pub mod node;
 pub mod operate;
@@ -214,12 +215,13 @@ pub enum Command {
   mesh audit --since 2h --person ada
   mesh audit --output json")]
     Audit(audit::AuditArgs),
-    /// On a person's own machine: check their key reaches the mesh and its
-    /// controller answers them, then write a context that commands without
-    /// a mesh directory use.
-    #[command(after_help = "Example:
+    /// On a person's own machine: spend the login token `mesh person add
+    /// --role` printed (the key is made here), or prove a key made before;
+    /// then write a context that commands without a mesh directory use.
+    #[command(after_help = "Examples:
+  mesh login < ada.token
   mesh login --person ada --key ada.seed --bus tls://10.0.0.1:4222 --pin 3f5a…")]
-    Login(remote::LoginArgs),
+    Login(login::LoginArgs),
     /// The contexts `mesh login` wrote: list them, or use another.
     #[command(after_help = "Examples:
   mesh context list
@@ -309,7 +311,7 @@ where
         Command::Host(args) => host::run(&args),
         Command::Person(args) => person::run(&args),
         Command::Audit(args) => audit::run(&args),
-        Command::Login(args) => remote::login(&args),
+        Command::Login(args) => login::login(&args),
         Command::Context(args) => remote::run_context(&args),
         Command::Call(args) => call::run(&args),
         Command::Logs(args) => logs::run(&args),

@@ -158,7 +158,14 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(ctx) = a.mesh.remote()? {
         let (urls, pin) = (ctx.urls.join(","), ctx.pin.clone());
-        let said = crate::remote::change(ctx, Operation::PersonAdd, &request)?;
+        let (said, data) = crate::block_on(crate::remote::ask_current(
+            ctx,
+            Operation::PersonAdd,
+            serde_json::to_value(&request)?,
+        ))??;
+        if let Some(token) = data.get("token").and_then(|t| t.as_str()) {
+            return print_login(&said, token);
+        }
         output::print(&format!("{said}\n"))?;
         if a.role.is_some() && a.nkey.is_some() {
             output::print(&format!(
@@ -168,10 +175,10 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let (said, live) = crate::block_on(async {
+    let (said, live, login) = crate::block_on(async {
         let store = open_store_to_write(&a.mesh.store_url()?).await?;
         let result = async {
-            let said = mesh_state::operations::person_add(&store, &request).await?;
+            let (said, login) = mesh_state::operations::person_add(&store, &request).await?;
             crate::audit::record_local(
                 &store,
                 Operation::PersonAdd,
@@ -179,12 +186,16 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
             )
             .await?;
             let live = after_write(&store, &a.mesh, &a.live).await?;
-            anyhow::Ok((said, live))
+            anyhow::Ok((said, live, login))
         }
         .await;
         store.close().await;
         result
     })??;
+    if let Some(login) = login {
+        let genesis = mesh_controller::Genesis::open(&a.mesh.dir()?)?;
+        return print_login(&said, genesis.person_token(login).expose());
+    }
     let line = match (&a.nkey, live) {
         (Some(_), Some(Live::Confirmed)) => format!("{said}; the broker admits them now"),
         (Some(_), Some(Live::Unconfirmed(why))) => {
@@ -213,6 +224,16 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
             genesis.cert_sha256
         ))?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A login token alone on stdout (so `> ada.token` carries nothing else),
+/// what to do with it on stderr.
+fn print_login(said: &str, token: &str) -> anyhow::Result<ExitCode> {
+    output::print(&format!("{token}\n"))?;
+    output::note(format_args!(
+        "{said}; the token is a secret usable once: give it to them as a file, never in a command line"
+    ));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -4,7 +4,6 @@
 //! subject is the person's own) and refuses what their role does not
 //! allow; the refusal is heard at once, not after a timeout.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -20,31 +19,6 @@ use crate::output;
 
 /// How long an answer may take.
 const ANSWER_WITHIN: Duration = Duration::from_secs(30);
-
-#[derive(Debug, Args)]
-pub struct LoginArgs {
-    /// The person, as `mesh person add` recorded them.
-    #[arg(long)]
-    pub person: String,
-    /// The person's seed file (from `mesh person key`, mode 0600).
-    #[arg(long, value_name = "FILE")]
-    pub key: PathBuf,
-    /// The bus's address (`tls://HOST:PORT`); repeat or comma-separate
-    /// every server of a cluster.
-    #[arg(
-        long = "bus",
-        value_name = "URL",
-        value_delimiter = ',',
-        required = true
-    )]
-    pub urls: Vec<String>,
-    /// The broker certificate's SHA-256, as `mesh person add` prints it.
-    #[arg(long, value_name = "SHA256")]
-    pub pin: String,
-    /// The context's name [default: the person's].
-    #[arg(long)]
-    pub name: Option<String>,
-}
 
 #[derive(Debug, Args)]
 pub struct ContextArgs {
@@ -206,35 +180,6 @@ pub async fn read_with<T: serde::de::DeserializeOwned>(
     let (_, data) = ask_current(ctx, op, args).await?;
     serde_json::from_value(data)
         .with_context(|| format!("the controller's answer to `{op}` does not read"))
-}
-
-pub fn login(args: &LoginArgs) -> anyhow::Result<ExitCode> {
-    let key_file = std::fs::canonicalize(&args.key)
-        .with_context(|| format!("reading {}", args.key.display()))?;
-    let ctx = Context {
-        name: args.name.clone().unwrap_or_else(|| args.person.clone()),
-        person: args.person.clone(),
-        urls: args.urls.clone(),
-        pin: args.pin.clone(),
-        key_file,
-    };
-    // Proven before it is written: the broker admits the key and the
-    // controller answers the person.
-    let nodes = crate::block_on(async {
-        let asker = Asker::connect(ctx.clone()).await?;
-        asker.ask(Operation::Nodes, serde_json::Value::Null).await
-    })??;
-    if let Reply::Refused { reason } = nodes {
-        bail!("the controller refused person {}: {reason}", ctx.person);
-    }
-    let path = context::save(&ctx)?;
-    output::print(&format!(
-        "logged in as person {} (context {}, in {}); commands without a mesh directory use it\n",
-        ctx.person,
-        ctx.name,
-        path.display()
-    ))?;
-    Ok(ExitCode::SUCCESS)
 }
 
 pub fn run_context(args: &ContextArgs) -> anyhow::Result<ExitCode> {

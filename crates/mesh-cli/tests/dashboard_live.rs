@@ -86,6 +86,14 @@ async fn the_dashboard_of_a_live_mesh_shows_its_nodes_and_modules() {
         );
     }
     assert!(dom.contains("<h2>Catalogue</h2>"), "{dom}");
+    // The audit trail: the assignment made above, by the local user.
+    assert!(dom.contains("<h2>Audit trail</h2>"), "{dom}");
+    assert!(
+        dom.contains("<td>assign</td>")
+            && dom.contains(r#"{"module":"echo","node":"dash-node"}"#)
+            && dom.contains("<td>local "),
+        "the assignment is not in the trail:\n{dom}"
+    );
     // The picture beside it is the catalogue graph the CLI draws.
     assert!(dom.contains("src=\"/graph.svg\""), "{dom}");
     let (status, svg) = http_get(&addr, "/graph.svg").unwrap();

@@ -160,6 +160,18 @@ impl Genesis {
     /// where the pin would refuse whatever answers.
     ///
     /// In a cluster, every server's URL.
+    /// A person's login token: this mesh's bus and pin, and the login.
+    pub fn person_token(&self, login: mesh_store::IssuedLogin) -> mesh_core::secret::Secret {
+        mesh_core::token::PersonToken {
+            bus_urls: self.bus_urls(),
+            cert_sha256: self.cert_sha256.clone(),
+            person: login.person,
+            login_seed: login.secret,
+            expires_at: u64::try_from(login.expires_at).unwrap_or(0),
+        }
+        .encode()
+    }
+
     pub fn bus_urls(&self) -> Vec<String> {
         if self.replicas > 1 {
             return self.local_urls();

@@ -40,10 +40,23 @@ pub const CONTROLLER: &str = "controller";
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum PrincipalKind {
     Controller,
-    Host { node: Name },
-    Module { node: Name, module: Name },
-    Enrolment { node: Name },
-    Person { person: Name },
+    Host {
+        node: Name,
+    },
+    Module {
+        node: Name,
+        module: Name,
+    },
+    Enrolment {
+        node: Name,
+    },
+    Person {
+        person: Name,
+    },
+    /// A person's one-time login, until `mesh login` spends it.
+    Login {
+        person: Name,
+    },
 }
 
 impl PrincipalKind {
@@ -58,6 +71,7 @@ impl PrincipalKind {
             }
             PrincipalKind::Enrolment { node } => format!("enrol{SEPARATOR}{node}"),
             PrincipalKind::Person { person } => format!("person{SEPARATOR}{person}"),
+            PrincipalKind::Login { person } => format!("login{SEPARATOR}{person}"),
         }
     }
 }
@@ -283,6 +297,12 @@ pub fn derive(
         add(enrolment_principal(node), &mut out)?;
     }
 
+    let mut logins: Vec<&Name> = records.live_logins.iter().collect();
+    logins.sort();
+    for person in logins {
+        add(login_principal(person), &mut out)?;
+    }
+
     let mut persons: Vec<&PersonRecord> = records.persons.iter().collect();
     persons.sort_by(|a, b| a.name.cmp(&b.name));
     for person in persons {
@@ -353,6 +373,10 @@ pub fn controller_principal(spec: &ControllerSpec) -> Principal {
         subjects::ALL_OPERATIONS,
         rule("the controller serves persons' operations (the server admits each person's own, as its role allows)"),
     );
+    p.subscribe(
+        subjects::ALL_LOGINS,
+        rule("the controller spends persons' one-time logins"),
+    );
     // Its answer goes to the asker's reply subject, in the asker's inbox:
     // one answer to each request it was sent, no grant on any inbox.
     p.allow_responses = Some(rule(
@@ -416,6 +440,24 @@ pub fn host_principal(node: &Name) -> Principal {
         rule("replies to a principal reach its own inbox only"),
     );
     finish(kind, format!("node record {node}"), p)
+}
+
+/// A person's one-time login: it asks the controller to record the key the
+/// person made, and hears the answer; nothing else.
+pub fn login_principal(person: &Name) -> Principal {
+    let kind = PrincipalKind::Login {
+        person: person.clone(),
+    };
+    let mut p = Permissions::default();
+    p.publish(
+        subjects::login(person),
+        record(format!("a live login of person {person}")),
+    );
+    p.subscribe(
+        subjects::inbox(&kind.principal_name()),
+        rule("replies to a principal reach its own inbox only"),
+    );
+    finish(kind, format!("login of person {person}"), p)
 }
 
 pub fn enrolment_principal(node: &Name) -> Principal {

@@ -106,6 +106,8 @@ pub struct Records {
     pub assignments: Vec<Assignment>,
     /// Nodes holding a live (issued, unspent, unexpired) enrolment token.
     pub live_tokens: Vec<Name>,
+    /// Persons holding a live (issued, unspent, unexpired) login.
+    pub live_logins: Vec<Name>,
     pub persons: Vec<PersonRecord>,
     /// (node, module) → the version its assignment pinned (`mesh assign
     /// --version`, else the newest recorded when it was assigned).

@@ -217,6 +217,15 @@ pub fn operation(person: &Name, op: crate::operation::Operation) -> String {
 /// Every person's every operation: what the controller serves.
 pub const ALL_OPERATIONS: &str = "mesh.controller.op.*.*";
 
+/// `mesh.controller.login.<person>`: a person's one-time login, spent by
+/// `mesh login` on their machine as the login's principal.
+pub fn login(person: &Name) -> String {
+    format!("mesh.controller.login.{person}")
+}
+
+/// Every login subject (what the active controller serves).
+pub const ALL_LOGINS: &str = "mesh.controller.login.*";
+
 /// The person and the operation an operation subject names; none for any
 /// other subject.
 pub fn parse_operation(subject: &str) -> Option<(Name, crate::operation::Operation)> {

@@ -43,6 +43,9 @@ const OLD_PREFIX: &str = "mesh1.";
 /// Hex digits of the checksum after the body's last `.`.
 const CHECKSUM_LEN: usize = 8;
 
+mod person;
+pub use person::{PERSON_PREFIX, PersonToken, PersonTokenError};
+
 /// A decoded, checked enrolment token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Token {

@@ -106,8 +106,12 @@ pub async fn node_forget(store: &Store, node: &Name) -> Result<String> {
     ))
 }
 
-/// `person add`: the tools, the role, and the key if given.
-pub async fn person_add(store: &Store, a: &PersonAddArgs) -> Result<String> {
+/// `person add`: the tools, the role, and the key if given; given a role
+/// but no key, a one-time login their machine makes its key with.
+pub async fn person_add(
+    store: &Store,
+    a: &PersonAddArgs,
+) -> Result<(String, Option<mesh_store::IssuedLogin>)> {
     let tools = match ToolAccess::from_written(&a.tools) {
         Ok(t) => t,
         Err(e) => return refused(format!("--tools {}: {e}", a.tools.join(","))),
@@ -134,12 +138,22 @@ pub async fn person_add(store: &Store, a: &PersonAddArgs) -> Result<String> {
         Some(role) => format!("{name} ({role})"),
         None => name.to_string(),
     };
-    Ok(match a.nkey {
+    if a.role.is_some() && a.nkey.is_none() {
+        let login = store
+            .issue_login(name, mesh_core::operation::wire::LOGIN_LIFE)
+            .await?;
+        let said = format!(
+            "person {named} may call {tools}; on their machine, within an hour: `mesh login < TOKEN_FILE` with the token printed"
+        );
+        return Ok((said, Some(login)));
+    }
+    let said = match a.nkey {
         None => format!(
-            "person {named} may call {tools} (no key yet: add again with --nkey to let them connect)"
+            "person {named} may call {tools} (no key yet: add again with --nkey, or with --role for a login token, to let them connect)"
         ),
         Some(_) => format!("person {named} may call {tools}"),
-    })
+    };
+    Ok((said, None))
 }
 
 /// `person remove`.

@@ -39,6 +39,14 @@ pub async fn read(store: &Store) -> Result<Snapshot, StoreError> {
         );
         s.records.live_tokens.push(t.node);
     }
+    for l in store.live_logins().await? {
+        let kind = mesh_core::authority::PrincipalKind::Login {
+            person: l.person.clone(),
+        };
+        s.credentials
+            .insert(kind.principal_name(), UserCredential::NKey(l.login_key));
+        s.records.live_logins.push(l.person);
+    }
     for p in store.persons().await? {
         s.records.persons.push(PersonRecord {
             name: p.name,

@@ -356,10 +356,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "operators",
         sql: include_str!("../migrations/0025_operators.sql"),
     },
+    Migration {
+        version: 26,
+        name: "person_logins",
+        sql: include_str!("../migrations/0026_person_logins.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 25;
+pub const SCHEMA_VERSION: i64 = 26;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -3,6 +3,7 @@
 //! an empty tmpfs (it cannot read the controller's keys or the store), its
 //! mesh found only by the context `mesh login` wrote in its own home.
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -81,14 +82,42 @@ pub fn machine(mesh: &Mesh, person: &str, role: Role) -> Machine {
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 ^ person.len() as u8)
         .collect();
     std::fs::write(m.path("artifact.bin"), bytes).unwrap();
-    let seed = m.path("person.seed");
-    let out = m.mesh(&["person", "key", "--out", &seed]);
+    // Recorded by the admin with a role and no key: a one-time login token
+    // alone on stdout, handed over as a file.
+    let out = mesh.mesh(&["person", "add", person, "--role", role.as_str()]);
     assert!(out.status.success(), "{}", harness::out_text(&out));
-    let key = String::from_utf8(out.stdout).unwrap();
-    let login = recorded(mesh, person, role.as_str(), key.trim(), &seed);
-    let login: Vec<&str> = login.iter().map(String::as_str).collect();
-    let out = m.mesh(&login);
+    let token = String::from_utf8(out.stdout).unwrap();
+    assert!(token.starts_with("meshp1."), "{token}");
+    std::fs::write(m.path("login.token"), &token).unwrap();
+    // On their machine the key is made, and only its public half leaves.
+    let out = m.run(
+        "sh",
+        &[
+            "-c",
+            &format!("exec {} login < login.token", harness::mesh_bin()),
+        ],
+    );
     assert!(out.status.success(), "login: {}", harness::out_text(&out));
+    let key = m.home.path().join(format!("config/mesh/{person}.seed"));
+    let mode = std::fs::metadata(&key).map(|m| m.permissions().mode() & 0o777);
+    assert_eq!(mode.ok(), Some(0o600), "{}", key.display());
+    // Spent: the same token again (as another context) is refused.
+    let again = m.run(
+        "sh",
+        &[
+            "-c",
+            &format!(
+                "exec {} login --name again < login.token",
+                harness::mesh_bin()
+            ),
+        ],
+    );
+    assert!(!again.status.success(), "a login token was spent twice");
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("connecting with the login token"),
+        "{}",
+        harness::out_text(&again)
+    );
     m
 }
 
@@ -328,7 +357,9 @@ pub fn rows(m: &Machine, mesh: &Mesh) -> Vec<Row> {
             Operation::PersonAdd,
             &["person", "add", &other, "--role", "viewer"],
             move |mesh, out| {
-                starts(out, &format!("person {o1} (viewer) may call no tool"))?;
+                // A role and no key: their login token, made by the
+                // controller, alone on stdout.
+                starts(out, "meshp1.")?;
                 let out = mesh.mesh(&["authority", "explain", &format!("person_{o1}")]);
                 out.status
                     .success()

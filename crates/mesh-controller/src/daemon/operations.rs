@@ -19,21 +19,41 @@ use tracing::{info, warn};
 use super::{Ctx, error_chain};
 
 mod changes;
+mod login;
 mod reads;
 mod upload;
 
-/// Subscribes to every person's operations: while this controller is
+/// Persons' operations and logins, subscribed while this controller is
 /// active only, so a standby never answers one (a request then meets no
 /// responder, and the asker is told at once).
-pub(crate) async fn bind(ctx: &Ctx) -> Result<Subscriber, super::DaemonError> {
-    ctx.client
-        .subscribe(mesh_core::subjects::ALL_OPERATIONS)
-        .await
-        .map_err(|e| super::DaemonError::Bind(Box::new(e)))
+pub(crate) struct Bound {
+    requests: Subscriber,
+    logins: Subscriber,
+}
+
+pub(crate) async fn bind(ctx: &Ctx) -> Result<Bound, super::DaemonError> {
+    let subscribe = |subject: &'static str| async move {
+        ctx.client
+            .subscribe(subject)
+            .await
+            .map_err(|e| super::DaemonError::Bind(Box::new(e)))
+    };
+    Ok(Bound {
+        requests: subscribe(mesh_core::subjects::ALL_OPERATIONS).await?,
+        logins: subscribe(mesh_core::subjects::ALL_LOGINS).await?,
+    })
+}
+
+/// Serves both until the connection ends.
+pub(crate) async fn serve(ctx: Arc<Ctx>, bound: Bound) {
+    tokio::join!(
+        requests(ctx.clone(), bound.requests),
+        login::serve(&ctx, bound.logins)
+    );
 }
 
 /// Answers every request `requests` delivers, one at a time.
-pub(crate) async fn serve(ctx: Arc<Ctx>, mut requests: Subscriber) {
+async fn requests(ctx: Arc<Ctx>, mut requests: Subscriber) {
     while let Some(msg) = requests.next().await {
         let Some(reply_to) = msg.reply.clone() else {
             continue;

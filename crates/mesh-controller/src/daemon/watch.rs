@@ -255,11 +255,20 @@ async fn read_revision(ctx: &Ctx) -> Option<i64> {
 /// When the next live token expires (unix ms); none while none is live, or
 /// while the store does not answer (the next change reads it again).
 async fn next_expiry(ctx: &Ctx) -> Option<i64> {
-    match ctx.store.live_tokens().await {
+    let tokens = match ctx.store.live_tokens().await {
         Ok(tokens) => tokens.iter().map(|t| t.expires_at).min(),
         Err(e) => {
             warn!(error = %error_chain(&e), "cannot read when the live tokens expire");
             None
         }
-    }
+    };
+    // A person's login leaves the users file at its expiry too.
+    let logins = match ctx.store.live_logins().await {
+        Ok(logins) => logins.iter().map(|l| l.expires_at).min(),
+        Err(e) => {
+            warn!(error = %error_chain(&e), "cannot read when the live logins expire");
+            None
+        }
+    };
+    tokens.into_iter().chain(logins).min()
 }

@@ -23,6 +23,7 @@ pub(super) fn routes() -> Router<Arc<Shared>> {
         .route("/api/seats", get(seats))
         .route("/api/catalogue", get(catalogue))
         .route("/api/reports/{node}", get(reports))
+        .route("/api/audit", get(audit))
         .route("/graph.svg", get(graph))
 }
 
@@ -100,6 +101,27 @@ async fn reports(
         return (StatusCode::BAD_REQUEST, "not a node name\n").into_response();
     };
     answer(views::reports(&shared.store, &node, q.limit.unwrap_or(10).min(1000)).await)
+}
+
+/// The newest rows of the audit trail, newest first (`mesh audit` lists
+/// them oldest first): who changed what, and what was refused.
+async fn audit(State(shared): State<Arc<Shared>>, Query(q): Query<Limit>) -> Response {
+    let filter = mesh_store::AuditFilter {
+        since: None,
+        who: None,
+        limit: Some(i64::from(q.limit.unwrap_or(20).min(1000))),
+    };
+    match shared.store.audit(&filter).await {
+        Ok(mut rows) => {
+            rows.reverse();
+            Json(rows).into_response()
+        }
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{}\n", crate::chain::error_chain(&e)),
+        )
+            .into_response(),
+    }
 }
 
 /// The registered catalogue drawn as `mesh catalogue graph --format svg`

@@ -47,8 +47,9 @@ function list(v) {
 }
 
 async function refresh() {
-  const [status, nodes, modules, seats, catalogue] = await Promise.all([
+  const [status, nodes, modules, seats, catalogue, audit] = await Promise.all([
     get("/api/status"), get("/api/nodes"), get("/api/modules"), get("/api/seats"), get("/api/catalogue"),
+    get("/api/audit?limit=20"),
   ]);
   const ready = document.getElementById("ready");
   // Green only when nothing needs action: a failed module is not "ready".
@@ -94,6 +95,12 @@ async function refresh() {
     r.refused !== null
       ? el("td", "refused: " + r.refused, "refused")
       : r.modules.map((m) => m.module + " " + m.state).join(", "),
+  ]);
+
+  // The newest changes first; a refusal is shown as one.
+  fill("audit", audit, (a) => [
+    ago(a.at), a.who, a.operation, el("td", a.arguments, "mono"),
+    el("td", a.outcome, a.outcome === "done" ? "" : "refused"), a.revision === null ? "-" : a.revision,
   ]);
 
   fill("catalogue", catalogue.modules, (m) => {

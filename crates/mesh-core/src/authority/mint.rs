@@ -20,7 +20,7 @@ pub fn credentials_to_mint(
         .iter()
         .filter(|p| !has_credential(&p.name))
         .filter(|p| match &p.kind {
-            PrincipalKind::Enrolment { .. } => false,
+            PrincipalKind::Enrolment { .. } | PrincipalKind::Login { .. } => false,
             PrincipalKind::Host { node } => !enrols_itself(node),
             PrincipalKind::Controller
             | PrincipalKind::Module { .. }

@@ -91,6 +91,7 @@ fn records() -> Records {
             Assignment::new(n("n2"), n("builder")),
         ],
         live_tokens: vec![n("n3")],
+        live_logins: vec![n("bob")],
         persons: vec![
             PersonRecord {
                 name: n("bob"),
@@ -148,6 +149,7 @@ fn controller_first_then_sorted_groups() {
             "module_n2_builder",
             "module_n2_notifier",
             "enrol_n3",
+            "login_bob",
             "person_alice",
             "person_bob",
         ]
@@ -313,6 +315,27 @@ fn persons_ask_and_nothing_else() {
 }
 
 #[test]
+fn a_login_reaches_its_persons_login_subject_and_its_inbox_only() {
+    let ps = principals();
+    let l = find(&ps, "login_bob");
+    assert_eq!(
+        l.permissions
+            .publish_subjects()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        ["mesh.controller.login.bob"]
+    );
+    assert_eq!(
+        l.permissions
+            .subscribe_subjects()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        ["_INBOX.login_bob.>"]
+    );
+    assert_eq!(l.permissions.allow_responses, None);
+}
+
+#[test]
 fn enrolment_reaches_its_subject_and_inbox_only() {
     let ps = principals();
     let e = find(&ps, "enrol_n3");
@@ -368,6 +391,7 @@ fn controller_answers_enrolments_and_no_other_inbox() {
         [
             "_INBOX.controller.>",
             "mesh.control.heartbeat.*",
+            "mesh.controller.login.*",
             "mesh.controller.op.*.*",
             "mesh.deliver.controller_control",
             "mesh.deliver.controller_events",

@@ -127,6 +127,10 @@ pub struct PersonAddArgs {
     pub nkey: Option<String>,
 }
 
+/// How long a person's one-time login lives: a role given without a key
+/// issues one (`mesh login` on their machine spends it).
+pub const LOGIN_LIFE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// `broker-set-address`: the broker's new client port, and the addresses
 /// nodes reach it at (none: kept).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -280,4 +284,15 @@ pub fn audited(op: super::Operation, args: &serde_json::Value) -> serde_json::Va
         }
         _ => args.clone(),
     }
+}
+
+/// What `mesh login` sends on `mesh.controller.login.<person>`, as the
+/// login's principal: the login it spends, and the key the person made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginRequest {
+    /// The login principal's public key (what the spend matches).
+    pub login_key: String,
+    /// The person's new NKey public key (`U…`); its seed never left.
+    pub person_key: String,
 }

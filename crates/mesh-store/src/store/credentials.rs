@@ -100,6 +100,12 @@ fn machine_owner(principal: &PrincipalKind) -> Result<(Option<&Name>, Option<&Na
             what: "a machine key",
             detail: format!("the enrolment of {node} is its token; issue a token instead"),
         }),
+        PrincipalKind::Login { person } => Err(StoreError::Invalid {
+            what: "a machine key",
+            detail: format!(
+                "the login of {person} is its token; add the person with a role instead"
+            ),
+        }),
     }
 }
 

@@ -52,7 +52,9 @@ pub fn prepare_machine_key(
         PrincipalKind::Controller => (None, None),
         PrincipalKind::Host { node } => (Some(node), None),
         PrincipalKind::Module { node, module } => (Some(node), Some(module)),
-        PrincipalKind::Person { .. } | PrincipalKind::Enrolment { .. } => {
+        PrincipalKind::Person { .. }
+        | PrincipalKind::Enrolment { .. }
+        | PrincipalKind::Login { .. } => {
             return Err(StoreError::Invalid {
                 what: "a machine key",
                 detail: format!("{} is not a machine", principal.principal_name()),

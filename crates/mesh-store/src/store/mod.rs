@@ -172,6 +172,49 @@ macro_rules! put_person_in {
     }};
 }
 
+/// Records `$key` as how `$person` signs in, in `$tx`, replacing an earlier
+/// one: `set_person_key` and a login's spend. A key already another
+/// person's is refused: two persons on one key would be one person with
+/// two names.
+macro_rules! set_person_key_in {
+    ($tx:ident, $person:expr, $key:expr, $now:expr) => {{
+        let person: &::mesh_core::names::Name = $person;
+        let key: &str = $key;
+        let owner: Option<(String,)> =
+            sqlx::query_as("SELECT person FROM person_keys WHERE nkey = $1")
+                .bind(key)
+                .fetch_optional(&mut *$tx)
+                .await?;
+        if let Some((owner,)) = owner.filter(|(o,)| o != person.as_str()) {
+            return Err($crate::error::StoreError::Invalid {
+                what: "a person's key",
+                detail: format!("it is already the key of person {owner}"),
+            }
+            .into());
+        }
+        let exists: Option<(String,)> = sqlx::query_as("SELECT name FROM persons WHERE name = $1")
+            .bind(person.as_str())
+            .fetch_optional(&mut *$tx)
+            .await?;
+        if exists.is_none() {
+            return Err($crate::error::StoreError::Invalid {
+                what: "a person's key",
+                detail: format!("there is no person {person}; add them first"),
+            }
+            .into());
+        }
+        sqlx::query(
+            "INSERT INTO person_keys (person, nkey, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (person) DO UPDATE SET nkey = excluded.nkey, created_at = excluded.created_at",
+        )
+        .bind(person.as_str())
+        .bind(key)
+        .bind($now)
+        .execute(&mut *$tx)
+        .await?;
+    }};
+}
+
 // After the macro: a `macro_rules!` is in scope only below its definition.
 mod artifacts;
 pub use artifacts::{ArtifactRow, Upload, version_ok};
@@ -189,6 +232,8 @@ mod modules;
 mod nodes;
 // After nodes: it forgets nodes with nodes' macro.
 mod fleet;
+mod logins;
+pub use logins::{IssuedLogin, LiveLogin};
 mod persons;
 mod registration;
 pub use registration::Registration;

@@ -170,39 +170,7 @@ impl Store {
         let now = now_ms();
         with_pool!(self, |pool| {
             let mut tx = self.begin_write_on(pool).await?;
-            let owner: Option<(String,)> =
-                sqlx::query_as("SELECT person FROM person_keys WHERE nkey = $1")
-                    .bind(key)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if let Some((owner,)) = owner.filter(|(o,)| o != person.as_str()) {
-                return Err(StoreError::Invalid {
-                    what: "a person's key",
-                    detail: format!("it is already the key of person {owner}"),
-                }
-                .into());
-            }
-            let exists: Option<(String,)> =
-                sqlx::query_as("SELECT name FROM persons WHERE name = $1")
-                    .bind(person.as_str())
-                    .fetch_optional(&mut *tx)
-                    .await?;
-            if exists.is_none() {
-                return Err(StoreError::Invalid {
-                    what: "a person's key",
-                    detail: format!("there is no person {person}; add them first"),
-                }
-                .into());
-            }
-            sqlx::query(
-                "INSERT INTO person_keys (person, nkey, created_at) VALUES ($1, $2, $3) \
-                 ON CONFLICT (person) DO UPDATE SET nkey = excluded.nkey, created_at = excluded.created_at",
-            )
-            .bind(person.as_str())
-            .bind(key)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+            set_person_key_in!(tx, person, key, now);
             tx.commit().await?;
             Ok(())
         })

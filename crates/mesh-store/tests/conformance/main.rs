@@ -40,6 +40,7 @@ mod declarations;
 mod fixture;
 mod fleet;
 mod lease;
+mod logins;
 mod nodes;
 mod open;
 mod outage;

@@ -68,7 +68,7 @@ pub(super) async fn carry_out(ctx: &Ctx, person: &Name, op: Operation, request: 
         }
         Operation::PersonAdd => {
             let a: PersonAddArgs = args!(op, request);
-            op_fns::person_add(store, &a).await
+            return person_add(ctx, &a).await;
         }
         Operation::PersonRemove => {
             let a: NameArgs = args!(op, request);
@@ -251,4 +251,29 @@ async fn register(ctx: &Ctx, a: &RegisterArgs) -> Reply {
         ),
     )
     .await
+}
+
+/// A person added; given a role and no key, their login token made here
+/// from the genesis (the broker's addresses and pin).
+async fn person_add(ctx: &Ctx, a: &PersonAddArgs) -> Reply {
+    let (said, login) = match op_fns::person_add(&ctx.store, a).await {
+        Ok(done) => done,
+        Err(OperationError::Refused(reason)) => return Reply::Refused { reason },
+        Err(e) => return refused(e),
+    };
+    let token = match login {
+        None => None,
+        Some(login) => match crate::Genesis::open(&ctx.opts.dir) {
+            Ok(g) => Some(g.person_token(login)),
+            Err(e) => return refused(e),
+        },
+    };
+    match changed(&ctx.store, said).await {
+        Reply::Done { said, revision, .. } => Reply::Done {
+            said,
+            revision,
+            data: serde_json::json!({ "token": token.map(|t| t.expose().to_string()) }),
+        },
+        refused => refused,
+    }
 }
