@@ -528,6 +528,31 @@ pub fn person_uploads(person: &Name) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_upload_is_a_subject_of_its_persons_own() {
+        let ada = Name::new("ada").unwrap();
+        let id = "0123456789abcdef0123456789abcdef";
+        assert!(upload_id_ok(id));
+        assert_eq!(upload(&ada, id), format!("mesh.upload.ada.{id}"));
+        assert!(pattern::covers(&person_uploads(&ada), &upload(&ada, id)));
+        assert!(pattern::covers(ALL_UPLOADS, &upload(&ada, id)));
+        let bob = Name::new("bob").unwrap();
+        assert!(!pattern::covers(&person_uploads(&bob), &upload(&ada, id)));
+        for bad in [
+            "",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "0123456789ABCDEF0123456789abcdef",
+            "0123456789abcdef0123456789abcde*",
+            "0123456789abcdef0123456789abcdeg",
+            "0123456789abcdef.123456789abcdef",
+        ] {
+            assert!(!upload_id_ok(bad), "{bad:?}");
+        }
+        assert_eq!(login(&ada), "mesh.controller.login.ada");
+        assert!(pattern::covers(ALL_LOGINS, &login(&ada)));
+    }
     use super::pattern::{covers, overlap};
     use super::*;
 

@@ -124,11 +124,12 @@ pub async fn person_add(
         ));
     }
     let name = &a.person;
-    store.put_person(name, &tools).await?;
-    store.set_person_role(name, a.role).await?;
-    if let Some(k) = &a.nkey {
-        store.set_person_key(name, k).await?;
-    }
+    // A role without a key: a one-time login, recorded with the person.
+    let life =
+        (a.role.is_some() && a.nkey.is_none()).then_some(mesh_core::operation::wire::LOGIN_LIFE);
+    let login = store
+        .record_person(name, &tools, a.role, a.nkey.as_deref(), life)
+        .await?;
     let tools = match tools.written().join(",") {
         t if t.is_empty() => "no tool".to_string(),
         t => t,
@@ -138,10 +139,7 @@ pub async fn person_add(
         Some(role) => format!("{name} ({role})"),
         None => name.to_string(),
     };
-    if a.role.is_some() && a.nkey.is_none() {
-        let login = store
-            .issue_login(name, mesh_core::operation::wire::LOGIN_LIFE)
-            .await?;
+    if let Some(login) = login {
         let said = format!(
             "person {named} may call {tools}; on their machine, within an hour: `mesh login < TOKEN_FILE` with the token printed"
         );

@@ -139,6 +139,43 @@ mod tests {
     }
 
     #[test]
+    fn a_filter_is_a_subject_as_written_or_what_a_reference_is_stored_under() {
+        let c = catalogue(&[
+            "[module]\nname = \"ticker\"\ndescription = \"t\"\n[events]\nemits = [\"tick\"]\n",
+        ]);
+        assert_eq!(subject_filter("ticker.tick"), None);
+        assert_eq!(
+            subject_filter("mesh.mod.*.event.>"),
+            Some(Ok("mesh.mod.*.event.>".into()))
+        );
+        let Some(Err(why)) = subject_filter("mesh.control.report.n1") else {
+            panic!("a subject EVENTS does not hold")
+        };
+        assert!(
+            why.starts_with("\"mesh.control.report.n1\" matches no event subject"),
+            "{why}"
+        );
+        assert_eq!(
+            c.event_filter("ticker.tick"),
+            Ok("mesh.mod.ticker.event.tick".into())
+        );
+        assert_eq!(
+            c.event_filter("mesh.mod.x.event.y"),
+            Ok("mesh.mod.x.event.y".into())
+        );
+        let why = c.event_filter("ticker").unwrap_err();
+        assert!(
+            why.starts_with("\"ticker\": ") && why.ends_with("or a mesh. subject"),
+            "{why}"
+        );
+        assert!(
+            c.event_filter("tickr.tick")
+                .unwrap_err()
+                .contains("did you mean `ticker.tick`")
+        );
+    }
+
+    #[test]
     fn a_filter_nothing_emits_is_refused_with_the_closest_name() {
         let c = catalogue(&[
             "[module]\nname = \"ticker\"\ndescription = \"t\"\n[events]\nemits = [\"tick\", \"tock\"]\n",

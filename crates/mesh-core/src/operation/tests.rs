@@ -116,3 +116,24 @@ fn requests_and_arguments_read_strictly() {
     assert!(text.starts_with(r#"{"outcome":"done""#), "{text}");
     assert_eq!(serde_json::from_str::<Reply>(&text).unwrap(), done);
 }
+
+#[test]
+fn the_trail_keeps_a_secrets_name_and_a_catalogues_file_names_only() {
+    use super::wire::audited;
+    let set = serde_json::json!({"name": "db", "sealed": "c2VhbGVk", "sender": "XAB"});
+    for op in [Operation::SecretSet, Operation::SecretRotate] {
+        assert_eq!(audited(op, &set), serde_json::json!({"name": "db"}));
+    }
+    let register = serde_json::json!({
+        "manifests": [["cat/a/mesh.toml", "[module]…"], ["cat/b/mesh.toml", "[module]…"]],
+        "aliases": [["cat/aliases.toml", "[aliases]…"]],
+    });
+    assert_eq!(
+        audited(Operation::Register, &register),
+        serde_json::json!({"files": ["cat/a/mesh.toml", "cat/b/mesh.toml", "cat/aliases.toml"]})
+    );
+    // Anything else is kept as asked.
+    let assign = serde_json::json!({"module": "echo", "node": "n1"});
+    assert_eq!(audited(Operation::Assign, &assign), assign);
+    assert_eq!(audited(Operation::SecretRemove, &set), set);
+}

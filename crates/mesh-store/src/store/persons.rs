@@ -76,6 +76,62 @@ impl Store {
         })
     }
 
+    /// Records `person` whole, in one transaction: the tools they may call
+    /// (replacing any earlier grant), their role, and either the key they
+    /// sign in with or, given `login` and no key, a one-time login of that
+    /// life (issued here, returned). Nothing is recorded if any part is
+    /// refused (a key another person's).
+    pub async fn record_person(
+        &self,
+        person: &Name,
+        tools: &ToolAccess,
+        role: Option<Role>,
+        key: Option<&str>,
+        login: Option<std::time::Duration>,
+    ) -> Result<Option<crate::IssuedLogin>, StoreError> {
+        if let Some(k) = key {
+            check_user_key("a person's key", k)?;
+        }
+        let now = now_ms();
+        let login = match (key, login) {
+            (None, Some(life)) => {
+                let (secret, login_key) = crate::secret::new_user_key();
+                Some(crate::IssuedLogin {
+                    person: person.clone(),
+                    secret,
+                    login_key,
+                    expires_at: now.saturating_add(crate::duration_ms(life)),
+                })
+            }
+            _ => None,
+        };
+        with_pool!(self, |pool| {
+            let mut tx = self.begin_write_on(pool).await?;
+            put_person_in!(tx, person, tools, now);
+            sqlx::query("UPDATE persons SET role = $1 WHERE name = $2")
+                .bind(role.map(Role::as_str))
+                .bind(person.as_str())
+                .execute(&mut *tx)
+                .await?;
+            if let Some(k) = key {
+                set_person_key_in!(tx, person, k, now);
+            }
+            if let Some(l) = &login {
+                sqlx::query(
+                    "UPDATE persons SET login_key = $1, login_expires_at = $2 WHERE name = $3",
+                )
+                .bind(&l.login_key)
+                .bind(l.expires_at)
+                .bind(person.as_str())
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })?;
+        Ok(login)
+    }
+
     /// Sets `person`'s role (none: tools only). Returns whether the person
     /// is recorded; an unknown one is left unrecorded.
     pub async fn set_person_role(

@@ -90,7 +90,55 @@ async fn an_expired_login_is_neither_live_nor_spendable(fx: &Fixture) {
     assert!(s.person_keys().await.unwrap().is_empty());
 }
 
+async fn a_person_is_recorded_whole_or_not_at_all(fx: &Fixture) {
+    let s = &fx.store;
+    let key = nkeys::KeyPair::new_user().public_key();
+    s.record_person(
+        &n("ada"),
+        &ToolAccess::All,
+        Some(mesh_core::operation::Role::Viewer),
+        Some(&key),
+        None,
+    )
+    .await
+    .unwrap();
+    // Bob with ada's key: refused, and bob is not recorded at all.
+    let e = s
+        .record_person(
+            &n("bob"),
+            &ToolAccess::All,
+            Some(mesh_core::operation::Role::Admin),
+            Some(&key),
+            None,
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("a person's key"), "{e}");
+    assert!(
+        s.person(&n("bob")).await.unwrap().is_none(),
+        "half a person was recorded"
+    );
+    // A role and no key: a login with the person.
+    let login = s
+        .record_person(
+            &n("carl"),
+            &ToolAccess::Only(vec![]),
+            Some(mesh_core::operation::Role::Operator),
+            None,
+            Some(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap()
+        .expect("a login");
+    assert_eq!(s.live_logins().await.unwrap()[0].login_key, login.login_key);
+    assert_eq!(
+        s.person(&n("carl")).await.unwrap().unwrap().role,
+        Some(mesh_core::operation::Role::Operator)
+    );
+}
+
 conformance!(
+    a_person_is_recorded_whole_or_not_at_all,
     a_login_is_spent_once_and_records_the_persons_key,
     an_expired_login_is_neither_live_nor_spendable,
 );
