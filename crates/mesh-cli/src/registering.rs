@@ -59,9 +59,9 @@ pub async fn register(
     paths: &[PathBuf],
     refusal: &str,
 ) -> anyhow::Result<Registering> {
-    let registering = checked(paths, &InView::read(store).await?, refusal)?;
-    store
-        .register_catalogue(&registering.registration)
+    let registered = InView::read(store).await?;
+    let registering = checked(paths, &registered, refusal)?;
+    mesh_state::registering::record(store, &registering, &registered)
         .await
         .with_context(|| format!("registering {}: {refusal}", authority::shown(paths)))?;
     Ok(registering)

@@ -22,6 +22,9 @@ pub struct InView {
     /// The registered manifests' texts, by the name diagnostics give them
     /// (`registered:<module>`).
     pub sources: BTreeMap<String, String>,
+    /// The catalogue's revision when it was read: a registration checked
+    /// against it is recorded only while it holds.
+    pub revision: Option<i64>,
 }
 
 impl InView {
@@ -30,11 +33,14 @@ impl InView {
         InView {
             catalogue: Catalogue::build(Vec::new(), Default::default()),
             sources: BTreeMap::new(),
+            revision: None,
         }
     }
 
     /// What `store` has registered.
     pub async fn read(store: &Store) -> Result<InView, RegisteredError> {
+        // Read first: a registration after it moves it, whatever was read.
+        let revision = store.records_revisions().await?.get("catalogue").copied();
         let registered = crate::registered::read(store).await?;
         let sources = store
             .modules()
@@ -50,6 +56,7 @@ impl InView {
         Ok(InView {
             catalogue: registered.catalogue,
             sources,
+            revision,
         })
     }
 }
@@ -77,6 +84,23 @@ pub enum Refused {
         check: Box<CatalogueCheck>,
         in_registered: bool,
     },
+}
+
+/// Records what `prepare` made of `registered`, only while the registered
+/// catalogue is as it was read.
+pub async fn record(
+    store: &Store,
+    registering: &Registering,
+    registered: &InView,
+) -> Result<(), mesh_store::StoreError> {
+    match registered.revision {
+        Some(r) => {
+            store
+                .register_catalogue_at(&registering.registration, r)
+                .await
+        }
+        None => store.register_catalogue(&registering.registration).await,
+    }
 }
 
 /// Checks `report` (the files read) for registering into `registered`.

@@ -134,6 +134,42 @@ pub(crate) use register_in;
 
 impl Store {
     /// Records `r` whole or not at all.
+    /// As [`Store::register_catalogue`], only if the registered catalogue
+    /// is still at `revision` (what the registration was checked against):
+    /// a registration made meanwhile refuses this one, which is checked
+    /// again by registering again.
+    pub async fn register_catalogue_at(
+        &self,
+        r: &Registration,
+        revision: i64,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        with_pool!(self, |pool| {
+            let mut tx = self.begin_write_on(pool).await?;
+            // An update, not a read: it waits out a registration in flight
+            // and then sees its revision (PostgreSQL re-reads the row).
+            let held = sqlx::query(
+                "UPDATE records_revisions SET revision = revision \
+                 WHERE kind = 'catalogue' AND revision = $1",
+            )
+            .bind(revision)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+                == 1;
+            if !held {
+                return Err(StoreError::Invalid {
+                    what: "a registration",
+                    detail: "the registered catalogue changed while this one was checked against it (another registration): register again".into(),
+                }
+                .into());
+            }
+            register_in!(tx, r, now);
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
     pub async fn register_catalogue(&self, r: &Registration) -> Result<(), StoreError> {
         let now = now_ms();
         with_pool!(self, |pool| {

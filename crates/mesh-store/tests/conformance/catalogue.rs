@@ -330,7 +330,43 @@ async fn a_registration_that_makes_a_second_holder_is_refused_naming_the_first(f
     .unwrap();
 }
 
+async fn a_registration_checked_against_an_older_catalogue_is_refused(fx: &Fixture) {
+    let s = &fx.store;
+    let seen = s.records_revisions().await.unwrap()["catalogue"];
+    let first = Registration {
+        modules: vec![(n("echo"), "a".into())],
+        seats: vec![],
+        aliases: vec![],
+    };
+    s.register_catalogue_at(&first, seen).await.unwrap();
+    // Checked against the catalogue before `first`: refused, nothing kept.
+    let second = Registration {
+        modules: vec![(n("mirror"), "b".into())],
+        seats: vec![],
+        aliases: vec![],
+    };
+    let e = s.register_catalogue_at(&second, seen).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("changed while this one was checked against it"),
+        "{e}"
+    );
+    let names: Vec<String> = s
+        .modules()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.name.to_string())
+        .collect();
+    assert_eq!(names, ["echo"]);
+    // Checked again against the catalogue as it is now: recorded.
+    let now = s.records_revisions().await.unwrap()["catalogue"];
+    s.register_catalogue_at(&second, now).await.unwrap();
+    assert_eq!(s.modules().await.unwrap().len(), 2);
+}
+
 conformance!(
+    a_registration_checked_against_an_older_catalogue_is_refused,
     catalogue_round_trip,
     a_registration_is_recorded_whole_or_not_at_all,
     a_registration_that_makes_a_second_holder_is_refused_naming_the_first,

@@ -229,11 +229,7 @@ async fn register(ctx: &Ctx, a: &RegisterArgs) -> Reply {
             };
         }
     };
-    if let Err(e) = ctx
-        .store
-        .register_catalogue(&registering.registration)
-        .await
-    {
+    if let Err(e) = mesh_state::registering::record(&ctx.store, &registering, &registered).await {
         return refused(e);
     }
     let modules: Vec<&str> = registering
