@@ -155,7 +155,7 @@ pub fn local_user() -> String {
 /// records revision it produced.
 pub async fn record_local(
     store: &Store,
-    operation: mesh_core::operation::Operation,
+    operation: impl std::fmt::Display,
     arguments: serde_json::Value,
 ) -> anyhow::Result<()> {
     let revision = store.records_revision().await?;

@@ -293,6 +293,17 @@ async fn record(
         .apply_fleet(&change)
         .await
         .context("recording the fleet; nothing was recorded and no secret was kept")?;
+    // No secret in the trail: the fleet file by name, what it was told.
+    crate::audit::record_local(
+        store,
+        "fleet-load",
+        serde_json::json!({
+            "file": args.file.display().to_string(),
+            "prune": args.prune,
+            "remint": args.remint,
+        }),
+    )
+    .await?;
     let failed = staged.place();
     let secrets_placed = minted.len() - failed.iter().filter(|(n, _)| n != secrets::MARKER).count();
     for (name, e) in &failed {

@@ -125,6 +125,18 @@ async fn register_and_assign(
                 assigned.push(m.name.value.clone());
             }
         }
+        // One row for what `mesh up` recorded: the catalogue and what it
+        // assigned here (programs it puts are assigned as they are put).
+        crate::audit::record_local(
+            &store,
+            "up",
+            serde_json::json!({
+                "catalogue": catalogue.display().to_string(),
+                "registered": registered.registration.modules.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>(),
+                "assigned": assigned.iter().map(Name::as_str).collect::<Vec<_>>(),
+            }),
+        )
+        .await?;
         anyhow::Ok(())
     }
     .await;
