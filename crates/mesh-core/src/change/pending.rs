@@ -63,3 +63,45 @@ impl std::fmt::Display for Pending {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> Name {
+        Name::new(s).unwrap()
+    }
+
+    #[test]
+    fn a_pending_change_says_itself_as_a_plan_heads_it() {
+        let assign = Pending::Assign {
+            module: n("db"),
+            node: n("n2"),
+            version: None,
+            from: None,
+        };
+        assert_eq!(assign.to_string(), "assign db to n2");
+        let moved = Pending::Assign {
+            module: n("db"),
+            node: n("n2"),
+            version: Some("1.4.0".into()),
+            from: Some(n("n1")),
+        };
+        assert_eq!(moved.to_string(), "move db from n1 to n2 at version 1.4.0");
+        let gone = Pending::Unassign {
+            module: n("db"),
+            node: n("n1"),
+        };
+        assert_eq!(gone.to_string(), "unassign db from n1");
+        let register = Pending::Register {
+            sources: [(n("b"), String::new()), (n("a"), String::new())].into(),
+        };
+        assert_eq!(register.to_string(), "register a, b");
+        // As it travels to the controller, and back.
+        let json = serde_json::to_string(&moved).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Pending>(&json).unwrap().to_string(),
+            moved.to_string()
+        );
+    }
+}

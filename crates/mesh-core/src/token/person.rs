@@ -168,6 +168,20 @@ mod tests {
             let e = PersonToken::decode(&changed).unwrap_err();
             assert!(!e.to_string().contains(t.login_seed.expose()), "{e}");
         }
+        // Cut short: no checksum at its end, said as such.
+        let cut = &text[..text.len() - 3];
+        assert_eq!(
+            PersonToken::decode(cut),
+            Err(PersonTokenError::Damaged(
+                "no checksum at its end: was it cut?"
+            ))
+        );
+        assert_eq!(
+            PersonToken::decode("meshp1.abc"),
+            Err(PersonTokenError::Damaged(
+                "no checksum at its end: was it cut?"
+            ))
+        );
         // A node's token is not a login token.
         assert_eq!(
             PersonToken::decode("mesh2.abc.01234567"),
