@@ -112,7 +112,24 @@ impl MeshArgs {
 
     /// As [`MeshArgs::find`], as the error a command ends with.
     pub fn dir(&self) -> anyhow::Result<PathBuf> {
-        Ok(self.find()?)
+        self.found()
+    }
+
+    /// The mesh found; none, with a context current, is a command the
+    /// controller does not serve over the bus, said as such.
+    fn found(&self) -> anyhow::Result<PathBuf> {
+        match self.find() {
+            Ok(dir) => Ok(dir),
+            Err(e @ NoMesh::NotFound { .. }) => match crate::context::current() {
+                Ok(Some(ctx)) => Err(anyhow::anyhow!(
+                    "this command reads the mesh's directory, which is on the controller's machine: it is not served over the bus (yet) to context {} (person {}); run it there (the README's \"Operating from your own machine\" lists what a context serves)",
+                    ctx.name,
+                    ctx.person
+                )),
+                _ => Err(e.into()),
+            },
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The mesh found, or `./.mesh` to be made: for the commands that make
@@ -127,7 +144,7 @@ impl MeshArgs {
         match (&self.store, &self.store_file) {
             (Some(url), _) => Ok(url.clone()),
             (None, Some(file)) => read_store_file(file),
-            (None, None) => default_store(&self.find()?),
+            (None, None) => default_store(&self.found()?),
         }
     }
 

@@ -251,6 +251,14 @@ async fn a_person_logs_in_from_elsewhere_and_the_commands_ask_the_controller() {
     assert!(nodes.status.success(), "{}", harness::out_text(&nodes));
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&nodes.stdout).unwrap();
     assert_eq!(rows[0]["node"], "n1");
+    // What the controller does not serve over the bus says so, not "no mesh".
+    let list = as_person(home.path(), &["secret", "list"]);
+    let err = String::from_utf8_lossy(&list.stderr);
+    assert!(
+        !list.status.success()
+            && err.contains("it is not served over the bus (yet) to context ada (person ada)"),
+        "{err}"
+    );
     // A viewer's assign: the broker refuses, the CLI names the role.
     let assign = as_person(home.path(), &["assign", "echo", "n1"]);
     let err = String::from_utf8_lossy(&assign.stderr);
