@@ -1,17 +1,15 @@
 //! A person's one-time login: issued with the person (`mesh person add
-//! --role` without a key), spent once by `mesh login` on their machine,
-//! which makes their key there and sends only its public half. The login's
+//! --role` without a key, `Store::record_person`), spent once by `mesh
+//! login` on their machine, which makes their key there and sends only its public half. The login's
 //! seed is a login principal's key; the store keeps its public key on the
 //! person's row, which the spend matches.
-
-use std::time::Duration;
 
 use mesh_core::names::Name;
 
 use super::name;
 use crate::error::{RefusalReason, StoreError, TokenRefused};
-use crate::secret::{Secret, check_user_key, new_user_key};
-use crate::{Millis, Store, duration_ms, now_ms, with_pool};
+use crate::secret::{Secret, check_user_key};
+use crate::{Millis, Store, now_ms, with_pool};
 
 /// A login issued: the seed its token carries, and when it expires.
 #[derive(Debug)]
@@ -33,42 +31,6 @@ pub struct LiveLogin {
 }
 
 impl Store {
-    /// Issues a one-time login for `person`, valid for `ttl`, replacing an
-    /// unspent one.
-    pub async fn issue_login(
-        &self,
-        person: &Name,
-        ttl: Duration,
-    ) -> Result<IssuedLogin, StoreError> {
-        let (secret, login_key) = new_user_key();
-        let expires_at = now_ms().saturating_add(duration_ms(ttl));
-        let issued = with_pool!(self, |pool| {
-            let mut tx = self.begin_write_on(pool).await?;
-            let done = sqlx::query(
-                "UPDATE persons SET login_key = $1, login_expires_at = $2 WHERE name = $3",
-            )
-            .bind(&login_key)
-            .bind(expires_at)
-            .bind(person.as_str())
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(done.rows_affected() == 1)
-        })?;
-        if !issued {
-            return Err(StoreError::Invalid {
-                what: "a login",
-                detail: format!("there is no person {person}; add them first"),
-            });
-        }
-        Ok(IssuedLogin {
-            person: person.clone(),
-            secret,
-            login_key,
-            expires_at,
-        })
-    }
-
     /// Spends `person`'s login — the one whose key the request names — and
     /// records `person_key` as theirs, in one transaction: of two spends
     /// of one login exactly one wins. A spent, unknown or expired login is
