@@ -14,6 +14,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+pub mod amqp;
 mod artifact_grants;
 mod mint;
 pub use mint::credentials_to_mint;

@@ -7,6 +7,7 @@ use crate::records::ToolListError;
 use crate::subjects::pattern::covers;
 use crate::users_file::{self, UserCredential};
 
+mod amqp;
 mod golden;
 mod logs;
 mod node_seat;

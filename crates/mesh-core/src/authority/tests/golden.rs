@@ -1,6 +1,6 @@
 //! Golden derivations: every grant of every principal (with its cause, in
 //! the order explain prints), every JetStream object, and the users file
-//! composed from them, compared whole against the files beside this one.
+//! composed from them (and their RabbitMQ rendering), compared whole against the files beside this one.
 //! Substring and pattern checks let a widened or dropped grant through; a
 //! whole-output comparison does not. After a deliberate change, write the
 //! files anew with `MESH_BLESS=1 cargo test -p mesh-core golden` and read the
@@ -80,4 +80,17 @@ fn golden_users_file() {
         "users.conf",
         &users_file::compose(&ps, &hashes).unwrap().text,
     );
+}
+
+#[test]
+fn golden_amqp() {
+    let o = jetstream::derive(&catalogue(), &records(), &ControllerSpec::default()).unwrap();
+    let users: Vec<_> = principals()
+        .iter()
+        .map(|p| crate::authority::amqp::render(p, &o))
+        .collect();
+    let v = serde_json::json!({ "users": users, "queues": crate::authority::amqp::topology(&o) });
+    let mut text = serde_json::to_string_pretty(&v).unwrap();
+    text.push('\n');
+    golden("amqp.json", &text);
 }

@@ -1,0 +1,323 @@
+//! The RabbitMQ rendering allows exactly what the NATS grants allow: checked
+//! key by key against [`covers`], the matcher the NATS side is tested with,
+//! over every subject any principal is granted (made concrete, widened and
+//! narrowed), with regexes compiled as RabbitMQ compiles them (anchored).
+
+use std::collections::BTreeSet;
+
+use regex::Regex;
+
+use super::*;
+use crate::authority::amqp::{
+    self, AmqpPermissions, Rendered, binding_key, binding_key_regex, routing_key_regex,
+};
+
+fn objects() -> Objects {
+    jetstream::derive(&catalogue(), &records(), &ControllerSpec::default()).unwrap()
+}
+
+fn rendered(name: &str) -> AmqpPermissions {
+    let ps = principals();
+    amqp::render(find(&ps, name), &objects())
+}
+
+fn matches(regex: &str, key: &str) -> bool {
+    Regex::new(regex).unwrap().is_match(key)
+}
+
+/// Keys to try: every granted subject with its wildcards filled in (as a
+/// routing key has none), with a token more and a token less.
+fn candidate_keys() -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for p in principals() {
+        let grants = p.permissions.publish.iter().chain(&p.permissions.subscribe);
+        for g in grants {
+            for word in ["n1", "n2", "zz"] {
+                let filled = g
+                    .subject
+                    .split('.')
+                    .map(|t| match t {
+                        "*" => word.to_string(),
+                        ">" => format!("{word}.deeper"),
+                        t => t.to_string(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(".");
+                out.insert(format!("{filled}.more"));
+                if let Some((shorter, _)) = filled.rsplit_once('.') {
+                    out.insert(shorter.to_string());
+                }
+                out.insert(filled);
+            }
+        }
+    }
+    out.insert("_INBOX.person_bob.x".into());
+    out.insert("anything".into());
+    out
+}
+
+#[test]
+fn a_subject_is_its_own_binding_key_with_gt_written_star_hash() {
+    assert_eq!(binding_key("mesh.mod.*.event.>"), "mesh.mod.*.event.*.#");
+    assert_eq!(
+        binding_key("mesh.control.report.n1"),
+        "mesh.control.report.n1"
+    );
+    // `>` is a wildcard only as a whole token.
+    assert_eq!(binding_key("a.b>.c"), "a.b>.c");
+}
+
+#[test]
+fn regexes_escape_every_character_that_is_not_a_name_character() {
+    assert_eq!(
+        routing_key_regex("mesh.mod.audit-log.event.*"),
+        r"mesh\.mod\.audit-log\.event\.[^.]+"
+    );
+    assert_eq!(routing_key_regex("_INBOX.>"), r"_INBOX\.[^.]+(\.[^.]+)*");
+    assert_eq!(routing_key_regex("$JS.a+b"), r"\$JS\.a\+b");
+    assert_eq!(
+        binding_key_regex("mesh.control.heartbeat.*"),
+        r"mesh\.control\.heartbeat\.[^.#]+"
+    );
+    // A regex character in a token matches only itself.
+    let re = format!("^{}$", routing_key_regex("a+b.c"));
+    assert!(matches(&re, "a+b.c"));
+    assert!(!matches(&re, "aab.c"));
+    assert!(!matches(&re, "a+bxc"));
+}
+
+#[test]
+fn every_principal_may_publish_on_amqp_exactly_what_it_may_on_nats() {
+    let keys = candidate_keys();
+    let o = objects();
+    let mut checked = 0;
+    for p in principals() {
+        let r = amqp::render(&p, &o);
+        for key in &keys {
+            // Subjects of JetStream's API have no AMQP counterpart.
+            if key.starts_with('$') {
+                assert!(!matches(&r.topic_write, key), "{}: {key}", p.name);
+                continue;
+            }
+            let nats = can_publish(&p, key);
+            // An answer to a request is an inbox write on AMQP (see
+            // `amqp::render`); on NATS, allow_responses.
+            let answer = p.permissions.allow_responses.is_some()
+                && key.starts_with("_INBOX.")
+                && key.split('.').count() >= 3;
+            assert_eq!(
+                matches(&r.topic_write, key),
+                nats || answer,
+                "{} publishing {key}: topic write {}",
+                p.name,
+                r.topic_write
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 1000, "{checked}");
+}
+
+#[test]
+fn every_principal_may_bind_on_amqp_exactly_what_it_may_subscribe_to_on_nats() {
+    let keys = candidate_keys();
+    let o = objects();
+    let deliver: BTreeSet<&str> = o
+        .consumers
+        .iter()
+        .map(|c| c.deliver_subject.as_str())
+        .collect();
+    for p in principals() {
+        let r = amqp::render(&p, &o);
+        for key in &keys {
+            // A consumer's deliveries are its queue's, never a binding.
+            let core = p
+                .permissions
+                .subscribe
+                .iter()
+                .any(|g| !deliver.contains(g.subject.as_str()) && covers(&g.subject, key));
+            assert_eq!(
+                matches(&r.topic_read, key),
+                core,
+                "{} binding {key}: topic read {}",
+                p.name,
+                r.topic_read
+            );
+        }
+        // Each grant itself (its wildcards kept) may be bound.
+        for g in p.permissions.subscribe.iter() {
+            if !deliver.contains(g.subject.as_str()) {
+                assert!(
+                    matches(&r.topic_read, &binding_key(&g.subject)),
+                    "{}: {}",
+                    p.name,
+                    g.subject
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_hash_may_not_widen_a_binding_beyond_its_grant() {
+    let host = rendered("host_n1");
+    let controller = rendered("controller");
+    for (r, key, allowed) in [
+        // `*` is one word; `#` would be any number.
+        (&controller, "mesh.control.heartbeat.*", true),
+        (&controller, "mesh.control.heartbeat.#", false),
+        (&controller, "mesh.control.#", false),
+        (&controller, "#", false),
+        // Under `>`, `#` may follow a word, never stand for the first.
+        (&host, "_INBOX.host_n1.#", false),
+        (&host, "_INBOX.host_n1.*", true),
+        (&host, "_INBOX.host_n1.x.#", true),
+        (&host, "_INBOX.host_n2.x", false),
+        (&host, "_INBOX.*.x", false),
+    ] {
+        assert_eq!(matches(&r.topic_read, key), allowed, "{}: {key}", r.user);
+    }
+}
+
+#[test]
+fn a_host_configures_only_its_own_queues_and_reads_its_own_declarations() {
+    let r = rendered("host_n1");
+    assert_eq!(r.configure, r"^(amq\.gen-.+)$");
+    assert_eq!(r.write, r"^(amq\.gen-.+|mesh)$");
+    assert_eq!(r.read, r"^(amq\.gen-.+|mesh|mesh\.queue\.n1)$");
+    for (re, name, allowed) in [
+        (&r.read, "mesh.queue.n1", true),
+        (&r.read, "mesh.queue.n2", false),
+        (&r.read, "mesh.queue.n10", false),
+        (&r.read, "mesh.queue.controller_control", false),
+        (&r.configure, "mesh.queue.n1", false),
+        (&r.configure, "mesh", false),
+        (&r.write, "amq.default", false),
+        (&r.write, "amq.topic", false),
+        (&r.read, "amq.gen-AbC", true),
+    ] {
+        assert_eq!(matches(re, name), allowed, "{re} on {name}");
+    }
+    assert!(r.renderings.iter().any(|x| x.subject == "mesh.deliver.n1"
+        && x.rendered
+            == Rendered::ReadQueue {
+                queue: "mesh.queue.n1".into()
+            }));
+    // Acknowledging and binding are the channel's on AMQP.
+    let ack = r
+        .renderings
+        .iter()
+        .find(|x| x.subject.starts_with("$JS.ACK.NODES.n1"))
+        .unwrap();
+    assert!(matches!(ack.rendered, Rendered::NatsOnly { .. }));
+}
+
+#[test]
+fn only_the_controller_configures_the_mesh_objects_and_none_writes_the_default_exchange() {
+    let c = rendered("controller");
+    assert_eq!(c.configure, r"^(amq\.gen-.+|mesh(\..+)?)$");
+    assert_eq!(c.write, c.configure);
+    assert_eq!(c.read, c.configure);
+    for name in ["mesh", "mesh.queue.n1", "amq.gen-x"] {
+        assert!(matches(&c.configure, name), "{name}");
+    }
+    for name in ["amq.default", "amq.topic", "meshy", "other"] {
+        assert!(!matches(&c.write, name), "{name}");
+    }
+    for p in principals() {
+        let r = amqp::render(&p, &objects());
+        for re in [&r.configure, &r.write, &r.read] {
+            assert!(!matches(re, "amq.default"), "{}: {re}", p.name);
+            assert!(!matches(re, ""), "{}: {re}", p.name);
+        }
+        if p.name != "controller" {
+            for name in ["mesh", "mesh.queue.n1", "mesh.queue.controller_control"] {
+                assert!(!matches(&r.configure, name), "{} configures {name}", p.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_principal_granted_nothing_gets_regexes_that_match_nothing() {
+    let mut p = find(&principals(), "person_bob").clone();
+    p.permissions.publish.clear();
+    p.permissions.subscribe.clear();
+    p.permissions.allow_responses = None;
+    let r = amqp::render(&p, &objects());
+    // An absent topic permission would allow every key: `^$` is set instead.
+    for re in [
+        &r.configure,
+        &r.write,
+        &r.read,
+        &r.topic_write,
+        &r.topic_read,
+    ] {
+        assert_eq!(re, "^$");
+    }
+}
+
+#[test]
+fn a_module_reads_its_consumers_queue_and_answers_through_inboxes() {
+    let r = rendered("module_n1_notifier");
+    assert!(matches(&r.read, "mesh.queue.mod_notifier"), "{}", r.read);
+    assert!(!matches(&r.read, "mesh.queue.mod_git-server"));
+    // It serves no tool: no inbox but its own.
+    assert!(!matches(&r.topic_write, "_INBOX.person_bob.x"));
+    let server = rendered("module_n1_git-server");
+    assert!(matches(&server.topic_write, "_INBOX.person_bob.x"));
+    assert!(!matches(&server.topic_write, "_INBOX"));
+    assert!(
+        server
+            .renderings
+            .iter()
+            .any(|x| x.grant == "allow_responses")
+    );
+}
+
+#[test]
+fn queues_follow_the_consumers_filters_and_keep_one_declaration() {
+    let q = amqp::topology(&objects());
+    let find = |name: &str| q.iter().find(|x| x.name == name).unwrap();
+    let n1 = find("mesh.queue.n1");
+    assert_eq!(n1.bindings, ["mesh.node.n1.declaration"]);
+    assert_eq!(n1.max_length, Some(1));
+    let control = find("mesh.queue.controller_control");
+    assert_eq!(
+        control.bindings,
+        ["mesh.control.report.*", "mesh.control.enrol.*"]
+    );
+    assert_eq!(control.max_length, None);
+    let notifier = find("mesh.queue.mod_notifier");
+    assert!(
+        notifier
+            .bindings
+            .contains(&"mesh.mod.git-server.event.*".to_string())
+    );
+    assert_eq!(notifier.max_length, None);
+    assert_eq!(q.len(), objects().consumers.len());
+    let upload = Objects {
+        streams: vec![jetstream::StreamSpec {
+            name: "UPLOADS".into(),
+            subjects: vec!["mesh.upload.>".into()],
+            retention: jetstream::Retention::Limits,
+            max_msgs_per_subject: Some(1),
+            max_age_secs: Some(60),
+            replicas: 1,
+        }],
+        consumers: vec![jetstream::ConsumerSpec {
+            stream: "UPLOADS".into(),
+            name: "up".into(),
+            deliver_subject: "mesh.deliver.up".into(),
+            deliver_group: None,
+            filter_subjects: vec![],
+            ack_wait_secs: 1,
+            max_deliver: None,
+        }],
+    };
+    let up = &amqp::topology(&upload)[0];
+    assert_eq!(up.bindings, ["mesh.upload.*.#"]);
+    // One message per subject cannot be one message per queue of many subjects.
+    assert_eq!(up.max_length, None);
+    assert_eq!(up.max_age_secs, Some(60));
+}
