@@ -1,8 +1,9 @@
-//! mesh-bus: the NATS side of mesh. It carries out what `mesh-core` decided —
+//! mesh-bus: the bus sides of mesh (NATS, and AMQP in [`amqp`]). It carries out what `mesh-core` decided —
 //! connecting as a principal (trusting a CA, or pinning one certificate:
 //! [`tls`]), asserting the JetStream objects, storing and reading artifacts
 //! ([`artifacts`]) — and is the seam a second bus would sit behind.
 
+pub mod amqp;
 pub mod artifacts;
 pub mod closing;
 pub mod connect;

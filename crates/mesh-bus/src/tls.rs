@@ -106,6 +106,29 @@ impl CertPin {
     }
 }
 
+/// A client configuration trusting exactly the CA certificates in a PEM file
+/// (the mesh's, never the system's).
+pub fn ca_client_config(pem: &[u8]) -> Result<ClientConfig, rustls::Error> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert =
+            cert.map_err(|e| rustls::Error::General(format!("not a PEM certificate: {e}")))?;
+        roots.add(cert)?;
+    }
+    if roots.is_empty() {
+        return Err(rustls::Error::General(
+            "no certificate in the CA file".into(),
+        ));
+    }
+    Ok(ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .expect("the crypto provider supports its default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
 /// The provider async-nats already brings in (its default `ring` feature),
 /// made once: a second provider would be a second crypto stack to keep current.
 fn provider() -> Arc<CryptoProvider> {

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use mesh_core::authority::amqp::{AmqpPermissions, Rendered};
 use mesh_core::authority::{self, Grant, Principal};
 use mesh_core::catalogue::Catalogue;
 use mesh_core::jetstream::ConsumerSpec;
@@ -273,14 +274,20 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<ExitCode> {
     let objects =
         mesh_core::jetstream::derive(&loaded.catalogue, &loaded.records, &loaded.controller)?;
     let consumers = p.consumers(&objects);
+    let amqp = mesh_core::authority::amqp::render(p, &objects);
     match args.format {
         Format::Json => {
             let mut v = serde_json::to_value(p)?;
             v["has_credential"] = serde_json::Value::Bool(has_credential);
             v["consumers"] = serde_json::to_value(&consumers)?;
+            v["amqp"] = serde_json::to_value(&amqp)?;
             output::print(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
         }
-        Format::Text => output::print(&render(p, has_credential, &consumers))?,
+        Format::Text => {
+            let mut text = render(p, has_credential, &consumers);
+            text.push_str(&render_amqp(&amqp));
+            output::print(&text)?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -386,6 +393,37 @@ pub fn render(p: &Principal, has_credential: bool, consumers: &[&ConsumerSpec]) 
         None => {
             let _ = writeln!(out, "allow_responses: no");
         }
+    }
+    out
+}
+
+/// The same grants as a RabbitMQ user's permissions (a mesh on AMQP).
+pub fn render_amqp(a: &AmqpPermissions) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out, "on AMQP (RabbitMQ user {}):", a.user);
+    for (what, regex) in [
+        ("configure", &a.configure),
+        ("write", &a.write),
+        ("read", &a.read),
+        ("topic write", &a.topic_write),
+        ("topic read", &a.topic_read),
+    ] {
+        let on = if what.starts_with("topic") {
+            format!(" (exchange {})", mesh_core::authority::amqp::EXCHANGE)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "  {what}{on}: {regex}");
+    }
+    for r in &a.renderings {
+        let became = match &r.rendered {
+            Rendered::TopicWrite { regex } => format!("topic write {regex}"),
+            Rendered::TopicRead { regex } => format!("topic read {regex}"),
+            Rendered::ReadQueue { queue } => format!("read queue {queue}"),
+            Rendered::NatsOnly { why } => format!("nothing: {why}"),
+        };
+        let _ = writeln!(out, "  {} {}  ->  {became}", r.grant, r.subject);
     }
     out
 }

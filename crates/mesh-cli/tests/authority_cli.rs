@@ -316,6 +316,28 @@ fn explain_names_the_manifest_line_behind_each_grant() {
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("mesh.seat.git.tool.clone"), "{text}");
     assert!(text.contains("allow_responses: no"), "{text}");
+    // The same grants on a mesh on AMQP: a RabbitMQ user's permissions.
+    assert!(
+        text.contains("on AMQP (RabbitMQ user person_bob):"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r"publish mesh.seat.git.tool.clone  ->  topic write mesh\.seat\.git\.tool\.clone"
+        ),
+        "{text}"
+    );
+    assert!(text.contains(r"  configure: ^(amq\.gen-.+)$"), "{text}");
+    // And in JSON, the queue the module's consumer waits in.
+    let amqp = &v["amqp"];
+    assert_eq!(amqp["user"], "module_n1_audit-log");
+    assert!(
+        amqp["read"]
+            .as_str()
+            .unwrap()
+            .contains(r"mesh\.queue\.mod_audit-log"),
+        "{amqp}"
+    );
 }
 
 #[test]

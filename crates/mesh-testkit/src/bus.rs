@@ -172,13 +172,14 @@ pub struct Conn {
     pub errors: mpsc::UnboundedReceiver<String>,
 }
 
-/// A concrete subject matched by a grant pattern.
+/// A concrete subject (or routing key) matched by a grant pattern (or binding key).
 pub fn concrete(pattern: &str) -> String {
     pattern
         .split('.')
         .map(|t| match t {
             "*" => "x1",
-            ">" => "x2",
+            // NATS's `>`, or AMQP's `#` in a binding key.
+            ">" | "#" => "x2",
             t => t,
         })
         .collect::<Vec<_>>()

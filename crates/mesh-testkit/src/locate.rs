@@ -42,6 +42,29 @@ fn find_nats_server(
     })
 }
 
+/// Debian's `rabbitmq-server` start script (the one the package's service
+/// wrapper runs), or `MESH_RABBITMQ_SERVER`.
+pub fn rabbitmq_server_binary() -> Result<PathBuf, TestkitError> {
+    let mut looked = Vec::new();
+    if let Some(p) = std::env::var_os("MESH_RABBITMQ_SERVER") {
+        let p = PathBuf::from(p);
+        if p.is_file() {
+            return Ok(p);
+        }
+        looked.push(format!("MESH_RABBITMQ_SERVER={}", p.display()));
+    }
+    let debian = PathBuf::from("/usr/lib/rabbitmq/bin/rabbitmq-server");
+    if debian.is_file() {
+        return Ok(debian);
+    }
+    looked.push(debian.display().to_string());
+    Err(TestkitError::BinaryMissing {
+        what: "rabbitmq-server (Debian package rabbitmq-server)",
+        looked: looked.join(", "),
+        hint: INSTALL_HINT,
+    })
+}
+
 /// The directory holding `initdb`, `postgres` and `psql`: `MESH_PG_BIN`, then
 /// Debian's `/usr/lib/postgresql/<version>/bin` (newest first), then the
 /// directory a PATH `initdb` links to.

@@ -217,6 +217,22 @@ pub fn render(p: &Principal, objects: &Objects) -> AmqpPermissions {
     }
 
     let controller = matches!(p.kind, super::PrincipalKind::Controller);
+    if controller {
+        // Binding is checked against topic read even for the one who
+        // configures: the controller binds each queue by exactly its keys
+        // (as on NATS it alone creates consumers).
+        for q in topology(objects) {
+            for key in q.bindings {
+                let regex = literal_name(&key);
+                topic_read.insert(regex.clone());
+                renderings.push(Rendering {
+                    grant: "binds",
+                    subject: format!("{key} (queue {})", q.name),
+                    rendered: Rendered::TopicRead { regex },
+                });
+            }
+        }
+    }
     let own_queues = !topic_read.is_empty();
     let pick = |parts: &[(bool, &str)]| -> BTreeSet<String> {
         parts
@@ -260,6 +276,25 @@ const INBOXES: &str = "_INBOX";
 /// A queue name as a regex matching only itself.
 fn literal_name(name: &str) -> String {
     name.split('.').map(literal).collect::<Vec<_>>().join(r"\.")
+}
+
+/// RabbitMQ's name for the hashing [`password_hash`] does.
+pub const PASSWORD_HASHING: &str = "rabbit_password_hashing_sha256";
+
+/// What a principal announces instead of its password, as NATS principals
+/// announce a public key: RabbitMQ's salted SHA-256
+/// (`base64(salt ++ sha256(salt ++ password))`, [`PASSWORD_HASHING`]), which
+/// the management API takes as `password_hash`. The salt is the caller's
+/// (random), so this stays pure.
+pub fn password_hash(salt: [u8; 4], password: &[u8]) -> String {
+    use base64::Engine as _;
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(salt);
+    h.update(password);
+    let mut out = salt.to_vec();
+    out.extend_from_slice(&h.finalize());
+    base64::engine::general_purpose::STANDARD.encode(out)
 }
 
 /// A durable queue the controller makes, and what it holds.

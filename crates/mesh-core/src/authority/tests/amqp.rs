@@ -127,9 +127,19 @@ fn every_principal_may_bind_on_amqp_exactly_what_it_may_subscribe_to_on_nats() {
         .iter()
         .map(|c| c.deliver_subject.as_str())
         .collect();
+    let bound: BTreeSet<String> = amqp::topology(&o)
+        .into_iter()
+        .flat_map(|q| q.bindings)
+        .collect();
     for p in principals() {
         let r = amqp::render(&p, &o);
+        let controller = p.name == CONTROLLER;
         for key in &keys {
+            // The controller binds the mesh's queues by their keys.
+            if controller && bound.contains(key) {
+                assert!(matches(&r.topic_read, key), "{key}");
+                continue;
+            }
             // A consumer's deliveries are its queue's, never a binding.
             let core = p
                 .permissions
@@ -156,6 +166,22 @@ fn every_principal_may_bind_on_amqp_exactly_what_it_may_subscribe_to_on_nats() {
             }
         }
     }
+}
+
+#[test]
+fn the_controller_binds_each_queue_by_exactly_its_keys() {
+    let c = rendered("controller");
+    for q in amqp::topology(&objects()) {
+        for key in &q.bindings {
+            assert!(matches(&c.topic_read, key), "{}: {key}", q.name);
+        }
+    }
+    // Exactly: not the wildcard a key is written with, read as a wildcard.
+    assert!(matches(&c.topic_read, "mesh.control.report.*"));
+    assert!(!matches(&c.topic_read, "mesh.control.report.n1"));
+    assert!(!matches(&c.topic_read, "mesh.control.#"));
+    assert!(matches(&c.topic_read, "mesh.node.n1.declaration"));
+    assert!(!matches(&c.topic_read, "mesh.node.*.declaration"));
 }
 
 #[test]
@@ -320,4 +346,18 @@ fn queues_follow_the_consumers_filters_and_keep_one_declaration() {
     // One message per subject cannot be one message per queue of many subjects.
     assert_eq!(up.max_length, None);
     assert_eq!(up.max_age_secs, Some(60));
+}
+
+#[test]
+fn a_password_hash_is_rabbitmqs_salted_sha256() {
+    // The same bytes RabbitMQ's rabbit_password_hashing_sha256 makes for
+    // this salt (and the live tests log in with hashes made here).
+    assert_eq!(
+        amqp::password_hash([1, 2, 3, 4], b"hunter2"),
+        "AQIDBHiV8TIeEo9W0LCE9gcH2fR40TPrs4nTzGL5Pu7u6eDF"
+    );
+    assert_ne!(
+        amqp::password_hash([1, 2, 3, 5], b"hunter2"),
+        amqp::password_hash([1, 2, 3, 4], b"hunter2")
+    );
 }
