@@ -59,9 +59,9 @@ pub struct LoginArgs {
 pub fn login(args: &LoginArgs) -> anyhow::Result<ExitCode> {
     let ctx = match (&args.key, &args.person, &args.pin) {
         (Some(key), Some(person), Some(pin)) => Context {
+            urls: nats_addresses(&args.urls)?,
             name: args.name.clone().unwrap_or_else(|| person.clone()),
             person: person.clone(),
-            urls: args.urls.clone(),
             pin: pin.clone(),
             key_file: std::fs::canonicalize(key)
                 .with_context(|| format!("reading {}", key.display()))?,
@@ -85,6 +85,22 @@ pub fn login(args: &LoginArgs) -> anyhow::Result<ExitCode> {
         path.display()
     ))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The addresses given with --bus, all of one bus, which a person's key
+/// (an NKey) can log in on: NATS.
+fn nats_addresses(urls: &[String]) -> anyhow::Result<Vec<String>> {
+    use mesh_core::bus::{BusKind, Given, bus_of};
+    let bus = bus_of(urls.iter().map(|u| Given {
+        source: "--bus",
+        address: u,
+    }))?;
+    if bus != BusKind::Nats {
+        bail!(
+            "--bus names a mesh on {bus}; a key from `mesh person key` logs in on nats (tls://HOST:PORT)"
+        );
+    }
+    Ok(urls.to_vec())
 }
 
 /// The token read from MESH_LOGIN_TOKEN or standard input: never an

@@ -19,6 +19,7 @@
 pub mod artifact;
 pub mod authority;
 pub mod build;
+pub mod bus;
 pub mod catalogue;
 pub mod change;
 pub mod container;

@@ -259,10 +259,10 @@ fn json_reason(e: serde_json::Error) -> TokenError {
     TokenError::BadJson { reason }
 }
 
-/// `tls://host:port` with something after the scheme and no credentials.
+/// A NATS address (`tls://host:port`, no credentials): the bus a token's
+/// seed is a key on.
 fn is_tls_url(u: &str) -> bool {
-    u.strip_prefix("tls://")
-        .is_some_and(|rest| !rest.is_empty() && !rest.contains('@'))
+    crate::bus::BusKind::of_address(u) == Some(crate::bus::BusKind::Nats)
 }
 
 /// Lowercase hex of exactly 32 bytes, or `None`.

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use mesh_bus::CertPin;
+use mesh_core::bus::{BusKind, Given, bus_of};
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
@@ -18,8 +19,12 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum MovedError {
-    #[error("{url} is not a broker address: write tls://HOST:PORT (the broker speaks TLS only)")]
-    NotTls { url: String },
+    #[error(transparent)]
+    Bus(#[from] mesh_core::bus::BusError),
+    #[error(
+        "{url} is an address on {bus}, and this host's mesh runs on nats: a host stays on its mesh's bus (a mesh moves between buses by a rollout, not by one host's address)"
+    )]
+    OtherBus { url: String, bus: BusKind },
     #[error(
         "the broker at {url} presented a certificate that is not this mesh's (pinned sha256 {expected}, presented {got}): nothing was recorded; check the address"
     )]
@@ -45,8 +50,23 @@ pub enum MovedError {
 /// admits it, records them in `host.json` and returns the state that uses
 /// them.
 pub async fn point_at(state: &HostState, urls: &[String]) -> Result<HostState, MovedError> {
-    if let Some(url) = urls.iter().find(|u| !u.starts_with("tls://")) {
-        return Err(MovedError::NotTls { url: url.clone() });
+    // The new addresses and the recorded ones together: all of one bus.
+    let given = urls
+        .iter()
+        .map(|u| Given {
+            source: "--broker",
+            address: u,
+        })
+        .chain(state.bus_urls.iter().map(|u| Given {
+            source: "host.json",
+            address: u,
+        }));
+    let bus = bus_of(given)?;
+    if bus != BusKind::Nats {
+        return Err(MovedError::OtherBus {
+            url: urls.first().cloned().unwrap_or_default(),
+            bus,
+        });
     }
     let keys = crate::state::HostKeys::load(&state.dir)?;
     let pin = CertPin::from_hex(&state.cert_sha256).map_err(|_| StateError::BadRecord {
@@ -88,4 +108,53 @@ pub async fn point_at(state: &HostState, urls: &[String]) -> Result<HostState, M
         bus_urls: urls.to_vec(),
         ..state.clone()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use mesh_core::bus::BusError;
+
+    use super::*;
+    use crate::state::enrolled;
+
+    /// Refused before anything is dialled or recorded.
+    #[tokio::test]
+    async fn an_address_of_the_other_bus_is_refused_naming_both() {
+        let tmp = tempfile::tempdir().unwrap();
+        let state = enrolled(tmp.path());
+        let before = std::fs::read(tmp.path().join(crate::state::HOST_FILE)).unwrap();
+        let err = point_at(&state, &["amqps://mq:5671".into()])
+            .await
+            .unwrap_err();
+        match &err {
+            MovedError::Bus(BusError::BothBuses {
+                nats_source,
+                nats,
+                amqp_source,
+                amqp,
+            }) => {
+                assert_eq!(
+                    (nats_source.as_str(), nats.as_str()),
+                    ("host.json", "tls://127.0.0.1:4222")
+                );
+                assert_eq!(
+                    (amqp_source.as_str(), amqp.as_str()),
+                    ("--broker", "amqps://mq:5671")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let err = point_at(&state, &["tls://10.0.0.9:4222".into(), "http://x:1".into()])
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("--broker: \"http://x:1\" is not a bus address"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(tmp.path().join(crate::state::HOST_FILE)).unwrap(),
+            before
+        );
+    }
 }

@@ -406,6 +406,20 @@ pub fn write_private(path: &Path, contents: &[u8]) -> Result<(), StateError> {
     })
 }
 
+/// Node n1 enrolled in `dir` on `tls://127.0.0.1:4222`, for tests.
+#[cfg(test)]
+pub(crate) fn enrolled(dir: &Path) -> HostState {
+    HostKeys::load_or_create(dir).unwrap();
+    HostState::record(
+        dir,
+        Name::new("n1").unwrap(),
+        vec!["tls://127.0.0.1:4222".into()],
+        "ab".repeat(32),
+        "0c".repeat(32),
+    )
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,17 +428,7 @@ mod tests {
         std::fs::metadata(p).unwrap().permissions().mode() & 0o777
     }
 
-    fn enrolled(dir: &Path) -> HostState {
-        HostKeys::load_or_create(dir).unwrap();
-        HostState::record(
-            dir,
-            Name::new("n1").unwrap(),
-            vec!["tls://127.0.0.1:4222".into()],
-            "ab".repeat(32),
-            "0c".repeat(32),
-        )
-        .unwrap()
-    }
+    use super::enrolled;
 
     #[test]
     fn keys_are_made_private_in_a_private_directory_and_reused() {
