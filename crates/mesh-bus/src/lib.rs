@@ -11,6 +11,7 @@ pub mod objects;
 pub mod reconnect;
 pub mod refusals;
 pub mod renamed;
+pub mod seam;
 pub mod tls;
 
 pub use closing::{CloseError, Closed, drain_and_close};

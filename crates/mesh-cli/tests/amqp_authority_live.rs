@@ -11,7 +11,6 @@
 
 mod authority_table;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -22,104 +21,25 @@ use lapin::options::{
 };
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ExchangeKind};
-use mesh_bus::Secret;
-use mesh_bus::amqp::{AmqpConfig, Management, Trust, topology};
 use mesh_core::authority::amqp::{self, EXCHANGE, Rendered, binding_key};
 use mesh_core::authority::{self, Principal};
-use mesh_core::jetstream::{self, Objects};
+use mesh_core::jetstream;
 use mesh_core::records::ControllerSpec;
-use mesh_testkit::RabbitMq;
+use mesh_testkit::AmqpMesh;
 use mesh_testkit::bus::concrete;
 use mesh_testkit::rabbitmq::ADMIN;
-use rand::Rng as _;
 
 use authority_table::{FORBIDDEN, Op};
 
 const WAIT: Duration = Duration::from_secs(10);
 
-struct Mesh {
-    rmq: RabbitMq,
-    passwords: BTreeMap<String, Secret>,
-    principals: Vec<Principal>,
-    objects: Objects,
-}
-
-impl Mesh {
-    fn config(&self, user: &str, password: Secret) -> AmqpConfig {
-        AmqpConfig {
-            host: "127.0.0.1".into(),
-            port: self.rmq.amqp_port(),
-            user: user.into(),
-            password,
-            trust: Trust::Ca(self.rmq.ca_pem().to_path_buf()),
-        }
-    }
-
-    async fn connect(&self, user: &str) -> Connection {
-        let password = match user {
-            ADMIN => Secret::new(self.rmq.admin_password()),
-            _ => self.passwords[user].clone(),
-        };
-        mesh_bus::amqp::connect(&self.config(user, password))
-            .await
-            .unwrap_or_else(|e| panic!("{user} connects: {e:?}"))
-    }
-}
-
-fn management(rmq: &RabbitMq) -> Management {
-    Management::new(
-        &rmq.management_url(),
-        ADMIN,
-        &Secret::new(rmq.admin_password()),
-        rmq.ca_pem(),
-    )
-    .unwrap()
-}
-
-/// Every principal a user with a password of its own and the rendered
-/// permissions, made through the management API; the controller an
-/// administrator (it makes the users of a running mesh).
-async fn start_mesh() -> Mesh {
+/// The mesh of `authority_table` on RabbitMQ.
+async fn start_mesh() -> AmqpMesh {
     let (catalogue, records) = authority_table::mesh();
     let spec = ControllerSpec::default();
     let principals = authority::derive(&catalogue, &records, &spec).unwrap();
     let objects = jetstream::derive(&catalogue, &records, &spec).unwrap();
-    let rmq = RabbitMq::start().unwrap();
-    let mgmt = management(&rmq);
-    let rendered: Vec<_> = principals
-        .iter()
-        .map(|p| amqp::render(p, &objects))
-        .collect();
-    let passwords = tokio::task::spawn_blocking(move || {
-        let mut rng = rand::rng();
-        let mut out = BTreeMap::new();
-        for r in &rendered {
-            let password: String = (0..20)
-                .map(|_| char::from(b'a' + rng.random_range(0..26u8)))
-                .collect();
-            let hash = amqp::password_hash(rng.random(), password.as_bytes());
-            mgmt.apply(r, &hash, r.user == authority::CONTROLLER)
-                .unwrap();
-            out.insert(r.user.clone(), Secret::new(password));
-        }
-        out
-    })
-    .await
-    .unwrap();
-    let mesh = Mesh {
-        rmq,
-        passwords,
-        principals,
-        objects,
-    };
-    // The controller, the one principal that configures, declares them.
-    let controller = mesh.connect(authority::CONTROLLER).await;
-    let ch = controller.create_channel().await.unwrap();
-    topology::declare(&ch, &amqp::topology(&mesh.objects))
-        .await
-        .unwrap();
-    controller.close(200, "done".into()).await.unwrap();
-    mesh
+    AmqpMesh::start(principals, objects).await
 }
 
 /// The test's own administrator, hearing every routing key of the exchange.
@@ -130,7 +50,7 @@ struct Observer {
 }
 
 impl Observer {
-    async fn start(mesh: &Mesh) -> Observer {
+    async fn start(mesh: &AmqpMesh) -> Observer {
         let conn = mesh.connect(ADMIN).await;
         let ch = conn.create_channel().await.unwrap();
         let heard = own_queue_consumer(&ch, "#").await.unwrap();
@@ -270,7 +190,7 @@ struct Tally {
     answers: usize,
 }
 
-async fn allowed(mesh: &Mesh, p: &Principal, observer: &mut Observer, tally: &mut Tally) {
+async fn allowed(mesh: &AmqpMesh, p: &Principal, observer: &mut Observer, tally: &mut Tally) {
     let conn = mesh.connect(&p.name).await;
     let r = amqp::render(p, &mesh.objects);
     let queues = amqp::topology(&mesh.objects);
@@ -324,7 +244,7 @@ async fn allowed(mesh: &Mesh, p: &Principal, observer: &mut Observer, tally: &mu
 
 /// The shared table's rows for `p`, each on a channel of its own (a refusal
 /// closes it).
-async fn forbidden(mesh: &Mesh, p: &Principal, tally: &mut Tally) {
+async fn forbidden(mesh: &AmqpMesh, p: &Principal, tally: &mut Tally) {
     let conn = mesh.connect(&p.name).await;
     for (_, op, subject) in FORBIDDEN.iter().filter(|(w, _, _)| *w == p.name) {
         if subject.starts_with('$') {
@@ -392,7 +312,7 @@ async fn forbidden(mesh: &Mesh, p: &Principal, tally: &mut Tally) {
 
 /// What only an AMQP principal could try: configuring, the default exchange
 /// (it reaches every queue by name), other exchanges, another's queue.
-async fn amqp_only(mesh: &Mesh, p: &Principal, tally: &mut Tally) {
+async fn amqp_only(mesh: &AmqpMesh, p: &Principal, tally: &mut Tally) {
     let conn = mesh.connect(&p.name).await;
     let who = p.name.as_str();
     let controller = p.name == authority::CONTROLLER;

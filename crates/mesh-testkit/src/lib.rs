@@ -9,6 +9,7 @@
 //! The binaries come from the README's commands (`scripts/test` installs them);
 //! a missing binary fails naming that command.
 
+pub mod amqp_mesh;
 pub mod broker;
 pub mod bus;
 pub mod cluster;
@@ -21,6 +22,7 @@ mod process;
 pub mod rabbitmq;
 pub mod tls;
 
+pub use amqp_mesh::AmqpMesh;
 pub use broker::Broker;
 pub use bus::PermissionedBus;
 pub use cluster::{Cluster, free_port_run};

@@ -1,0 +1,140 @@
+//! The bus seam (DESIGN "the bus seam"): what the daemons need of a bus,
+//! one type per role with a NATS and an AMQP side, each tested against its
+//! own server (`tests/seam_live.rs` runs one body on both). What a principal
+//! may do and which objects exist stay `mesh-core`'s; here they are carried
+//! out.
+//!
+//! | role | NATS | AMQP (RabbitMQ) |
+//! |---|---|---|
+//! | [`Bus::publish_stored`] | JetStream publish, awaited ack | publish to `mesh`, publisher confirm; mandatory, so no queue taking it is an error |
+//! | [`Bus::publish`] (heartbeats) | core publish, flushed | publish to `mesh`, publisher confirm |
+//! | [`Bus::consume`] | bind the push consumer | consume `mesh.queue.<consumer>` with a prefetch |
+//! | [`Bus::subscribe`] | core subscription | a server-named queue bound by the subject's key |
+//! | [`Settle`] | ack, nak with delay, term, in progress | ack, held then requeued, rejected, nothing (no ack timer) |
+
+mod amqp_side;
+mod delivery;
+mod nats_side;
+
+use std::time::Duration;
+
+use mesh_core::bus::BusKind;
+use mesh_core::jetstream::ConsumerSpec;
+
+pub use amqp_side::AmqpSide;
+pub use delivery::{Deliveries, Delivery, Message, Messages, Settle};
+pub use nats_side::NatsSide;
+
+/// Why the bus did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SeamError {
+    #[error("the bus refused to {action}: {reason}")]
+    Refused { action: String, reason: String },
+    #[error(
+        "no queue takes {subject}: nothing of the mesh consumes it (is the consumer asserted?)"
+    )]
+    Unroutable { subject: String },
+    #[error("the bus did not confirm {action} within {within:?}")]
+    NotConfirmed { action: String, within: Duration },
+    #[error("could not {action}")]
+    Nats {
+        action: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("could not {action}")]
+    Amqp {
+        action: String,
+        #[source]
+        source: Box<lapin::Error>,
+    },
+}
+
+impl SeamError {
+    pub(crate) fn nats(
+        action: impl Into<String>,
+    ) -> impl FnOnce(Box<dyn std::error::Error + Send + Sync>) -> SeamError {
+        let action = action.into();
+        move |source| SeamError::Nats { action, source }
+    }
+
+    /// A lapin error: a broker's refusal (403 and the like, which close the
+    /// channel) keeps the broker's own words.
+    pub(crate) fn amqp(action: impl Into<String>) -> impl FnOnce(lapin::Error) -> SeamError {
+        let action = action.into();
+        move |source| match source.kind() {
+            lapin::ErrorKind::ProtocolError(e) => SeamError::Refused {
+                action,
+                reason: e.get_message().to_string(),
+            },
+            _ => SeamError::Amqp {
+                action,
+                source: Box::new(source),
+            },
+        }
+    }
+}
+
+/// How long a stored publish may wait for its confirmation.
+pub const CONFIRM_WITHIN: Duration = Duration::from_secs(10);
+
+/// One principal's connection to the mesh's bus.
+pub enum Bus {
+    Nats(NatsSide),
+    Amqp(AmqpSide),
+}
+
+impl Bus {
+    pub fn kind(&self) -> BusKind {
+        match self {
+            Bus::Nats(_) => BusKind::Nats,
+            Bus::Amqp(_) => BusKind::Amqp,
+        }
+    }
+
+    /// A message the bus keeps until it is consumed (declarations, reports,
+    /// events, work): returns once the bus has it.
+    pub async fn publish_stored(&self, subject: &str, payload: &[u8]) -> Result<(), SeamError> {
+        match self {
+            Bus::Nats(n) => n.publish_stored(subject, payload).await,
+            Bus::Amqp(a) => a.publish(subject, payload, true).await,
+        }
+    }
+
+    /// A message nobody keeps (heartbeats): handed to the bus, or an error.
+    pub async fn publish(&self, subject: &str, payload: &[u8]) -> Result<(), SeamError> {
+        match self {
+            Bus::Nats(n) => n.publish(subject, payload).await,
+            Bus::Amqp(a) => a.publish(subject, payload, false).await,
+        }
+    }
+
+    /// The deliveries of one of the mesh's consumers, at most `prefetch`
+    /// unsettled at a time.
+    pub async fn consume(&self, c: &ConsumerSpec, prefetch: u16) -> Result<Deliveries, SeamError> {
+        match self {
+            Bus::Nats(n) => n.consume(c).await,
+            Bus::Amqp(a) => a.consume(c, prefetch).await,
+        }
+    }
+
+    /// Closes the connection: what it subscribed to ends with it.
+    pub async fn close(self) {
+        match self {
+            Bus::Nats(n) => {
+                let _ = n.client().drain().await;
+            }
+            Bus::Amqp(a) => {
+                let _ = a.connection().close(200, "closing".into()).await;
+            }
+        }
+    }
+
+    /// Every message on `subject` (a pattern) from now on.
+    pub async fn subscribe(&self, subject: &str) -> Result<Messages, SeamError> {
+        match self {
+            Bus::Nats(n) => n.subscribe(subject).await,
+            Bus::Amqp(a) => a.subscribe(subject).await,
+        }
+    }
+}

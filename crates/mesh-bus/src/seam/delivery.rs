@@ -1,0 +1,174 @@
+//! A delivery and how it is settled, one type for both buses: what a bus
+//! lacks natively is done here (AMQP has no delayed redelivery and no
+//! in-progress frame).
+
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+
+use super::SeamError;
+
+/// What becomes of a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Done with: the bus forgets it.
+    Ack,
+    /// Deliver it again, not before `after`. AMQP has no delayed redelivery:
+    /// the delivery is held here, unacknowledged (so bounded by the
+    /// prefetch), and handed back once `after` has passed.
+    Retry { after: Duration },
+    /// Never deliver it again (malformed: requeued, it would come back for
+    /// ever).
+    Terminate,
+    /// Still being worked on. NATS restarts the ack timer; RabbitMQ has
+    /// none to restart (its consumer timeout is the broker's setting).
+    InProgress,
+}
+
+/// A delivery of one of the mesh's consumers.
+pub struct Delivery {
+    pub subject: String,
+    pub payload: Vec<u8>,
+    /// Delivered before and not acknowledged.
+    pub redelivered: bool,
+    settler: Settler,
+}
+
+enum Settler {
+    // Boxed: a JetStream message is large beside an acker.
+    Nats(Box<async_nats::jetstream::Message>),
+    Amqp(lapin::Acker),
+}
+
+impl Delivery {
+    pub(crate) fn nats(m: async_nats::jetstream::Message) -> Delivery {
+        let redelivered = m.info().map(|i| i.delivered > 1).unwrap_or(false);
+        Delivery {
+            subject: m.subject.to_string(),
+            payload: m.payload.to_vec(),
+            redelivered,
+            settler: Settler::Nats(Box::new(m)),
+        }
+    }
+
+    pub(crate) fn amqp(d: lapin::message::Delivery) -> Delivery {
+        Delivery {
+            subject: d.routing_key.to_string(),
+            payload: d.data,
+            redelivered: d.redelivered,
+            settler: Settler::Amqp(d.acker),
+        }
+    }
+
+    pub async fn settle(&self, how: Settle) -> Result<(), SeamError> {
+        let action = || format!("settle a delivery of {} ({how:?})", self.subject);
+        match &self.settler {
+            Settler::Nats(m) => {
+                use async_nats::jetstream::AckKind;
+                let kind = match how {
+                    Settle::Ack => AckKind::Ack,
+                    Settle::Retry { after } => AckKind::Nak(Some(after)),
+                    Settle::Terminate => AckKind::Term,
+                    Settle::InProgress => AckKind::Progress,
+                };
+                m.ack_with(kind).await.map_err(SeamError::nats(action()))
+            }
+            Settler::Amqp(acker) => match how {
+                Settle::Ack => acker
+                    .ack(BasicAckOptions::default())
+                    .await
+                    .map(drop)
+                    .map_err(SeamError::amqp(action())),
+                Settle::Terminate => acker
+                    .reject(BasicRejectOptions { requeue: false })
+                    .await
+                    .map(drop)
+                    .map_err(SeamError::amqp(action())),
+                Settle::InProgress => Ok(()),
+                Settle::Retry { after } => {
+                    let acker = acker.clone();
+                    let subject = self.subject.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(after).await;
+                        let requeue = BasicNackOptions {
+                            requeue: true,
+                            multiple: false,
+                        };
+                        if let Err(e) = acker.nack(requeue).await {
+                            // The channel is gone: the broker requeues it itself.
+                            tracing::debug!(%subject, error = %e, "handing a delivery back");
+                        }
+                    });
+                    Ok(())
+                }
+            },
+        }
+    }
+}
+
+/// The deliveries of one consumer.
+pub enum Deliveries {
+    Nats(Box<async_nats::jetstream::consumer::push::Messages>),
+    Amqp(lapin::Consumer),
+}
+
+impl Deliveries {
+    /// The next delivery; `None` once the bus ended the stream (bind again).
+    pub async fn next(&mut self) -> Option<Result<Delivery, SeamError>> {
+        match self {
+            Deliveries::Nats(m) => {
+                Some(
+                    m.next()
+                        .await?
+                        .map(Delivery::nats)
+                        .map_err(|e| SeamError::Nats {
+                            action: "take a delivery".into(),
+                            source: Box::new(e),
+                        }),
+                )
+            }
+            Deliveries::Amqp(c) => Some(
+                c.next()
+                    .await?
+                    .map(Delivery::amqp)
+                    .map_err(SeamError::amqp("take a delivery")),
+            ),
+        }
+    }
+}
+
+/// A message of a subscription: nothing to settle.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub subject: String,
+    pub payload: Vec<u8>,
+}
+
+/// The messages of a subscription.
+pub enum Messages {
+    Nats(async_nats::Subscriber),
+    Amqp(lapin::Consumer),
+}
+
+impl Messages {
+    pub async fn next(&mut self) -> Option<Result<Message, SeamError>> {
+        match self {
+            Messages::Nats(s) => s.next().await.map(|m| {
+                Ok(Message {
+                    subject: m.subject.to_string(),
+                    payload: m.payload.to_vec(),
+                })
+            }),
+            Messages::Amqp(c) => Some(
+                c.next()
+                    .await?
+                    .map(|d| Message {
+                        subject: d.routing_key.to_string(),
+                        payload: d.data,
+                    })
+                    .map_err(SeamError::amqp("take a message")),
+            ),
+        }
+    }
+}

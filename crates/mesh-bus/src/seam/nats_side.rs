@@ -1,0 +1,86 @@
+//! The seam's NATS side: JetStream for what is kept, core NATS for the rest.
+
+use async_nats::Client;
+use async_nats::jetstream::{self, consumer::push};
+use mesh_core::jetstream::ConsumerSpec;
+
+use super::{CONFIRM_WITHIN, Deliveries, Messages, SeamError};
+
+pub struct NatsSide {
+    client: Client,
+    js: jetstream::Context,
+}
+
+impl NatsSide {
+    pub fn new(client: Client) -> NatsSide {
+        let js = jetstream::new(client.clone());
+        NatsSide { client, js }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    pub(super) async fn publish_stored(
+        &self,
+        subject: &str,
+        payload: &[u8],
+    ) -> Result<(), SeamError> {
+        let action = || format!("store a message on {subject}");
+        let ack = self
+            .js
+            .publish(subject.to_string(), payload.to_vec().into())
+            .await
+            .map_err(|e| SeamError::nats(action())(Box::new(e)))?;
+        match tokio::time::timeout(CONFIRM_WITHIN, ack).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(SeamError::nats(action())(Box::new(e))),
+            Err(_) => Err(SeamError::NotConfirmed {
+                action: action(),
+                within: CONFIRM_WITHIN,
+            }),
+        }
+    }
+
+    pub(super) async fn publish(&self, subject: &str, payload: &[u8]) -> Result<(), SeamError> {
+        let action = || format!("publish on {subject}");
+        self.client
+            .publish(subject.to_string(), payload.to_vec().into())
+            .await
+            .map_err(|e| SeamError::nats(action())(Box::new(e)))?;
+        self.client
+            .flush()
+            .await
+            .map_err(|e| SeamError::nats(action())(Box::new(e)))
+    }
+
+    pub(super) async fn consume(&self, c: &ConsumerSpec) -> Result<Deliveries, SeamError> {
+        let action = || format!("bind consumer {} on {}", c.name, c.stream);
+        let consumer = self
+            .js
+            .get_consumer_from_stream::<push::Config, _, _>(&c.name, &c.stream)
+            .await
+            .map_err(|e| SeamError::nats(action())(Box::new(e)))?;
+        let messages = consumer
+            .messages()
+            .await
+            .map_err(|e| SeamError::nats(action())(Box::new(e)))?;
+        Ok(Deliveries::Nats(Box::new(messages)))
+    }
+
+    pub(super) async fn subscribe(&self, subject: &str) -> Result<Messages, SeamError> {
+        let action = || format!("subscribe to {subject}");
+        let s = self
+            .client
+            .subscribe(subject.to_string())
+            .await
+            .map_err(|e| SeamError::nats(action())(Box::new(e)))?;
+        // Subscribed at the server before this returns: a message published
+        // right after is heard.
+        self.client
+            .flush()
+            .await
+            .map_err(|e| SeamError::nats(action())(Box::new(e)))?;
+        Ok(Messages::Nats(s))
+    }
+}

@@ -1,0 +1,227 @@
+//! The bus seam on both buses from one body: the same expectations run
+//! against a permissioned nats-server and a RabbitMQ whose users carry the
+//! rendered permissions, each principal connected as itself (the
+//! controller, node n1's host), so the seam is proven within the authority
+//! the mesh derives and nothing wider.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use mesh_bus::seam::{AmqpSide, Bus, Deliveries, NatsSide, SeamError, Settle};
+use mesh_core::authority::{self, CONTROLLER};
+use mesh_core::bus::BusKind;
+use mesh_core::jetstream::{self, ConsumerSpec, Objects};
+use mesh_core::names::Name;
+use mesh_core::records::{ControllerSpec, Records};
+use mesh_core::subjects;
+use mesh_testkit::{AmqpMesh, PermissionedBus};
+
+const WAIT: Duration = Duration::from_secs(10);
+/// How long "nothing more arrives" is watched for.
+const QUIET: Duration = Duration::from_millis(800);
+
+fn n(s: &str) -> Name {
+    Name::new(s).unwrap()
+}
+
+enum Server {
+    Nats(PermissionedBus),
+    Amqp(AmqpMesh),
+}
+
+struct Mesh {
+    server: Server,
+    objects: Objects,
+}
+
+impl Mesh {
+    async fn start(kind: BusKind) -> Mesh {
+        let catalogue = mesh_state::load(&[
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/catalogue")
+        ])
+        .unwrap()
+        .catalogue;
+        let records = Records {
+            nodes: vec![n("n1"), n("n2")],
+            ..Records::default()
+        };
+        let spec = ControllerSpec::default();
+        let principals = authority::derive(&catalogue, &records, &spec).unwrap();
+        let objects = jetstream::derive(&catalogue, &records, &spec).unwrap();
+        let server = match kind {
+            BusKind::Nats => {
+                let bus = PermissionedBus::start(principals);
+                let c = bus.connect(CONTROLLER).await;
+                mesh_bus::assert_objects(&async_nats::jetstream::new(c.client), &objects)
+                    .await
+                    .unwrap();
+                Server::Nats(bus)
+            }
+            BusKind::Amqp => Server::Amqp(AmqpMesh::start(principals, objects.clone()).await),
+        };
+        Mesh { server, objects }
+    }
+
+    async fn bus(&self, principal: &str) -> Bus {
+        match &self.server {
+            Server::Nats(b) => Bus::Nats(NatsSide::new(b.connect(principal).await.client)),
+            Server::Amqp(m) => Bus::Amqp(AmqpSide::new(m.connect(principal).await)),
+        }
+    }
+
+    fn consumer(&self, name: &str) -> ConsumerSpec {
+        self.objects
+            .consumers
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .clone()
+    }
+}
+
+async fn next(d: &mut Deliveries, who: &str) -> mesh_bus::seam::Delivery {
+    tokio::time::timeout(WAIT, d.next())
+        .await
+        .unwrap_or_else(|_| panic!("{who}: no delivery within {WAIT:?}"))
+        .unwrap_or_else(|| panic!("{who}: the deliveries ended"))
+        .unwrap()
+}
+
+async fn nothing_more(d: &mut Deliveries, who: &str) {
+    if let Ok(Some(x)) = tokio::time::timeout(QUIET, d.next()).await {
+        let x = x.unwrap();
+        panic!(
+            "{who}: nothing more was expected, got {} {:?}",
+            x.subject,
+            String::from_utf8_lossy(&x.payload)
+        );
+    }
+}
+
+/// A node's declarations keep only the newest: published while the host is
+/// away, only the last arrives; published while one is being applied, the
+/// newest is the last to arrive and nothing older follows it.
+async fn declarations_keep_the_newest(mesh: &Mesh) {
+    let controller = mesh.bus(CONTROLLER).await;
+    let host = mesh.bus("host_n1").await;
+    let subject = subjects::node_declaration(&n("n1"));
+    for d in ["d1", "d2", "d3"] {
+        controller
+            .publish_stored(&subject, d.as_bytes())
+            .await
+            .unwrap();
+    }
+    let node = mesh.consumer("n1");
+    let mut deliveries = host.consume(&node, 1).await.unwrap();
+    let first = next(&mut deliveries, "host_n1").await;
+    assert_eq!(first.payload, b"d3");
+    assert_eq!(first.subject, subject);
+    first.settle(Settle::Ack).await.unwrap();
+    nothing_more(&mut deliveries, "host_n1").await;
+
+    // d4 being applied when d5 and d6 come.
+    controller.publish_stored(&subject, b"d4").await.unwrap();
+    let applying = next(&mut deliveries, "host_n1").await;
+    assert_eq!(applying.payload, b"d4");
+    controller.publish_stored(&subject, b"d5").await.unwrap();
+    controller.publish_stored(&subject, b"d6").await.unwrap();
+    applying.settle(Settle::InProgress).await.unwrap();
+    applying.settle(Settle::Ack).await.unwrap();
+    let mut seen = Vec::new();
+    loop {
+        let d = next(&mut deliveries, "host_n1").await;
+        d.settle(Settle::Ack).await.unwrap();
+        seen.push(String::from_utf8_lossy(&d.payload).into_owned());
+        if d.payload == b"d6" {
+            break;
+        }
+    }
+    nothing_more(&mut deliveries, "host_n1").await;
+    assert!(seen.iter().all(|s| s == "d5" || s == "d6"), "{seen:?}");
+}
+
+/// A report waits until the controller takes it; handed back with a delay
+/// it comes again (marked redelivered) no sooner; acknowledged, never again.
+async fn a_report_is_held_retried_and_acknowledged(mesh: &Mesh) {
+    let controller = mesh.bus(CONTROLLER).await;
+    let host = mesh.bus("host_n1").await;
+    let report = subjects::report(&n("n1"));
+    host.publish_stored(&report, b"r1").await.unwrap();
+    let control = mesh.consumer(subjects::consumer::CONTROLLER_CONTROL);
+    let mut deliveries = controller.consume(&control, 10).await.unwrap();
+    let d = next(&mut deliveries, "controller").await;
+    assert_eq!(
+        (d.subject.as_str(), d.payload.as_slice()),
+        (report.as_str(), &b"r1"[..])
+    );
+    assert!(!d.redelivered);
+    let after = Duration::from_millis(600);
+    let handed_back = Instant::now();
+    d.settle(Settle::Retry { after }).await.unwrap();
+    let again = next(&mut deliveries, "controller").await;
+    assert!(
+        handed_back.elapsed() >= after,
+        "{:?}",
+        handed_back.elapsed()
+    );
+    assert_eq!(again.payload, b"r1");
+    assert!(again.redelivered);
+    again.settle(Settle::Ack).await.unwrap();
+    nothing_more(&mut deliveries, "controller").await;
+
+    // Terminated (malformed): not delivered again.
+    host.publish_stored(&report, b"not json").await.unwrap();
+    let bad = next(&mut deliveries, "controller").await;
+    assert_eq!(bad.payload, b"not json");
+    bad.settle(Settle::Terminate).await.unwrap();
+    nothing_more(&mut deliveries, "controller").await;
+}
+
+/// A heartbeat reaches whoever hears heartbeats, and nothing keeps it.
+async fn heartbeats_reach_the_controller(mesh: &Mesh) {
+    let controller = mesh.bus(CONTROLLER).await;
+    let host = mesh.bus("host_n1").await;
+    let mut heard = controller
+        .subscribe(subjects::ALL_HEARTBEATS)
+        .await
+        .unwrap();
+    let beat = subjects::heartbeat(&n("n1"));
+    host.publish(&beat, b"alive").await.unwrap();
+    let m = tokio::time::timeout(WAIT, heard.next())
+        .await
+        .expect("the heartbeat within the wait")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (m.subject.as_str(), m.payload.as_slice()),
+        (beat.as_str(), &b"alive"[..])
+    );
+    // Kept nowhere once no one hears: a stored publish finds nothing to keep it.
+    drop(heard);
+    controller.close().await;
+    let err = host.publish_stored(&beat, b"kept?").await.unwrap_err();
+    match (host.kind(), &err) {
+        (BusKind::Amqp, SeamError::Unroutable { subject }) => assert_eq!(subject, &beat),
+        (BusKind::Nats, SeamError::Nats { action, .. }) => {
+            assert!(action.contains(&beat), "{action}")
+        }
+        (kind, other) => panic!("{kind}: {other:?}"),
+    }
+}
+
+async fn run_all(kind: BusKind) {
+    let mesh = Mesh::start(kind).await;
+    declarations_keep_the_newest(&mesh).await;
+    a_report_is_held_retried_and_acknowledged(&mesh).await;
+    heartbeats_reach_the_controller(&mesh).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seam_on_nats() {
+    run_all(BusKind::Nats).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seam_on_amqp() {
+    run_all(BusKind::Amqp).await;
+}
