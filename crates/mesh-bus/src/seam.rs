@@ -10,6 +10,7 @@
 //! | [`Bus::publish`] (heartbeats) | core publish, flushed | publish to `mesh`, publisher confirm |
 //! | [`Bus::consume`] | bind the push consumer | consume `mesh.queue.<consumer>` with a prefetch |
 //! | [`Bus::subscribe`] | core subscription | a server-named queue bound by the subject's key |
+//! | [`Bus::request`], [`Bus::respond`] | request/reply under the asker's inbox; allow_responses | the answer published to the asker's inbox key with the request's unguessable correlation id, which alone the asker takes |
 //! | [`Settle`] | ack, nak with delay, term, in progress | ack, held then requeued, rejected, nothing (no ack timer) |
 
 mod amqp_side;
@@ -22,7 +23,7 @@ use mesh_core::bus::BusKind;
 use mesh_core::jetstream::ConsumerSpec;
 
 pub use amqp_side::AmqpSide;
-pub use delivery::{Deliveries, Delivery, Message, Messages, Settle};
+pub use delivery::{Deliveries, Delivery, Message, Messages, Reply, Settle};
 pub use nats_side::NatsSide;
 
 /// Why the bus did not do what was asked.
@@ -34,6 +35,12 @@ pub enum SeamError {
         "no queue takes {subject}: nothing of the mesh consumes it (is the consumer asserted?)"
     )]
     Unroutable { subject: String },
+    #[error("no one serves {subject}")]
+    NoResponders { subject: String },
+    #[error("no answer on {subject} within {within:?}")]
+    NoAnswer { subject: String, within: Duration },
+    #[error("a message on {subject} is not a request: it names no address to answer")]
+    NotARequest { subject: String },
     #[error("the bus did not confirm {action} within {within:?}")]
     NotConfirmed { action: String, within: Duration },
     #[error("could not {action}")]
@@ -115,6 +122,33 @@ impl Bus {
         match self {
             Bus::Nats(n) => n.consume(c).await,
             Bus::Amqp(a) => a.consume(c, prefetch).await,
+        }
+    }
+
+    /// Asks on `subject` and waits for the one answer.
+    pub async fn request(
+        &self,
+        subject: &str,
+        payload: &[u8],
+        within: Duration,
+    ) -> Result<Vec<u8>, SeamError> {
+        match self {
+            Bus::Nats(n) => n.request(subject, payload, within).await,
+            Bus::Amqp(a) => a.request(subject, payload, within).await,
+        }
+    }
+
+    /// Answers a request heard on a subscription.
+    pub async fn respond(&self, to: &Message, payload: &[u8]) -> Result<(), SeamError> {
+        let not_a_request = || SeamError::NotARequest {
+            subject: to.subject.clone(),
+        };
+        match (self, &to.reply) {
+            (Bus::Nats(n), Some(Reply::Nats(subject))) => n.publish(subject, payload).await,
+            (Bus::Amqp(a), Some(Reply::Amqp { to, correlation })) => {
+                a.answer(to, correlation, payload).await
+            }
+            _ => Err(not_a_request()),
         }
     }
 

@@ -7,12 +7,12 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mesh_bus::seam::{AmqpSide, Bus, Deliveries, NatsSide, SeamError, Settle};
+use mesh_bus::seam::{AmqpSide, Bus, Deliveries, NatsSide, Reply, SeamError, Settle};
 use mesh_core::authority::{self, CONTROLLER};
 use mesh_core::bus::BusKind;
 use mesh_core::jetstream::{self, ConsumerSpec, Objects};
 use mesh_core::names::Name;
-use mesh_core::records::{ControllerSpec, Records};
+use mesh_core::records::{Assignment, ControllerSpec, PersonRecord, Records, ToolAccess};
 use mesh_core::subjects;
 use mesh_testkit::{AmqpMesh, PermissionedBus};
 
@@ -43,6 +43,12 @@ impl Mesh {
         .catalogue;
         let records = Records {
             nodes: vec![n("n1"), n("n2")],
+            assignments: vec![Assignment::new(n("n2"), n("code-search"))],
+            persons: vec![PersonRecord {
+                name: n("alice"),
+                tools: ToolAccess::All,
+                role: None,
+            }],
             ..Records::default()
         };
         let spec = ControllerSpec::default();
@@ -65,7 +71,7 @@ impl Mesh {
     async fn bus(&self, principal: &str) -> Bus {
         match &self.server {
             Server::Nats(b) => Bus::Nats(NatsSide::new(b.connect(principal).await.client)),
-            Server::Amqp(m) => Bus::Amqp(AmqpSide::new(m.connect(principal).await)),
+            Server::Amqp(m) => Bus::Amqp(AmqpSide::new(m.connect(principal).await, principal)),
         }
     }
 
@@ -209,11 +215,70 @@ async fn heartbeats_reach_the_controller(mesh: &Mesh) {
     }
 }
 
+/// A tool's server answers the asker, once; asking what no one serves is
+/// said at once, not waited out.
+async fn a_tool_answers_its_asker(mesh: &Mesh) {
+    let server = mesh.bus("module_n2_code-search").await;
+    let alice = mesh.bus("person_alice").await;
+    let tool = "mesh.mod.code-search.tool.query";
+    let mut calls = server.subscribe(tool).await.unwrap();
+    let serving = tokio::spawn(async move {
+        for _ in 0..2 {
+            let call = calls.next().await.unwrap().unwrap();
+            // On AMQP an answerer may write into any inbox: a forged answer
+            // (another id) first, which the asker must not take.
+            if let Some(Reply::Amqp { to, .. }) = &call.reply {
+                let mut forged = call.clone();
+                forged.reply = Some(Reply::Amqp {
+                    to: to.clone(),
+                    correlation: "0".repeat(32),
+                });
+                server.respond(&forged, b"forged").await.unwrap();
+            }
+            let mut answer = b"found: ".to_vec();
+            answer.extend_from_slice(&call.payload);
+            server.respond(&call, &answer).await.unwrap();
+        }
+        server
+    });
+    for q in ["fn main", "struct Mesh"] {
+        let answer = alice.request(tool, q.as_bytes(), WAIT).await.unwrap();
+        assert_eq!(answer, format!("found: {q}").into_bytes());
+    }
+    let server = serving.await.unwrap();
+    // A heard message that is no request cannot be answered.
+    let mut plain = server.subscribe(tool).await.unwrap();
+    alice.publish(tool, b"no reply wanted").await.unwrap();
+    let m = tokio::time::timeout(WAIT, plain.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(matches!(
+        server.respond(&m, b"?").await,
+        Err(SeamError::NotARequest { .. })
+    ));
+    drop(plain);
+    server.close().await;
+
+    let started = Instant::now();
+    let nobody = alice
+        .request("mesh.mod.code-search.tool.nobody-serves", b"?", WAIT)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&nobody, SeamError::NoResponders { subject } if subject.ends_with("nobody-serves")),
+        "{nobody:?}"
+    );
+    assert!(started.elapsed() < WAIT / 2, "{:?}", started.elapsed());
+}
+
 async fn run_all(kind: BusKind) {
     let mesh = Mesh::start(kind).await;
     declarations_keep_the_newest(&mesh).await;
     a_report_is_held_retried_and_acknowledged(&mesh).await;
     heartbeats_reach_the_controller(&mesh).await;
+    a_tool_answers_its_asker(&mesh).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

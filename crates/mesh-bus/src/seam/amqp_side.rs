@@ -3,6 +3,11 @@
 //! subscription is a server-named queue of this connection's, bound by the
 //! subject's key (what `amqp::render` grants).
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use lapin::options::{
     BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
     QueueBindOptions, QueueDeclareOptions,
@@ -12,19 +17,41 @@ use lapin::{BasicProperties, Channel, Connection};
 use mesh_core::authority::amqp::{self, EXCHANGE};
 use mesh_core::jetstream::ConsumerSpec;
 
+use tokio::sync::oneshot;
+
 use super::{CONFIRM_WITHIN, Deliveries, Messages, SeamError};
+
+/// 128 random bits, hex: an inbox's and an answer's id, which no one else
+/// can guess (an answerer may write into any inbox on AMQP; the asker takes
+/// only this id).
+fn random_token() -> String {
+    hex::encode(rand::random::<[u8; 16]>())
+}
 
 pub struct AmqpSide {
     conn: Connection,
+    principal: String,
     /// Confirming; a refusal closes a channel, so it is opened again.
     publisher: tokio::sync::Mutex<Option<Channel>>,
+    inbox: tokio::sync::OnceCell<Inbox>,
+}
+
+/// This connection's inbox: a queue bound under the principal's inbox key,
+/// and the askers waiting for an answer, by the id each sent.
+struct Inbox {
+    prefix: String,
+    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>>,
+    next: AtomicU64,
 }
 
 impl AmqpSide {
-    pub fn new(conn: Connection) -> AmqpSide {
+    /// `principal`: whose connection it is (its inbox is `_INBOX.<principal>`).
+    pub fn new(conn: Connection, principal: &str) -> AmqpSide {
         AmqpSide {
             conn,
+            principal: principal.to_string(),
             publisher: tokio::sync::Mutex::new(None),
+            inbox: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -47,6 +74,18 @@ impl AmqpSide {
         payload: &[u8],
         stored: bool,
     ) -> Result<(), SeamError> {
+        // Persistent: a kept message survives a broker restart.
+        let props = BasicProperties::default().with_delivery_mode(if stored { 2 } else { 1 });
+        self.publish_with(subject, payload, stored, props).await
+    }
+
+    async fn publish_with(
+        &self,
+        subject: &str,
+        payload: &[u8],
+        mandatory: bool,
+        props: BasicProperties,
+    ) -> Result<(), SeamError> {
         let action = || format!("publish on {subject}");
         let mut slot = self.publisher.lock().await;
         let ch = match slot.as_ref().filter(|c| c.status().connected()) {
@@ -65,12 +104,11 @@ impl AmqpSide {
                 EXCHANGE.into(),
                 subject.into(),
                 BasicPublishOptions {
-                    mandatory: stored,
+                    mandatory,
                     ..BasicPublishOptions::default()
                 },
                 payload,
-                // Persistent: a kept message survives a broker restart.
-                BasicProperties::default().with_delivery_mode(if stored { 2 } else { 1 }),
+                props,
             )
             .await
             .map_err(SeamError::amqp(action()))?;
@@ -97,6 +135,85 @@ impl AmqpSide {
             });
         }
         Ok(())
+    }
+
+    async fn inbox(&self) -> Result<&Inbox, SeamError> {
+        self.inbox
+            .get_or_try_init(|| async {
+                let prefix = format!(
+                    "{}.{}",
+                    mesh_core::subjects::inbox_prefix(&self.principal),
+                    random_token()
+                );
+                let mut answers = self.subscribe(&format!("{prefix}.*")).await?;
+                let waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>> = Arc::default();
+                let route = waiting.clone();
+                tokio::spawn(async move {
+                    while let Some(Ok(m)) = answers.next().await {
+                        // Only the answer to an id this side sent is taken:
+                        // anything else in the inbox is dropped.
+                        let asker = m
+                            .correlation
+                            .as_ref()
+                            .and_then(|id| route.lock().unwrap().remove(id));
+                        if let Some(tx) = asker {
+                            let _ = tx.send(m.payload);
+                        }
+                    }
+                });
+                Ok(Inbox {
+                    prefix,
+                    waiting,
+                    next: AtomicU64::new(0),
+                })
+            })
+            .await
+    }
+
+    pub(super) async fn request(
+        &self,
+        subject: &str,
+        payload: &[u8],
+        within: Duration,
+    ) -> Result<Vec<u8>, SeamError> {
+        let inbox = self.inbox().await?;
+        let id = random_token();
+        let n = inbox.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        inbox.waiting.lock().unwrap().insert(id.clone(), tx);
+        let props = BasicProperties::default()
+            .with_reply_to(format!("{}.{n}", inbox.prefix).into())
+            .with_correlation_id(id.as_str().into())
+            // A request no one took in time is not answered late.
+            .with_expiration(within.as_millis().to_string().into());
+        let asked = match self.publish_with(subject, payload, true, props).await {
+            Err(SeamError::Unroutable { .. }) => Err(SeamError::NoResponders {
+                subject: subject.to_string(),
+            }),
+            other => other,
+        };
+        let answer = match asked {
+            Ok(()) => match tokio::time::timeout(within, rx).await {
+                Ok(Ok(a)) => Ok(a),
+                _ => Err(SeamError::NoAnswer {
+                    subject: subject.to_string(),
+                    within,
+                }),
+            },
+            Err(e) => Err(e),
+        };
+        inbox.waiting.lock().unwrap().remove(&id);
+        answer
+    }
+
+    pub(super) async fn answer(
+        &self,
+        to: &str,
+        correlation: &str,
+        payload: &[u8],
+    ) -> Result<(), SeamError> {
+        let props = BasicProperties::default().with_correlation_id(correlation.into());
+        self.publish_with(to, payload, false, props).await
     }
 
     pub(super) async fn consume(

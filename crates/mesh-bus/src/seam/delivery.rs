@@ -143,6 +143,19 @@ impl Deliveries {
 pub struct Message {
     pub subject: String,
     pub payload: Vec<u8>,
+    /// Where a request wants its answer ([`super::Bus::respond`]).
+    pub reply: Option<Reply>,
+    /// On AMQP, the id an answer is taken under.
+    pub(crate) correlation: Option<String>,
+}
+
+/// The address of an answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// The asker's reply subject (allow_responses admits one answer there).
+    Nats(String),
+    /// The asker's inbox key and the id it takes an answer under.
+    Amqp { to: String, correlation: String },
 }
 
 /// The messages of a subscription.
@@ -158,14 +171,27 @@ impl Messages {
                 Ok(Message {
                     subject: m.subject.to_string(),
                     payload: m.payload.to_vec(),
+                    reply: m.reply.map(|r| Reply::Nats(r.to_string())),
+                    correlation: None,
                 })
             }),
             Messages::Amqp(c) => Some(
                 c.next()
                     .await?
-                    .map(|d| Message {
-                        subject: d.routing_key.to_string(),
-                        payload: d.data,
+                    .map(|d| {
+                        let p = &d.properties;
+                        let reply = p.reply_to().as_ref().zip(p.correlation_id().as_ref()).map(
+                            |(to, id)| Reply::Amqp {
+                                to: to.to_string(),
+                                correlation: id.to_string(),
+                            },
+                        );
+                        Message {
+                            subject: d.routing_key.to_string(),
+                            payload: d.data,
+                            reply,
+                            correlation: p.correlation_id().as_ref().map(|c| c.to_string()),
+                        }
                     })
                     .map_err(SeamError::amqp("take a message")),
             ),

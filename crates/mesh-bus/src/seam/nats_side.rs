@@ -54,6 +54,37 @@ impl NatsSide {
             .map_err(|e| SeamError::nats(action())(Box::new(e)))
     }
 
+    pub(super) async fn request(
+        &self,
+        subject: &str,
+        payload: &[u8],
+        within: std::time::Duration,
+    ) -> Result<Vec<u8>, SeamError> {
+        use async_nats::RequestErrorKind;
+        let asked = self
+            .client
+            .send_request(
+                subject.to_string(),
+                async_nats::Request::new()
+                    .payload(payload.to_vec().into())
+                    .timeout(Some(within)),
+            )
+            .await;
+        match asked {
+            Ok(m) => Ok(m.payload.to_vec()),
+            Err(e) => match e.kind() {
+                RequestErrorKind::NoResponders => Err(SeamError::NoResponders {
+                    subject: subject.to_string(),
+                }),
+                RequestErrorKind::TimedOut => Err(SeamError::NoAnswer {
+                    subject: subject.to_string(),
+                    within,
+                }),
+                _ => Err(SeamError::nats(format!("ask on {subject}"))(Box::new(e))),
+            },
+        }
+    }
+
     pub(super) async fn consume(&self, c: &ConsumerSpec) -> Result<Deliveries, SeamError> {
         let action = || format!("bind consumer {} on {}", c.name, c.stream);
         let consumer = self
