@@ -11,7 +11,7 @@
 //! | [`Bus::consume`] | bind the push consumer | consume `mesh.queue.<consumer>` with a prefetch |
 //! | [`Bus::subscribe`] | core subscription | a server-named queue bound by the subject's key |
 //! | [`Bus::request`], [`Bus::respond`] | request/reply under the asker's inbox; allow_responses | the answer published to the asker's inbox key with the request's unguessable correlation id, which alone the asker takes |
-//! | [`Settle`] | ack, nak with delay, term, in progress | ack, held then requeued, rejected, nothing (no ack timer) |
+//! | [`Settle`], [`Delivery::in_progress`] | ack, nak with delay, term; progress | ack; held in this process (bounded by the prefetch) and delivered again, counted here; rejected; nothing (no ack timer) |
 
 mod amqp_side;
 mod delivery;

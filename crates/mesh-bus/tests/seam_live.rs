@@ -104,6 +104,42 @@ async fn nothing_more(d: &mut Deliveries, who: &str) {
     }
 }
 
+/// Publishes `payload` on `subject` every 100 ms until `heard` has a
+/// message: a NATS subscription is live at the server only some time after
+/// its flush (async-nats's flush writes, it does not wait for the server),
+/// so a single publish right after it may find no one.
+async fn until_heard(
+    bus: &Bus,
+    subject: &str,
+    payload: &[u8],
+    heard: &mut mesh_bus::seam::Messages,
+) -> mesh_bus::seam::Message {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut every = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            m = heard.next() => return m.expect("the subscription ended").unwrap(),
+            _ = every.tick() => {
+                assert!(tokio::time::Instant::now() < deadline, "nothing heard on {subject} within {WAIT:?}");
+                bus.publish(subject, payload).await.unwrap();
+            }
+        }
+    }
+}
+
+/// Asks until someone serves `subject` (see [`until_heard`]).
+async fn request_once_served(bus: &Bus, subject: &str, payload: &[u8]) -> Vec<u8> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match bus.request(subject, payload, WAIT).await {
+            Err(SeamError::NoResponders { .. }) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return other.unwrap(),
+        }
+    }
+}
+
 /// A node's declarations keep only the newest: published while the host is
 /// away, only the last arrives; published while one is being applied, the
 /// newest is the last to arrive and nothing older follows it.
@@ -131,14 +167,16 @@ async fn declarations_keep_the_newest(mesh: &Mesh) {
     assert_eq!(applying.payload, b"d4");
     controller.publish_stored(&subject, b"d5").await.unwrap();
     controller.publish_stored(&subject, b"d6").await.unwrap();
-    applying.settle(Settle::InProgress).await.unwrap();
+    applying.in_progress().await.unwrap();
     applying.settle(Settle::Ack).await.unwrap();
     let mut seen = Vec::new();
     loop {
         let d = next(&mut deliveries, "host_n1").await;
+        let payload = String::from_utf8_lossy(&d.payload).into_owned();
         d.settle(Settle::Ack).await.unwrap();
-        seen.push(String::from_utf8_lossy(&d.payload).into_owned());
-        if d.payload == b"d6" {
+        let newest = payload == "d6";
+        seen.push(payload);
+        if newest {
             break;
         }
     }
@@ -161,6 +199,7 @@ async fn a_report_is_held_retried_and_acknowledged(mesh: &Mesh) {
         (report.as_str(), &b"r1"[..])
     );
     assert!(!d.redelivered);
+    let d_deliveries = d.deliveries;
     let after = Duration::from_millis(600);
     let handed_back = Instant::now();
     d.settle(Settle::Retry { after }).await.unwrap();
@@ -172,6 +211,7 @@ async fn a_report_is_held_retried_and_acknowledged(mesh: &Mesh) {
     );
     assert_eq!(again.payload, b"r1");
     assert!(again.redelivered);
+    assert_eq!((d_deliveries, again.deliveries), (1, 2));
     again.settle(Settle::Ack).await.unwrap();
     nothing_more(&mut deliveries, "controller").await;
 
@@ -192,12 +232,7 @@ async fn heartbeats_reach_the_controller(mesh: &Mesh) {
         .await
         .unwrap();
     let beat = subjects::heartbeat(&n("n1"));
-    host.publish(&beat, b"alive").await.unwrap();
-    let m = tokio::time::timeout(WAIT, heard.next())
-        .await
-        .expect("the heartbeat within the wait")
-        .unwrap()
-        .unwrap();
+    let m = until_heard(&host, &beat, b"alive", &mut heard).await;
     assert_eq!(
         (m.subject.as_str(), m.payload.as_slice()),
         (beat.as_str(), &b"alive"[..])
@@ -242,7 +277,7 @@ async fn a_tool_answers_its_asker(mesh: &Mesh) {
         server
     });
     for q in ["fn main", "struct Mesh"] {
-        let answer = alice.request(tool, q.as_bytes(), WAIT).await.unwrap();
+        let answer = request_once_served(&alice, tool, q.as_bytes()).await;
         assert_eq!(answer, format!("found: {q}").into_bytes());
     }
     let server = serving.await.unwrap();

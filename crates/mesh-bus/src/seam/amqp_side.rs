@@ -236,7 +236,7 @@ impl AmqpSide {
             )
             .await
             .map_err(SeamError::amqp(action))?;
-        Ok(Deliveries::Amqp(consumer))
+        Ok(Deliveries::amqp(consumer))
     }
 
     pub(super) async fn subscribe(&self, subject: &str) -> Result<Messages, SeamError> {

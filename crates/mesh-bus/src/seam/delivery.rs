@@ -1,11 +1,12 @@
 //! A delivery and how it is settled, one type for both buses: what a bus
-//! lacks natively is done here (AMQP has no delayed redelivery and no
-//! in-progress frame).
+//! lacks natively is done here (AMQP has no delayed redelivery, no delivery
+//! count and no in-progress frame).
 
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::options::{BasicAckOptions, BasicRejectOptions};
+use tokio::sync::mpsc;
 
 use super::SeamError;
 
@@ -21,9 +22,6 @@ pub enum Settle {
     /// Never deliver it again (malformed: requeued, it would come back for
     /// ever).
     Terminate,
-    /// Still being worked on. NATS restarts the ack timer; RabbitMQ has
-    /// none to restart (its consumer timeout is the broker's setting).
-    InProgress,
 }
 
 /// A delivery of one of the mesh's consumers.
@@ -32,36 +30,49 @@ pub struct Delivery {
     pub payload: Vec<u8>,
     /// Delivered before and not acknowledged.
     pub redelivered: bool,
+    /// How many times it has been delivered, this time included.
+    pub deliveries: u64,
     settler: Settler,
 }
 
 enum Settler {
     // Boxed: a JetStream message is large beside an acker.
     Nats(Box<async_nats::jetstream::Message>),
-    Amqp(lapin::Acker),
+    /// The acker, and where a held delivery comes back from.
+    Amqp {
+        acker: lapin::Acker,
+        held: mpsc::UnboundedSender<Delivery>,
+    },
 }
 
 impl Delivery {
     pub(crate) fn nats(m: async_nats::jetstream::Message) -> Delivery {
-        let redelivered = m.info().map(|i| i.delivered > 1).unwrap_or(false);
+        let deliveries = m.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1);
         Delivery {
             subject: m.subject.to_string(),
             payload: m.payload.to_vec(),
-            redelivered,
+            redelivered: deliveries > 1,
+            deliveries,
             settler: Settler::Nats(Box::new(m)),
         }
     }
 
-    pub(crate) fn amqp(d: lapin::message::Delivery) -> Delivery {
+    fn amqp(d: lapin::message::Delivery, held: mpsc::UnboundedSender<Delivery>) -> Delivery {
         Delivery {
             subject: d.routing_key.to_string(),
             payload: d.data,
             redelivered: d.redelivered,
-            settler: Settler::Amqp(d.acker),
+            // RabbitMQ counts no deliveries (a classic queue); one it hands
+            // out again after a broken channel is at least a second.
+            deliveries: if d.redelivered { 2 } else { 1 },
+            settler: Settler::Amqp {
+                acker: d.acker,
+                held,
+            },
         }
     }
 
-    pub async fn settle(&self, how: Settle) -> Result<(), SeamError> {
+    pub async fn settle(self, how: Settle) -> Result<(), SeamError> {
         let action = || format!("settle a delivery of {} ({how:?})", self.subject);
         match &self.settler {
             Settler::Nats(m) => {
@@ -70,11 +81,10 @@ impl Delivery {
                     Settle::Ack => AckKind::Ack,
                     Settle::Retry { after } => AckKind::Nak(Some(after)),
                     Settle::Terminate => AckKind::Term,
-                    Settle::InProgress => AckKind::Progress,
                 };
                 m.ack_with(kind).await.map_err(SeamError::nats(action()))
             }
-            Settler::Amqp(acker) => match how {
+            Settler::Amqp { acker, held } => match how {
                 Settle::Ack => acker
                     .ack(BasicAckOptions::default())
                     .await
@@ -85,24 +95,38 @@ impl Delivery {
                     .await
                     .map(drop)
                     .map_err(SeamError::amqp(action())),
-                Settle::InProgress => Ok(()),
                 Settle::Retry { after } => {
-                    let acker = acker.clone();
-                    let subject = self.subject.clone();
+                    // Held here, unacknowledged (the prefetch bounds how
+                    // many), and delivered again from this process; if it
+                    // stops first, the broker requeues it.
+                    let held = held.clone();
+                    let again = Delivery {
+                        redelivered: true,
+                        deliveries: self.deliveries + 1,
+                        ..self
+                    };
                     tokio::spawn(async move {
                         tokio::time::sleep(after).await;
-                        let requeue = BasicNackOptions {
-                            requeue: true,
-                            multiple: false,
-                        };
-                        if let Err(e) = acker.nack(requeue).await {
-                            // The channel is gone: the broker requeues it itself.
-                            tracing::debug!(%subject, error = %e, "handing a delivery back");
-                        }
+                        let _ = held.send(again);
                     });
                     Ok(())
                 }
             },
+        }
+    }
+
+    /// Still being worked on: NATS restarts its ack timer; RabbitMQ has none
+    /// to restart (its consumer timeout is the broker's setting).
+    pub async fn in_progress(&self) -> Result<(), SeamError> {
+        match &self.settler {
+            Settler::Nats(m) => m
+                .ack_with(async_nats::jetstream::AckKind::Progress)
+                .await
+                .map_err(SeamError::nats(format!(
+                    "say a delivery of {} is in progress",
+                    self.subject
+                ))),
+            Settler::Amqp { .. } => Ok(()),
         }
     }
 }
@@ -110,10 +134,23 @@ impl Delivery {
 /// The deliveries of one consumer.
 pub enum Deliveries {
     Nats(Box<async_nats::jetstream::consumer::push::Messages>),
-    Amqp(lapin::Consumer),
+    Amqp {
+        consumer: lapin::Consumer,
+        held_tx: mpsc::UnboundedSender<Delivery>,
+        held_rx: mpsc::UnboundedReceiver<Delivery>,
+    },
 }
 
 impl Deliveries {
+    pub(crate) fn amqp(consumer: lapin::Consumer) -> Deliveries {
+        let (held_tx, held_rx) = mpsc::unbounded_channel();
+        Deliveries::Amqp {
+            consumer,
+            held_tx,
+            held_rx,
+        }
+    }
+
     /// The next delivery; `None` once the bus ended the stream (bind again).
     pub async fn next(&mut self) -> Option<Result<Delivery, SeamError>> {
         match self {
@@ -128,12 +165,17 @@ impl Deliveries {
                         }),
                 )
             }
-            Deliveries::Amqp(c) => Some(
-                c.next()
-                    .await?
-                    .map(Delivery::amqp)
-                    .map_err(SeamError::amqp("take a delivery")),
-            ),
+            Deliveries::Amqp {
+                consumer,
+                held_tx,
+                held_rx,
+            } => tokio::select! {
+                Some(again) = held_rx.recv() => Some(Ok(again)),
+                d = consumer.next() => Some(
+                    d?.map(|d| Delivery::amqp(d, held_tx.clone()))
+                        .map_err(SeamError::amqp("take a delivery")),
+                ),
+            },
         }
     }
 }

@@ -106,8 +106,10 @@ impl NatsSide {
             .subscribe(subject.to_string())
             .await
             .map_err(|e| SeamError::nats(action())(Box::new(e)))?;
-        // Subscribed at the server before this returns: a message published
-        // right after is heard.
+        // Written to the server before this returns; it takes the SUB in
+        // order with this connection's later messages, but another
+        // connection's publish may come first (async-nats's flush does not
+        // wait for the server). AMQP's bind-ok does.
         self.client
             .flush()
             .await
