@@ -15,6 +15,7 @@ use std::fmt;
 use serde::Serialize;
 
 pub mod amqp;
+pub mod amqp_users;
 mod artifact_grants;
 mod mint;
 pub use mint::credentials_to_mint;

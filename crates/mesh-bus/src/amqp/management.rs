@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use mesh_core::authority::amqp::{AmqpPermissions, EXCHANGE, PASSWORD_HASHING};
-use serde::Deserialize;
 use ureq::Agent;
 use ureq::tls::{Certificate, RootCerts, TlsConfig};
 
@@ -63,12 +62,6 @@ impl std::fmt::Debug for Management {
             .field("url", &self.url)
             .finish()
     }
-}
-
-/// A user as the API lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct ListedUser {
-    pub name: String,
 }
 
 impl Management {
@@ -224,12 +217,17 @@ impl Management {
         Ok(())
     }
 
-    pub fn users(&self) -> Result<Vec<ListedUser>, ManagementError> {
-        let text = self.send("GET", "users", None, || "list the users".to_string())?;
+    /// A GET whose answer is JSON of type `T`.
+    pub(crate) fn get<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        action: &str,
+    ) -> Result<T, ManagementError> {
+        let text = self.send("GET", path, None, || action.to_string())?;
         serde_json::from_str(&text).map_err(|e| ManagementError::Refused {
-            action: "list the users".into(),
+            action: action.into(),
             status: 200,
-            reason: format!("an answer that is not a user list: {e}"),
+            reason: format!("an answer not as documented: {e}"),
         })
     }
 }

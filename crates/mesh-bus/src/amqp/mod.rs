@@ -6,6 +6,7 @@
 mod connect;
 pub mod management;
 pub mod topology;
+pub mod users;
 
 pub use connect::{AmqpConfig, AmqpConnectError, Trust, connect};
 pub use management::{Management, ManagementError};

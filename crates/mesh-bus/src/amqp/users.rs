@@ -1,0 +1,108 @@
+//! Carries out [`mesh_core::authority::amqp_users::plan`]: reads the users as
+//! the management API lists them, and makes each step, in order. Decides
+//! nothing.
+
+use std::collections::BTreeMap;
+
+use mesh_core::authority::amqp::EXCHANGE;
+use mesh_core::authority::amqp_users::{ObservedUser, UserStep};
+use serde::Deserialize;
+
+use super::{Management, ManagementError};
+
+#[derive(Deserialize)]
+struct User {
+    name: String,
+    password_hash: String,
+    tags: Tags,
+}
+
+/// 3.10 lists tags as an array; older servers as one comma-separated string.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Tags {
+    List(Vec<String>),
+    Text(String),
+}
+
+impl Tags {
+    fn administrator(&self) -> bool {
+        match self {
+            Tags::List(v) => v.iter().any(|t| t == "administrator"),
+            Tags::Text(t) => t.split(',').any(|t| t.trim() == "administrator"),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Permission {
+    user: String,
+    vhost: String,
+    configure: String,
+    write: String,
+    read: String,
+}
+
+#[derive(Deserialize)]
+struct TopicPermission {
+    user: String,
+    vhost: String,
+    exchange: String,
+    write: String,
+    read: String,
+}
+
+/// Every user, with its permissions on the mesh's vhost and exchange.
+pub fn observe(m: &Management) -> Result<Vec<ObservedUser>, ManagementError> {
+    let users: Vec<User> = m.get("users", "list the users")?;
+    let perms: Vec<Permission> = m.get("permissions", "list the permissions")?;
+    let topics: Vec<TopicPermission> = m.get("topic-permissions", "list the topic permissions")?;
+    let mut by_user: BTreeMap<String, ObservedUser> = users
+        .into_iter()
+        .map(|u| {
+            let administrator = u.tags.administrator();
+            (
+                u.name.clone(),
+                ObservedUser {
+                    name: u.name,
+                    password_hash: u.password_hash,
+                    administrator,
+                    permissions: None,
+                    topic: None,
+                },
+            )
+        })
+        .collect();
+    for p in perms.into_iter().filter(|p| p.vhost == "/") {
+        if let Some(u) = by_user.get_mut(&p.user) {
+            u.permissions = Some([p.configure, p.write, p.read]);
+        }
+    }
+    for t in topics
+        .into_iter()
+        .filter(|t| t.vhost == "/" && t.exchange == EXCHANGE)
+    {
+        if let Some(u) = by_user.get_mut(&t.user) {
+            u.topic = Some([t.write, t.read]);
+        }
+    }
+    Ok(by_user.into_values().collect())
+}
+
+/// Makes each step in order.
+pub fn apply(m: &Management, steps: &[UserStep]) -> Result<(), ManagementError> {
+    for step in steps {
+        match step {
+            UserStep::PutUser {
+                name,
+                password_hash,
+                administrator,
+            } => m.put_user(name, password_hash, *administrator)?,
+            UserStep::SetPermissions { permissions } => m.set_permissions(permissions)?,
+            // The broker closes a deleted user's open connections itself
+            // (amqp_users_live watches one close).
+            UserStep::DeleteUser { name } => m.delete_user(name)?,
+        }
+    }
+    Ok(())
+}
