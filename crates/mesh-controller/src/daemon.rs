@@ -11,6 +11,7 @@
 
 mod built;
 mod connect;
+mod control;
 mod declare;
 mod enrol;
 mod keys;
@@ -25,6 +26,7 @@ mod watch;
 
 pub(crate) use connect::retry_waits;
 use connect::{CLOSE_WITHIN, bus_config, check_controller_key, connect, read_seed};
+pub use control::REPORT_BATCH;
 pub(crate) use lease::Role;
 pub use report::{Ingested, record as record_report, record_batch as record_reports};
 
@@ -35,12 +37,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer::push};
-use futures::StreamExt as _;
 use mesh_bus::{BusConfig, Secret};
 use mesh_core::records::ControllerSpec;
-use mesh_core::subjects::{self, STREAM_CONTROL, consumer};
+use mesh_core::subjects;
 use mesh_store::{Store, StoreError};
-use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 pub(crate) use crate::chain::error_chain;
@@ -133,6 +133,9 @@ pub enum DaemonError {
 pub(crate) struct Ctx {
     pub store: Store,
     pub client: async_nats::Client,
+    /// The same connection through the bus seam: what the report and
+    /// enrolment loop takes its deliveries from.
+    pub bus: mesh_bus::seam::Bus,
     pub js: jetstream::Context,
     pub composer: Composer,
     pub counters: Counters,
@@ -452,6 +455,7 @@ impl Term<'_> {
 
         let ctx = Arc::new(Ctx {
             store,
+            bus: mesh_bus::seam::Bus::Nats(mesh_bus::seam::NatsSide::new(client.clone())),
             client,
             js,
             composer,
@@ -501,7 +505,7 @@ impl Term<'_> {
                 mesh_core::jetstream::renamed::renamed(&derived.catalogue),
                 0,
             )),
-            tokio::spawn(take_control(ctx.clone())),
+            tokio::spawn(control::take_control(ctx.clone())),
             tokio::spawn(built::take(ctx.clone())),
             tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
             tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),
@@ -633,69 +637,5 @@ pub(crate) async fn bind_consumer(ctx: &Ctx, stream: &str, name: &str) -> push::
                 tokio::time::sleep(wait).await;
             }
         }
-    }
-}
-
-/// Takes what CONTROL delivers: enrolments (several at once: each waits for
-/// a composition) and reports (in order). Binds, and binds again whenever
-/// the delivery ends.
-async fn take_control(ctx: Arc<Ctx>) {
-    let permits = Arc::new(Semaphore::new(ctx.opts.enrolments_at_once));
-    loop {
-        let mut messages = bind_consumer(&ctx, STREAM_CONTROL, consumer::CONTROLLER_CONTROL).await;
-        deliver(&ctx, &permits, &mut messages).await;
-        warn!("the CONTROL consumer stopped delivering; binding again");
-    }
-}
-
-/// Reports taken from CONTROL at most at once: what has arrived is
-/// recorded in one transaction (one commit, where one per report would be
-/// one fsync per report), each then acknowledged on its own.
-pub const REPORT_BATCH: usize = 256;
-
-async fn deliver(ctx: &Arc<Ctx>, permits: &Arc<Semaphore>, messages: &mut push::Messages) {
-    use futures::FutureExt as _;
-    let mut batch: Vec<jetstream::Message> = Vec::new();
-    'delivering: loop {
-        // Waits for the first; then takes what has already arrived.
-        let next = if batch.is_empty() {
-            messages.next().await
-        } else {
-            match messages.next().now_or_never() {
-                Some(n) => n,
-                None => {
-                    report::take_batch(ctx, std::mem::take(&mut batch)).await;
-                    continue;
-                }
-            }
-        };
-        let Some(next) = next else {
-            break 'delivering;
-        };
-        let msg = match next {
-            Ok(m) => m,
-            Err(e) => {
-                warn!(error = %e, "CONTROL delivery failed");
-                continue;
-            }
-        };
-        if subjects::is_enrolment(&msg.subject) {
-            let Ok(permit) = permits.clone().acquire_owned().await else {
-                return;
-            };
-            let ctx = ctx.clone();
-            tokio::spawn(async move {
-                enrol::take(&ctx, msg).await;
-                drop(permit);
-            });
-        } else {
-            batch.push(msg);
-            if batch.len() >= REPORT_BATCH {
-                report::take_batch(ctx, std::mem::take(&mut batch)).await;
-            }
-        }
-    }
-    if !batch.is_empty() {
-        report::take_batch(ctx, batch).await;
     }
 }

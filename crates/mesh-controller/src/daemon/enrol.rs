@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, AckKind};
+use mesh_bus::seam::{Delivery, Settle};
 use mesh_core::enrolment::{self, EnrolPlan, EnrolRequest, EnrolStep};
 use mesh_core::jetstream::Objects;
 use mesh_store::{HostKeys, StoreError};
@@ -27,14 +27,14 @@ enum Stop {
 /// How long a request the store could not take waits before it comes round.
 const LATER: Duration = Duration::from_secs(2);
 
-pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
+pub(crate) async fn take(ctx: &Ctx, msg: Delivery) {
     let req = match EnrolRequest::parse(&msg.subject, &msg.payload) {
         Ok(r) => r,
         Err(e) => {
             // Malformed: redelivering would fail the same way forever.
             Counters::bump(&ctx.counters.terminated);
             warn!(subject = %msg.subject, reason = %e, "enrolment request terminated");
-            let _ = msg.ack_with(AckKind::Term).await;
+            let _ = msg.settle(Settle::Terminate).await;
             return;
         }
     };
@@ -43,20 +43,20 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
         Ok(()) => {
             Counters::bump(&ctx.counters.enrolled);
             info!(node = %req.node, host_key = %req.host_key, "node enrolled");
-            let _ = msg.ack().await;
+            let _ = msg.settle(Settle::Ack).await;
         }
         Err(Stop::Refused(reason)) => {
             Counters::bump(&ctx.counters.refused);
             warn!(node = %req.node, %reason, "enrolment refused");
             answer(ctx, &plan.to, &plan.refusal).await;
-            let _ = msg.ack().await;
+            let _ = msg.settle(Settle::Ack).await;
         }
         Err(Stop::Deposed(reason)) => {
             info!(node = %req.node, %reason, "enrolment left to the active controller");
         }
         Err(Stop::Later(reason)) => {
             warn!(node = %req.node, %reason, retry_in = ?LATER, "enrolment deferred");
-            let _ = msg.ack_with(AckKind::Nak(Some(LATER))).await;
+            let _ = msg.settle(Settle::Retry { after: LATER }).await;
         }
     }
 }
@@ -67,7 +67,7 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
 /// token spent).
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
-async fn execute(ctx: &Ctx, plan: &EnrolPlan, msg: &jetstream::Message) -> Result<(), Stop> {
+async fn execute(ctx: &Ctx, plan: &EnrolPlan, msg: &Delivery) -> Result<(), Stop> {
     let mut generation = None;
     for step in &plan.steps {
         match step {
@@ -119,7 +119,7 @@ async fn execute(ctx: &Ctx, plan: &EnrolPlan, msg: &jetstream::Message) -> Resul
                     tokio::select! {
                         w = &mut live => break w,
                         _ = progress.tick() => {
-                            let _ = msg.ack_with(AckKind::Progress).await;
+                            let _ = msg.in_progress().await;
                         }
                     }
                 };

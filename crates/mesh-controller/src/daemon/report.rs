@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, AckKind};
+use mesh_bus::seam::{Delivery, Settle};
 use mesh_core::authority::PrincipalKind;
 use mesh_core::names::Name;
 use mesh_core::report::{ModuleState, Report};
@@ -15,20 +15,20 @@ use tracing::{debug, info, warn};
 
 use super::{Counters, Ctx, error_chain};
 
-pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
+pub(crate) async fn take(ctx: &Ctx, msg: Delivery) {
     let report = match Report::parse(&msg.subject, &msg.payload) {
         Ok(r) => r,
         Err(e) => {
             Counters::bump(&ctx.counters.terminated);
             warn!(subject = %msg.subject, reason = %e, "report terminated");
-            let _ = msg.ack_with(AckKind::Term).await;
+            let _ = msg.settle(Settle::Terminate).await;
             return;
         }
     };
-    let deliveries = msg.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1);
+    let deliveries = msg.deliveries;
     let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
     if let Some(d) = ctx.window_without_trying(now, deliveries) {
-        window(ctx, &msg, &report, d).await;
+        window(ctx, msg, &report, d).await;
         return;
     }
     match record(&ctx.store, &report).await {
@@ -36,7 +36,7 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
             ctx.close_window();
             spares_heard(ctx, [&report]);
             count(ctx, &report, outcome);
-            let _ = msg.ack().await;
+            let _ = msg.settle(Settle::Ack).await;
         }
         // Neither acknowledged nor refused: the active controller takes it.
         Err(e) if e.is_deposed() => {
@@ -46,14 +46,14 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
             warn!(node = %report.node, sequence = report.sequence, error = %error_chain(&e), "the store cannot take the report");
             let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
             let d = ctx.window_decision(now, deliveries);
-            window(ctx, &msg, &report, d).await;
+            window(ctx, msg, &report, d).await;
         }
         Err(e) => {
             // A node forgotten meanwhile, or a report the store refuses:
             // redelivering would fail the same way.
             Counters::bump(&ctx.counters.terminated);
             warn!(node = %report.node, error = %error_chain(&e), "report terminated");
-            let _ = msg.ack_with(AckKind::Term).await;
+            let _ = msg.settle(Settle::Terminate).await;
         }
     }
 }
@@ -63,7 +63,7 @@ pub(crate) async fn take(ctx: &Ctx, msg: jetstream::Message) {
 /// [`take`] would. While the store window is open, or when the store
 /// refuses the batch as a whole, each is taken alone, so only the report
 /// the store refuses is decided as refused.
-pub(crate) async fn take_batch(ctx: &Ctx, msgs: Vec<jetstream::Message>) {
+pub(crate) async fn take_batch(ctx: &Ctx, msgs: Vec<Delivery>) {
     if msgs.len() <= 1 {
         for m in msgs {
             take(ctx, m).await;
@@ -77,7 +77,7 @@ pub(crate) async fn take_batch(ctx: &Ctx, msgs: Vec<jetstream::Message>) {
             Err(e) => {
                 Counters::bump(&ctx.counters.terminated);
                 warn!(subject = %msg.subject, reason = %e, "report terminated");
-                let _ = msg.ack_with(AckKind::Term).await;
+                let _ = msg.settle(Settle::Terminate).await;
             }
         }
     }
@@ -93,9 +93,9 @@ pub(crate) async fn take_batch(ctx: &Ctx, msgs: Vec<jetstream::Message>) {
         Ok(outcomes) => {
             ctx.close_window();
             spares_heard(ctx, parsed.iter().map(|(_, r)| r));
-            for ((msg, report), outcome) in parsed.iter().zip(outcomes) {
-                count(ctx, report, outcome);
-                let _ = msg.ack().await;
+            for ((msg, report), outcome) in parsed.into_iter().zip(outcomes) {
+                count(ctx, &report, outcome);
+                let _ = msg.settle(Settle::Ack).await;
             }
         }
         Err(e) if e.is_deposed() => {
@@ -104,10 +104,9 @@ pub(crate) async fn take_batch(ctx: &Ctx, msgs: Vec<jetstream::Message>) {
         Err(e) if e.is_unavailable() => {
             warn!(reports = parsed.len(), error = %error_chain(&e), "the store cannot take the reports");
             let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
-            for (msg, report) in &parsed {
-                let deliveries = msg.info().map(|i| i.delivered.max(1) as u64).unwrap_or(1);
-                let d = ctx.window_decision(now, deliveries);
-                window(ctx, msg, report, d).await;
+            for (msg, report) in parsed {
+                let d = ctx.window_decision(now, msg.deliveries);
+                window(ctx, msg, &report, d).await;
             }
         }
         Err(e) => {
@@ -177,18 +176,17 @@ fn count(ctx: &Ctx, report: &Report, outcome: Ingested) {
 }
 
 /// Carries out the store window's decision for one report.
-async fn window(ctx: &Ctx, msg: &jetstream::Message, report: &Report, d: Decision) {
+async fn window(ctx: &Ctx, msg: Delivery, report: &Report, d: Decision) {
     match d {
         Decision::Nak { delay_ms } => {
             debug!(node = %report.node, sequence = report.sequence, retry_in_ms = delay_ms, "report stays in CONTROL");
-            let _ = msg
-                .ack_with(AckKind::Nak(Some(Duration::from_millis(delay_ms))))
-                .await;
+            let after = Duration::from_millis(delay_ms);
+            let _ = msg.settle(Settle::Retry { after }).await;
         }
         Decision::LetGo { open_for_ms } => {
             Counters::bump(&ctx.counters.let_go);
             warn!(node = %report.node, sequence = report.sequence, id = %report.id, open_for_ms, "the store has been unavailable past the bound; report let go");
-            let _ = msg.ack_with(AckKind::Term).await;
+            let _ = msg.settle(Settle::Terminate).await;
         }
     }
 }

@@ -101,6 +101,12 @@ impl ConsumerSpec {
     }
 }
 
+/// The controller's consumer on CONTROL: reports and enrolments, every
+/// subject of the stream.
+pub fn controller_control() -> ConsumerSpec {
+    ConsumerSpec::new(STREAM_CONTROL, consumer::CONTROLLER_CONTROL)
+}
+
 /// A node's consumer on NODES: what its host binds, created by the
 /// controller (at enrolment and on every start).
 pub fn node_consumer(node: &Name) -> ConsumerSpec {
@@ -280,10 +286,7 @@ pub fn derive(
 
     // No max-deliver: the store window's bound is the controller's; a server
     // that dead-lettered first would drop what CONTROL protects.
-    o.consumers.push(ConsumerSpec::new(
-        STREAM_CONTROL,
-        consumer::CONTROLLER_CONTROL,
-    ));
+    o.consumers.push(controller_control());
     if !controller.follows.is_empty() {
         o.consumers.push(ConsumerSpec {
             filter_subjects: sorted(controller.follows.iter().map(|e| e.subject())),
