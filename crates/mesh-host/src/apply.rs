@@ -9,12 +9,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::Client;
-use async_nats::jetstream::{self, AckKind};
 use ed25519_dalek::VerifyingKey;
+use mesh_bus::seam::Delivery;
 use mesh_core::authority::PrincipalKind;
 use mesh_core::declaration::{
     self, ApplyStep, Declaration, Driver as RunDriver, FileBody, ModuleDecl, Running,
@@ -265,49 +264,59 @@ impl Applier {
         drop(self.taking.lock().await);
     }
 
-    /// Takes one delivery: verify, apply, report, acknowledge.
-    pub async fn take(&self, client: &Client, message: jetstream::Message) {
+    /// Takes one delivery: verify, apply, report, acknowledge. While it is
+    /// at work, the delivery is said to be in progress now and then.
+    pub async fn take(&self, client: &Client, message: Delivery) {
         let _taking = self.taking.lock().await;
-        let message = Arc::new(message);
-        let progress = {
-            let m = message.clone();
-            tokio::spawn(async move {
-                let mut every = tokio::time::interval(PROGRESS_EVERY);
-                every.tick().await;
-                loop {
-                    every.tick().await;
-                    let _ = m.ack_with(AckKind::Progress).await;
+        {
+            let work = self.verify_apply_report(client, &message.payload);
+            tokio::pin!(work);
+            let mut every = tokio::time::interval(PROGRESS_EVERY);
+            every.tick().await;
+            loop {
+                tokio::select! {
+                    () = &mut work => break,
+                    _ = every.tick() => {
+                        let _ = message.in_progress().await;
+                    }
                 }
-            })
-        };
+            }
+        }
+        // Bounded: a newer declaration published meanwhile replaces this one
+        // in NODES (one per subject), and the server never confirms an ack
+        // of a message it no longer holds; unbounded, the host would wait
+        // here and take nothing more.
+        match tokio::time::timeout(ACK_WITHIN, message.ack_confirmed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(reason = %e, "acknowledging the declaration"),
+            Err(_) => tracing::warn!(
+                waited = ?ACK_WITHIN,
+                "no confirmation of the acknowledgement (a newer declaration may have replaced it)"
+            ),
+        }
+    }
+
+    async fn verify_apply_report(&self, client: &Client, payload: &[u8]) {
         let applied = self.applied.lock().await.sequence;
         // The very envelope applied last, delivered again (published again
         // after a restore, or a wiped JetStream directory): nothing to
         // change, and nothing refused either; it is answered with a report.
         let kept = std::fs::read(self.state.dir.join(APPLIED_FILE)).ok();
         if let Some(sequence) = applied
-            && kept.as_deref() == Some(&message.payload[..])
+            && kept.as_deref() == Some(payload)
         {
             tracing::info!(
                 sequence,
                 "the applied declaration delivered again; reporting"
             );
             self.report(client, None).await;
-            progress.abort();
-            self.ack(&message).await;
             return;
         }
-        match declaration::verify(
-            &message.payload,
-            &self.controller,
-            &self.state.node,
-            applied,
-        ) {
+        match declaration::verify(payload, &self.controller, &self.state.node, applied) {
             Ok(d) => {
                 self.follow_bus(client, &d).await;
                 self.apply(client, &d).await;
-                if let Err(e) = write_private(&self.state.dir.join(APPLIED_FILE), &message.payload)
-                {
+                if let Err(e) = write_private(&self.state.dir.join(APPLIED_FILE), payload) {
                     tracing::warn!(reason = %e, "the applied declaration was not kept");
                 }
                 tracing::info!(
@@ -323,23 +332,6 @@ impl Applier {
                 tracing::warn!(reason = %e, "declaration refused");
                 self.report(client, Some(e.to_string())).await;
             }
-        }
-        progress.abort();
-        self.ack(&message).await;
-    }
-
-    async fn ack(&self, message: &jetstream::Message) {
-        // Bounded: a newer declaration published meanwhile replaces this one
-        // in NODES (one per subject), and the server never confirms an ack
-        // of a message it no longer holds; unbounded, the host would wait
-        // here and take nothing more.
-        match tokio::time::timeout(ACK_WITHIN, message.double_ack()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(reason = %e, "acknowledging the declaration"),
-            Err(_) => tracing::warn!(
-                waited = ?ACK_WITHIN,
-                "no confirmation of the acknowledgement (a newer declaration may have replaced it)"
-            ),
         }
     }
 

@@ -5,12 +5,11 @@
 use std::future::Future;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::push};
 use async_nats::{Client, Event};
-use futures::StreamExt as _;
+use mesh_bus::seam::{Bus, NatsSide};
 use mesh_bus::{BusConfig, ConnectError};
 use mesh_core::enrolment::Heartbeat;
-use mesh_core::subjects::{self, STREAM_NODES};
+use mesh_core::subjects;
 
 use std::sync::Arc;
 
@@ -204,6 +203,7 @@ fn log_event(node: &mesh_core::names::Name, event: &Event) {
 /// One heartbeat right away, then every `heartbeat_every`. A failed
 /// publish is logged: the next one may pass.
 async fn heartbeats(client: &Client, state: &HostState, opts: &HostOptions) {
+    let bus = Bus::Nats(NatsSide::new(client.clone()));
     let subject = subjects::heartbeat(&state.node);
     let mut every = tokio::time::interval(opts.heartbeat_every);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -213,7 +213,7 @@ async fn heartbeats(client: &Client, state: &HostState, opts: &HostOptions) {
             node: state.node.clone(),
             sent_at: unix_ms(),
         };
-        if let Err(e) = client.publish(subject.clone(), beat.to_json().into()).await {
+        if let Err(e) = bus.publish(&subject, &beat.to_json()).await {
             tracing::warn!(reason = %dial::chain(&e), "sending a heartbeat");
         }
     }
@@ -259,31 +259,24 @@ async fn report_reconnects(
 }
 
 async fn consume(client: &Client, state: &HostState, opts: &HostOptions, applier: &Arc<Applier>) {
-    let js = jetstream::new(client.clone());
-    let name = subjects::consumer::node(&state.node);
+    let bus = Bus::Nats(NatsSide::new(client.clone()));
+    let node = mesh_core::jetstream::node_consumer(&state.node);
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
     loop {
-        // Only CONSUMER.INFO for its own consumer is granted: never ask
-        // for the stream first.
-        let bound = match js
-            .get_consumer_from_stream::<push::Config, _, _>(&name, STREAM_NODES)
-            .await
-        {
-            Ok(c) => c.messages().await.map_err(|e| dial::chain(&e)),
-            Err(e) => Err(dial::chain(&e)),
-        };
-        let mut messages = match bound {
-            Ok(m) => m,
-            Err(reason) => {
+        // Only CONSUMER.INFO for its own consumer is granted: binding never
+        // asks for the stream first. One declaration at a time.
+        let mut deliveries = match bus.consume(&node, 1).await {
+            Ok(d) => d,
+            Err(e) => {
                 let wait = backoff.next_delay();
-                tracing::info!(consumer = %name, %reason, ?wait, "cannot bind the node's consumer yet; retrying");
+                tracing::info!(consumer = %node.name, reason = %dial::chain(&e), ?wait, "cannot bind the node's consumer yet; retrying");
                 tokio::time::sleep(wait).await;
                 continue;
             }
         };
         backoff.reset();
-        tracing::info!(consumer = %name, "bound the node's consumer");
-        while let Some(delivery) = messages.next().await {
+        tracing::info!(consumer = %node.name, "bound the node's consumer");
+        while let Some(delivery) = deliveries.next().await {
             match delivery {
                 // Its own task: a stop arriving mid-apply must not drop it
                 // unacknowledged (NODES would hold it back for its whole
@@ -297,7 +290,7 @@ async fn consume(client: &Client, state: &HostState, opts: &HostOptions, applier
             }
         }
         let wait = backoff.next_delay();
-        tracing::warn!(consumer = %name, ?wait, "the consumer's deliveries ended; binding again");
+        tracing::warn!(consumer = %node.name, ?wait, "the consumer's deliveries ended; binding again");
         tokio::time::sleep(wait).await;
     }
 }

@@ -22,6 +22,12 @@ use crate::{TestkitError, rabbitmq_server_binary};
 /// Boot takes 5–15 s on these machines (an Erlang VM, Mnesia, plugins).
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// How long a delivery may stay unacknowledged before the broker closes its
+/// channel (RabbitMQ's default is 30 minutes): longer than the store
+/// window's default bound, an hour, for which the controller holds a report
+/// it retries (`docs/bus-seam.md`).
+pub const CONSUMER_TIMEOUT_MS: u64 = 2 * 3600 * 1000;
+
 /// The administrator the server boots with: the test's own observer and
 /// the management API's first user.
 pub const ADMIN: &str = "observer";
@@ -108,11 +114,13 @@ impl RabbitMq {
              management.ssl.certfile = {cert}\n\
              management.ssl.keyfile = {key}\n\
              loopback_users = none\n\
+             consumer_timeout = {consumer_timeout}\n\
              load_definitions = {defs}\n\
              log.console = true\n\
              log.file = false\n",
             amqp = self.amqp_port,
             mgmt = self.management_port,
+            consumer_timeout = CONSUMER_TIMEOUT_MS,
             ca = c.ca_pem.display(),
             cert = c.cert_pem.display(),
             key = c.key_pem.display(),

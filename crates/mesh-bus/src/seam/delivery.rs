@@ -115,6 +115,19 @@ impl Delivery {
         }
     }
 
+    /// Acknowledged, and on NATS the server's confirmation awaited (a
+    /// double ack: it never comes for a message the stream no longer holds,
+    /// so a caller bounds the wait). AMQP 0-9-1 confirms no ack.
+    pub async fn ack_confirmed(self) -> Result<(), SeamError> {
+        match &self.settler {
+            Settler::Nats(m) => m.double_ack().await.map_err(SeamError::nats(format!(
+                "acknowledge a delivery of {}",
+                self.subject
+            ))),
+            Settler::Amqp { .. } => self.settle(Settle::Ack).await,
+        }
+    }
+
     /// Still being worked on: NATS restarts its ack timer; RabbitMQ has none
     /// to restart (its consumer timeout is the broker's setting).
     pub async fn in_progress(&self) -> Result<(), SeamError> {

@@ -42,16 +42,13 @@ impl NatsSide {
         }
     }
 
+    /// Handed to the client, which writes it out at once (no flush waited
+    /// for: a heartbeat while the broker is away must not stall its loop).
     pub(super) async fn publish(&self, subject: &str, payload: &[u8]) -> Result<(), SeamError> {
-        let action = || format!("publish on {subject}");
         self.client
             .publish(subject.to_string(), payload.to_vec().into())
             .await
-            .map_err(|e| SeamError::nats(action())(Box::new(e)))?;
-        self.client
-            .flush()
-            .await
-            .map_err(|e| SeamError::nats(action())(Box::new(e)))
+            .map_err(|e| SeamError::nats(format!("publish on {subject}"))(Box::new(e)))
     }
 
     pub(super) async fn request(

@@ -1,6 +1,7 @@
 //! The report a host sends after applying (or refusing) a declaration.
 
 use super::*;
+use async_nats::jetstream;
 
 impl Applier {
     /// Reports every module the last declaration names, as the driver sees
