@@ -170,6 +170,15 @@ pub async fn connect_hearing(cfg: &BusConfig) -> Result<(Client, crate::Refusals
     Ok((client, refusals))
 }
 
+/// An address as it may be shown: as given, unless it carries a credential.
+pub(crate) fn shown(url: &str) -> String {
+    if url.contains('@') {
+        redact(url)
+    } else {
+        url.to_string()
+    }
+}
+
 fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => format!("{}<redacted>{}", &url[..s + 3], &url[at..]),

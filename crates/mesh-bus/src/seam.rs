@@ -14,6 +14,7 @@
 //! | [`Settle`], [`Delivery::in_progress`] | ack, nak with delay, term; progress | ack; held in this process (bounded by the prefetch) and delivered again, counted here; rejected; nothing (no ack timer) |
 
 mod amqp_side;
+mod connect;
 mod delivery;
 mod nats_side;
 
@@ -23,6 +24,7 @@ use mesh_core::bus::BusKind;
 use mesh_core::jetstream::ConsumerSpec;
 
 pub use amqp_side::AmqpSide;
+pub use connect::{SeamConnectError, amqp_config, announce, kind_of};
 pub use delivery::{Deliveries, Delivery, Message, Messages, Reply, Settle};
 pub use nats_side::NatsSide;
 

@@ -31,6 +31,9 @@ fn random_token() -> String {
 pub struct AmqpSide {
     conn: Connection,
     principal: String,
+    /// `_INBOX.<principal>` unless told otherwise (an enrolment's is
+    /// `_INBOX.enrol.<node>`).
+    inbox_prefix: String,
     /// Confirming; a refusal closes a channel, so it is opened again.
     publisher: tokio::sync::Mutex<Option<Channel>>,
     inbox: tokio::sync::OnceCell<Inbox>,
@@ -50,9 +53,20 @@ impl AmqpSide {
         AmqpSide {
             conn,
             principal: principal.to_string(),
+            inbox_prefix: mesh_core::subjects::inbox_prefix(principal),
             publisher: tokio::sync::Mutex::new(None),
             inbox: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// Asks under `prefix` instead of the principal's own inbox.
+    pub fn with_inbox_prefix(mut self, prefix: &str) -> AmqpSide {
+        self.inbox_prefix = prefix.to_string();
+        self
+    }
+
+    pub fn principal(&self) -> &str {
+        &self.principal
     }
 
     pub fn connection(&self) -> &Connection {
@@ -140,11 +154,7 @@ impl AmqpSide {
     async fn inbox(&self) -> Result<&Inbox, SeamError> {
         self.inbox
             .get_or_try_init(|| async {
-                let prefix = format!(
-                    "{}.{}",
-                    mesh_core::subjects::inbox_prefix(&self.principal),
-                    random_token()
-                );
+                let prefix = format!("{}.{}", self.inbox_prefix, random_token());
                 let mut answers = self.subscribe(&format!("{prefix}.*")).await?;
                 let waiting: Arc<Mutex<HashMap<String, oneshot::Sender<Vec<u8>>>>> = Arc::default();
                 let route = waiting.clone();

@@ -297,6 +297,24 @@ pub fn password_hash(salt: [u8; 4], password: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(out)
 }
 
+/// A principal's password on RabbitMQ, made from its NKey seed: the one
+/// secret a principal keeps stays the one secret (the same file, the same
+/// 0600, the same rotation), and the broker, which sees the password, learns
+/// nothing of the seed (HMAC-SHA-256 keyed by the seed, over a label naming
+/// this use). URL-safe base64 so it is one word in any configuration.
+pub fn password_of(seed: &str) -> String {
+    use base64::Engine as _;
+    use hmac::{Hmac, Mac as _};
+    let mut mac = <Hmac<sha2::Sha256>>::new_from_slice(seed.trim().as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(PASSWORD_LABEL);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+}
+
+/// What [`password_of`] is keyed for: a seed's MAC for anything else is
+/// another value.
+const PASSWORD_LABEL: &[u8] = b"mesh amqp password v1";
+
 /// A durable queue the controller makes, and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueueSpec {

@@ -361,3 +361,26 @@ fn a_password_hash_is_rabbitmqs_salted_sha256() {
         amqp::password_hash([1, 2, 3, 4], b"hunter2")
     );
 }
+
+#[test]
+fn a_password_is_the_seeds_mac_and_not_the_seed() {
+    let seed = "SUAGMJH5XLGZKQQWAWKRZJIGMOU4HPFUYLXJMXOO5NLFEO2OOQJ5LPRDPM";
+    let p = amqp::password_of(seed);
+    // Pinned: a host and the controller must make the same password from
+    // the same seed in every release.
+    assert_eq!(
+        p,
+        amqp::password_of(&format!("{seed}\n")),
+        "the file's newline is not part of it"
+    );
+    assert_eq!(p.len(), 43, "{p}");
+    assert!(!p.contains(&seed[..8]), "{p}");
+    assert_ne!(
+        p,
+        amqp::password_of("SUAGMJH5XLGZKQQWAWKRZJIGMOU4HPFUYLXJMXOO5NLFEO2OOQJ5LPRDPN")
+    );
+    assert_eq!(p, PINNED_PASSWORD);
+}
+
+// Computed apart: python3 hmac.new(seed, b"mesh amqp password v1", sha256), URL-safe base64.
+const PINNED_PASSWORD: &str = "WqzTo397JMWCBA1IY-Ha8GZzWlhLbcnleJ9xceCiSvA";
