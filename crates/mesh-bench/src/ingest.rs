@@ -75,6 +75,7 @@ pub async fn run(
             refused: None,
             address: None,
             spare_keys: Vec::new(),
+            amqp_hashes: Default::default(),
         }
     };
     // Warm the pool and the statement caches.

@@ -94,6 +94,14 @@ pub enum Bus {
 }
 
 impl Bus {
+    /// The NATS side, on a mesh whose bus is NATS.
+    pub fn nats(&self) -> Option<&NatsSide> {
+        match self {
+            Bus::Nats(n) => Some(n),
+            Bus::Amqp(_) => None,
+        }
+    }
+
     pub fn kind(&self) -> BusKind {
         match self {
             Bus::Nats(_) => BusKind::Nats,
@@ -162,6 +170,23 @@ impl Bus {
             }
             Bus::Amqp(a) => {
                 let _ = a.connection().close(200, "closing".into()).await;
+            }
+        }
+    }
+
+    /// Resolves once the connection is no longer open and will not be
+    /// again by itself: an AMQP one failed or closed by the broker (a
+    /// broker stopping, a user deleted), looked at four times a second.
+    /// Never on NATS, whose client reconnects.
+    pub async fn lost(&self) {
+        let Bus::Amqp(a) = self else {
+            return std::future::pending().await;
+        };
+        let mut every = tokio::time::interval(std::time::Duration::from_millis(250));
+        loop {
+            every.tick().await;
+            if !a.connection().status().connected() {
+                return;
             }
         }
     }

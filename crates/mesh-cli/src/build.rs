@@ -95,6 +95,7 @@ async fn build(
 ) -> anyhow::Result<ExitCode> {
     let store = open_store_to_write(url).await?;
     let client = crate::bus::controller_client(genesis).await?;
+    let bus = mesh_bus::seam::Bus::Nats(mesh_bus::seam::NatsSide::new(client.clone()));
     let js = async_nats::jetstream::new(client.clone());
     let built_subject = subjects::seat_event(
         &Name::new(BUILD_MACHINE_ROLE)?,
@@ -106,7 +107,7 @@ async fn build(
         .await
         .context("listening for built events")?;
     client.flush().await.context("listening for built events")?;
-    let submitted = mesh_controller::builds::submit(&store, &js, &module, &rev).await;
+    let submitted = mesh_controller::builds::submit(&store, &bus, &module, &rev).await;
     let id = match submitted {
         Ok(s) => s.id,
         Err(e) => {

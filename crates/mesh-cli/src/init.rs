@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use mesh_controller::genesis::{self, Genesis, GenesisOptions};
+use mesh_controller::genesis::{self, AmqpPorts, BusKind, Genesis, GenesisOptions};
 use mesh_core::authority::{self, CONTROLLER};
 use mesh_core::catalogue::{Aliases, Catalogue};
 use mesh_core::records::{ControllerSpec, Records};
@@ -34,9 +34,22 @@ pub struct InitArgs {
     /// 127.0.0.1 and localhost; put in its certificate. May be repeated.
     #[arg(long = "address")]
     pub addresses: Vec<String>,
-    /// The broker's client port on 127.0.0.1.
-    #[arg(long, default_value_t = 4222)]
-    pub port: u16,
+    /// The bus the mesh runs on, for good: NATS with JetStream, or AMQP
+    /// (RabbitMQ, one server).
+    #[arg(long, default_value = "nats", value_parser = parse_bus)]
+    pub bus: BusKind,
+    /// The broker's client port on 127.0.0.1 [default: 4222 on NATS, 5671 on AMQP].
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+    /// RabbitMQ's management API port, on 127.0.0.1 [default: --port + 10000].
+    #[arg(long, requires_all = ["epmd_port", "dist_port"], value_parser = clap::value_parser!(u16).range(1..))]
+    pub management_port: Option<u16>,
+    /// RabbitMQ's Erlang port mapper's port [default: --port + 30000].
+    #[arg(long, requires_all = ["management_port", "dist_port"], value_parser = clap::value_parser!(u16).range(1..))]
+    pub epmd_port: Option<u16>,
+    /// RabbitMQ's distribution port [default: --port + 20000].
+    #[arg(long, requires_all = ["management_port", "epmd_port"], value_parser = clap::value_parser!(u16).range(1..))]
+    pub dist_port: Option<u16>,
     /// How many servers the broker is (1, 3 or 5; more than one: a NATS
     /// cluster, every stream kept on each). With no --address, all run on this machine at --port and
     /// the ports after it; else give one --address per server, each on its
@@ -56,6 +69,38 @@ pub struct InitArgs {
         conflicts_with = "store"
     )]
     pub store_file: Option<PathBuf>,
+}
+
+fn parse_bus(s: &str) -> Result<BusKind, String> {
+    s.parse()
+}
+
+impl InitArgs {
+    /// The port given, or the bus's own.
+    pub fn port(&self) -> u16 {
+        self.port.unwrap_or(match self.bus {
+            BusKind::Nats => 4222,
+            BusKind::Amqp => 5671,
+        })
+    }
+
+    /// RabbitMQ's other ports, when given.
+    fn amqp_ports(&self) -> anyhow::Result<Option<AmqpPorts>> {
+        let given = match (self.management_port, self.epmd_port, self.dist_port) {
+            (Some(management), Some(epmd), Some(dist)) => Some(AmqpPorts {
+                management,
+                epmd,
+                dist,
+            }),
+            _ => None,
+        };
+        if given.is_some() && self.bus != BusKind::Amqp {
+            bail!(
+                "--management-port, --epmd-port and --dist-port are RabbitMQ's: give them with --bus amqp, or leave them out"
+            );
+        }
+        Ok(given)
+    }
 }
 
 pub fn run(args: &InitArgs) -> anyhow::Result<ExitCode> {
@@ -80,8 +125,10 @@ async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
     };
     shared_store(args.replicas, &args.addresses, &url)?;
     let opts = GenesisOptions {
-        port: args.port,
+        port: args.port(),
         replicas: args.replicas,
+        bus: args.bus,
+        amqp_ports: args.amqp_ports()?,
     };
     let (genesis, users) = make_with(&args.dir, &args.addresses, &opts, &url).await?;
     // A store other than the directory's own `mesh.db` is named in the
@@ -112,7 +159,21 @@ async fn init(args: &InitArgs) -> anyhow::Result<ExitCode> {
     if let Some(file) = &named {
         out.line(format_args!("  store's URL in   {}", file.display()))?;
     }
-    if genesis.replicas == 1 {
+    if genesis.bus == BusKind::Amqp {
+        out.line(format_args!(
+            "  bus              amqp (RabbitMQ) at {}",
+            genesis.local_url()
+        ))?;
+        out.line(format_args!(
+            "  broker config    {} (the controller's user in {})",
+            genesis.path(genesis::RABBITMQ_CONF).display(),
+            genesis.path(genesis::RABBITMQ_DEFINITIONS).display()
+        ))?;
+        out.line(format_args!(
+            "start the mesh with: mesh up --dir {}",
+            args.dir.display()
+        ))?;
+    } else if genesis.replicas == 1 {
         out.line(format_args!(
             "  broker config    {} (includes {})",
             genesis.path(genesis::BROKER_CONF).display(),
@@ -236,7 +297,12 @@ pub async fn make_with(
     }
 
     // The first users file admits the controller alone: no node, module or
-    // person exists yet, and a file without its writer is refused.
+    // person exists yet, and a file without its writer is refused. On
+    // RabbitMQ the definitions genesis wrote admit it.
+    let users = genesis.path(genesis::USERS_FILE);
+    if genesis.bus == BusKind::Amqp {
+        return Ok((genesis, users));
+    }
     let catalogue = Catalogue::build(Vec::new(), Aliases::new());
     let principals =
         authority::derive(&catalogue, &Records::default(), &ControllerSpec::default())?;
@@ -245,7 +311,6 @@ pub async fn make_with(
         UserCredential::NKey(genesis.controller_nkey.clone()),
     )]);
     let file = users_file::compose(&principals, &credentials)?;
-    let users = genesis.path(genesis::USERS_FILE);
     files::write_private(&users, file.text.as_bytes())
         .with_context(|| format!("writing the first users file {}", users.display()))?;
 

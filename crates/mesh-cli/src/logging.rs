@@ -3,13 +3,17 @@
 
 pub fn init() {
     use std::io::IsTerminal as _;
-    // Off for the client: its connect, close and refusal lines would drown
-    // ours (every composition's canary is refused until the reload takes),
-    // and every failure that matters is logged here with its meaning.
+    // Off for the clients (NATS's, AMQP's): their connect, close and
+    // refusal lines would drown ours (every composition's canary is
+    // refused until the reload takes; an enrolment's user is refused once
+    // spent), and every failure that matters is logged here with its
+    // meaning.
     // PostgreSQL's notices ("relation … already exists, skipping") at
     // every start are no news.
     let filter = tracing_subscriber::EnvFilter::try_from_env("MESH_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("info,async_nats=off,sqlx::postgres::notice=warn")
+        tracing_subscriber::EnvFilter::new(
+            "info,async_nats=off,lapin=off,sqlx::postgres::notice=warn",
+        )
     });
     // A second init (tests run commands in one process) keeps the first.
     let _ = tracing_subscriber::fmt()
@@ -29,7 +33,7 @@ pub fn init() {
 /// hosts in its own process, whose every line would bury the table.
 pub fn init_quiet() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MESH_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,async_nats=off"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,async_nats=off,lapin=off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

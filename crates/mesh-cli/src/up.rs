@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Args;
+use mesh_controller::genesis::BusKind;
 use mesh_controller::{ControllerOptions, Genesis};
 use mesh_files::lock::{Claim, DirLock};
 use tokio::sync::watch;
@@ -29,6 +30,7 @@ mod foundation;
 mod local;
 mod postgres;
 mod programs;
+mod rabbitmq;
 mod records;
 mod standby;
 
@@ -69,9 +71,14 @@ pub struct UpArgs {
     /// assigned to the local node.
     #[arg(long, default_value = "examples/catalogue")]
     pub catalogue: PathBuf,
-    /// The broker's client port (a new genesis only).
-    #[arg(long, default_value_t = 4222)]
-    pub port: u16,
+    /// The broker's client port (a new genesis only) [default: 4222 on
+    /// NATS, 5671 on AMQP].
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// The bus of a new genesis: NATS with JetStream, or AMQP (RabbitMQ).
+    /// A mesh made before keeps its own; naming another is refused.
+    #[arg(long, value_parser = parse_bus)]
+    pub bus: Option<BusKind>,
     /// The nats-server binary (default: `MESH_NATS_SERVER`, then PATH).
     #[arg(long, env = "MESH_NATS_SERVER")]
     pub nats_server: Option<PathBuf>,
@@ -90,6 +97,10 @@ pub struct UpArgs {
     /// two controllers, one active and one standing by.
     #[arg(long)]
     pub ha: bool,
+}
+
+fn parse_bus(s: &str) -> Result<BusKind, String> {
+    s.parse()
 }
 
 /// The servers of `mesh up --ha`'s bus.
@@ -146,8 +157,14 @@ async fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
 /// The mesh in `dir` started, run until a signal, and stopped.
 async fn run_mesh(args: &UpArgs, signals: &Signals, dir: &Path) -> anyhow::Result<ExitCode> {
     let host_dir = dir.join("host");
-    check_kind(dir, args.ha)?;
-    let nats = nats_server(args)?;
+    check_kind(dir, args.ha, args.bus)?;
+    // A mesh on RabbitMQ runs no nats-server, and needs none installed.
+    let on_amqp =
+        args.bus == Some(BusKind::Amqp) || Genesis::open(dir).is_ok_and(|g| g.bus == BusKind::Amqp);
+    let nats = match on_amqp {
+        true => PathBuf::new(),
+        false => nats_server(args)?,
+    };
     // Every process started from here on is in `pids` while it runs: a
     // second Ctrl-C ends the modules and each of them, at once.
     let pids = PidCell::default();
@@ -185,7 +202,7 @@ async fn run_mesh(args: &UpArgs, signals: &Signals, dir: &Path) -> anyhow::Resul
         }
     };
     let mut broker = Foundation {
-        broker: Broker::new(&nats, &genesis, pids),
+        broker: Broker::new(&nats, &genesis, pids)?,
         postgres,
         standby: None,
     };
@@ -211,6 +228,16 @@ async fn run_mesh(args: &UpArgs, signals: &Signals, dir: &Path) -> anyhow::Resul
     }
     // The programs built here go into the artifact store before the
     // controller opens the records (SQLite has one writer).
+    // A mesh on RabbitMQ keeps no artifacts yet: what runs from one is
+    // left unassigned, and said so.
+    if genesis.bus == BusKind::Amqp {
+        for p in std::mem::take(&mut prepared.programs) {
+            output::note(format_args!(
+                "up: {} left unassigned: it runs a program from the artifact store, and a mesh on RabbitMQ keeps no artifacts yet",
+                p.module
+            ));
+        }
+    }
     let put = or_signal(
         signals,
         put_programs(dir, &genesis, &url, &prepared.programs),
@@ -307,10 +334,24 @@ fn cut_short(why: Option<anyhow::Error>) -> anyhow::Result<ExitCode> {
 
 /// A mesh made by `mesh up --ha` starts only with `--ha`, and the other
 /// way round: refused before anything is made or started.
-fn check_kind(dir: &Path, ha: bool) -> anyhow::Result<()> {
+fn check_kind(dir: &Path, ha: bool, bus: Option<BusKind>) -> anyhow::Result<()> {
+    if ha && bus == Some(BusKind::Amqp) {
+        anyhow::bail!(
+            "`mesh up --ha` runs a NATS cluster of three; a mesh on RabbitMQ has one broker server: leave out --ha or --bus amqp"
+        );
+    }
     let Ok(genesis) = Genesis::open(dir) else {
         return Ok(());
     };
+    if let Some(bus) = bus
+        && genesis.bus != bus
+    {
+        anyhow::bail!(
+            "{} holds a mesh on {} and --bus {bus} names the other: a mesh's bus is chosen at genesis; leave out --bus, or make a mesh on {bus} in another --dir",
+            dir.display(),
+            genesis.bus
+        );
+    }
     match (ha, genesis.replicas) {
         (true, 1) => anyhow::bail!(
             "{} holds a mesh of one broker server; `mesh up --ha` makes a mesh of its own with three: run it with another --dir (without one it uses .mesh-ha)",
@@ -331,8 +372,13 @@ async fn open_or_make(dir: &Path, args: &UpArgs, url: &str) -> anyhow::Result<Ge
         Ok(g) => Ok(g),
         Err(_) if !dir.join(mesh_controller::genesis::SIGNING_SEED).exists() => {
             let opts = mesh_controller::genesis::GenesisOptions {
-                port: args.port,
+                port: args.port.unwrap_or(match args.bus {
+                    Some(BusKind::Amqp) => 5671,
+                    _ => 4222,
+                }),
                 replicas: if args.ha { HA_REPLICAS } else { 1 },
+                bus: args.bus.unwrap_or_default(),
+                amqp_ports: None,
             };
             Ok(init::make_with(dir, &[], &opts, url).await?.0)
         }

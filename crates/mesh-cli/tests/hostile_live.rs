@@ -446,6 +446,7 @@ async fn every_hostile_input_is_terminated_and_logged_never_a_crash() {
         refused: None,
         address: None,
         spare_keys: Vec::new(),
+        amqp_hashes: Default::default(),
     };
     pubs.send(Target::Report, report.to_json())
         .await

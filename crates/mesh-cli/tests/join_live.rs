@@ -74,6 +74,7 @@ fn request(token: &Token) -> (EnrolRequest, nkeys::KeyPair) {
             rand_suffix()
         ),
         spare_keys: Vec::new(),
+        amqp_hashes: Default::default(),
     };
     (req, host)
 }

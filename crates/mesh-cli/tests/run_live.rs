@@ -211,6 +211,7 @@ async fn echo_on_two_of_three(backend: Backend) {
         refused: None,
         address: None,
         spare_keys: Vec::new(),
+        amqp_hashes: Default::default(),
     };
     jetstream::new(host3)
         .publish("mesh.control.report.n3", forged.to_json().into())

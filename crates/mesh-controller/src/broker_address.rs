@@ -37,7 +37,7 @@ pub async fn set_broker_address(
 ) -> Result<Moved, MoveError> {
     // Refused before anything is written: the store would hold addresses
     // no server of the cluster listens at.
-    if genesis.replicas > 1 {
+    if genesis.replicas > 1 || genesis.bus == crate::genesis::BusKind::Amqp {
         genesis.move_broker(port, addresses)?;
     }
     let urls = Genesis {

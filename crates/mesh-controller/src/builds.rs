@@ -42,7 +42,7 @@ pub struct Submitted {
 /// Queues a build of `module` at `rev` (a branch, tag or commit).
 pub async fn submit(
     store: &Store,
-    js: &async_nats::jetstream::Context,
+    bus: &mesh_bus::seam::Bus,
     module: &Name,
     rev: &str,
 ) -> Result<Submitted, SubmitError> {
@@ -94,9 +94,7 @@ pub async fn submit(
     let body = envelope
         .to_json()
         .map_err(|e| not_stored(&work, Box::new(e)))?;
-    js.publish(work.clone(), body.into())
-        .await
-        .map_err(|e| not_stored(&work, Box::new(e)))?
+    bus.publish_stored(&work, &body)
         .await
         .map_err(|e| not_stored(&work, Box::new(e)))?;
     Ok(Submitted { id, request })

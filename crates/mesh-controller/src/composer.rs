@@ -11,6 +11,7 @@
 //! composition including that generation's records is live (what an
 //! enrolment answers after).
 
+pub mod amqp;
 mod coalesce;
 pub mod mirror;
 mod publish;
@@ -125,6 +126,10 @@ pub enum ComposeError {
     Compose(#[from] UsersFileError),
     #[error("the users file was composed but is not live")]
     Publish(#[from] PublishError),
+    #[error("the users on RabbitMQ were not made so")]
+    Amqp(#[from] mesh_bus::amqp::ManagementError),
+    #[error("the mesh's queues on RabbitMQ were not declared")]
+    Declare(#[source] SourceError),
 }
 
 /// How one composition ended.
@@ -216,9 +221,19 @@ impl Composer {
     /// Starts the task on the current tokio runtime. It composes once at start (the file is the
     /// controller's from its first composition on), then on each trigger.
     pub fn spawn(config: ComposerConfig, source: impl RecordSource) -> (Composer, JoinHandle<()>) {
+        Self::spawn_with(UsersFile {
+            config,
+            source,
+            last_live: None,
+        })
+    }
+
+    /// [`Self::spawn`] for any kind of composition (the users file of
+    /// NATS, the users of RabbitMQ: [`amqp`]).
+    pub(crate) fn spawn_with(c: impl Composition) -> (Composer, JoinHandle<()>) {
         let (trigger, triggers) = watch::channel(0u64);
         let (status_tx, status) = watch::channel(ComposerStatus::default());
-        let task = tokio::spawn(run(config, source, triggers, status_tx));
+        let task = tokio::spawn(run(c, triggers, status_tx));
         let composer = Composer {
             trigger: Trigger(trigger),
             status,
@@ -268,20 +283,54 @@ impl Composer {
     }
 }
 
-async fn run(
+/// One kind of composition: what makes the broker admit exactly the
+/// derived principals, once per batch of triggers.
+pub(crate) trait Composition: Send + 'static {
+    fn once(&mut self, generation: u64) -> impl Future<Output = (Outcome, publish::Done)> + Send;
+    fn timing(&self) -> Timing;
+    /// How soon a composition that did not go live is tried again.
+    fn retry_after(&self) -> Duration;
+}
+
+/// NATS: the users file written, the broker signalled, the canary admitted.
+struct UsersFile<S> {
     config: ComposerConfig,
-    mut source: impl RecordSource,
+    source: S,
+    // Only what the broker confirmed (its digest): a file written but not
+    // admitted is composed (and written) again.
+    last_live: Option<String>,
+}
+
+impl<S: RecordSource> Composition for UsersFile<S> {
+    async fn once(&mut self, generation: u64) -> (Outcome, publish::Done) {
+        compose_once(
+            &self.config,
+            &mut self.source,
+            generation,
+            &mut self.last_live,
+        )
+        .await
+    }
+
+    fn timing(&self) -> Timing {
+        self.config.timing
+    }
+
+    fn retry_after(&self) -> Duration {
+        self.config.retry_after
+    }
+}
+
+async fn run(
+    mut c: impl Composition,
     mut triggers: watch::Receiver<u64>,
     status: watch::Sender<ComposerStatus>,
 ) {
-    // Only what the broker confirmed (its digest): a file written but not
-    // admitted is composed (and written) again.
-    let mut last_live: Option<String> = None;
     let mut generation = *triggers.borrow_and_update();
     loop {
         let started = Instant::now();
-        let (outcome, done) = compose_once(&config, &mut source, generation, &mut last_live).await;
-        let retry_at = (!outcome.is_live()).then(|| Instant::now() + config.retry_after);
+        let (outcome, done) = c.once(generation).await;
+        let retry_at = (!outcome.is_live()).then(|| Instant::now() + c.retry_after());
         status.send_modify(|s| {
             s.compositions += 1;
             s.writes += u64::from(done.written);
@@ -299,7 +348,7 @@ async fn run(
             }
             s.last = Some(outcome);
         });
-        match next_batch(&mut triggers, config.timing, retry_at).await {
+        match next_batch(&mut triggers, c.timing(), retry_at).await {
             Some(g) => generation = g,
             None => return,
         }

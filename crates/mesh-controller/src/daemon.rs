@@ -17,6 +17,7 @@ mod enrol;
 mod keys;
 mod lease;
 mod live;
+mod on_amqp;
 mod operations;
 mod renamed;
 mod report;
@@ -28,6 +29,7 @@ pub(crate) use connect::retry_waits;
 use connect::{CLOSE_WITHIN, bus_config, check_controller_key, connect, read_seed};
 pub use control::REPORT_BATCH;
 pub(crate) use lease::Role;
+use on_amqp::{amqp_declare, amqp_management, amqp_source, declare_topology};
 pub use report::{Ingested, record as record_report, record_batch as record_reports};
 
 use std::future::Future;
@@ -36,7 +38,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer::push};
+use async_nats::jetstream;
 use mesh_bus::{BusConfig, Secret};
 use mesh_core::records::ControllerSpec;
 use mesh_core::subjects;
@@ -117,6 +119,12 @@ pub enum DaemonError {
     Derive(#[from] mesh_state::DeriveError),
     #[error("could not assert the bus objects")]
     Assert(#[from] mesh_bus::AssertError),
+    #[error("could not declare the mesh's queues on RabbitMQ")]
+    Topology(#[from] Box<mesh_bus::amqp::topology::TopologyError>),
+    #[error("could not reach RabbitMQ's management API")]
+    Management(#[from] mesh_bus::amqp::ManagementError),
+    #[error("{0} names no management port: this genesis's bus is not RabbitMQ")]
+    NoManagement(PathBuf),
     #[error("could not assert the artifact store")]
     Artifacts(#[from] mesh_bus::artifacts::BucketError),
     #[error("could not bind the controller's consumer on CONTROL")]
@@ -132,11 +140,8 @@ pub enum DaemonError {
 /// What every task shares.
 pub(crate) struct Ctx {
     pub store: Store,
-    pub client: async_nats::Client,
-    /// The same connection through the bus seam: what the report and
-    /// enrolment loop takes its deliveries from.
+    /// The controller's connection, to NATS or to RabbitMQ.
     pub bus: mesh_bus::seam::Bus,
-    pub js: jetstream::Context,
     pub composer: Composer,
     pub counters: Counters,
     pub opts: ControllerOptions,
@@ -171,7 +176,12 @@ pub(crate) struct Ctx {
 
 impl crate::http::Running for Ctx {
     fn broker_connected(&self) -> bool {
-        self.client.connection_state() == async_nats::connection::State::Connected
+        match &self.bus {
+            mesh_bus::seam::Bus::Nats(n) => {
+                n.client().connection_state() == async_nats::connection::State::Connected
+            }
+            mesh_bus::seam::Bus::Amqp(a) => a.connection().status().connected(),
+        }
     }
 
     fn window_open(&self) -> bool {
@@ -197,6 +207,26 @@ pub(crate) struct Window {
 }
 
 impl Ctx {
+    /// JetStream, on a mesh whose bus is NATS: what only NATS has.
+    pub(crate) fn js(&self) -> Option<&jetstream::Context> {
+        self.bus.nats().map(|n| n.js())
+    }
+
+    /// The bus objects made so: JetStream's streams and consumers, or the
+    /// mesh's exchange and queues on RabbitMQ.
+    pub(crate) async fn assert_objects(
+        &self,
+        objects: &mesh_core::jetstream::Objects,
+    ) -> Result<(), DaemonError> {
+        match &self.bus {
+            mesh_bus::seam::Bus::Nats(n) => {
+                mesh_bus::assert_objects(n.js(), objects).await?;
+            }
+            mesh_bus::seam::Bus::Amqp(a) => declare_topology(a, objects).await?,
+        }
+        Ok(())
+    }
+
     /// The store window's decision for a report it could not take now.
     pub(crate) fn window_decision(
         &self,
@@ -339,6 +369,9 @@ pub async fn run(
                 warn!(reason = %why, "stepping down: this controller stands by");
                 shared.step_down();
             }
+            lease::Ended::Reconnect => {
+                warn!("the bus connection was lost; connecting again");
+            }
         }
     };
     // Given up, its record cleared: a standby takes over at once, and
@@ -401,15 +434,7 @@ impl Term<'_> {
             let store = source_store.clone();
             let spec = spec.clone();
             async move {
-                let d = mesh_state::derive(&store, &spec)
-                    .await
-                    .map_err(|e| Box::new(e) as SourceError)?;
-                // Last before the file is written: a controller deposed
-                // meanwhile writes no users file over its successor's.
-                store
-                    .confirm_fence()
-                    .await
-                    .map_err(|e| Box::new(e) as SourceError)?;
+                let d = on_amqp::derived_fenced(&store, &spec).await?;
                 Ok::<Snapshot, SourceError>((d.principals, d.snapshot.credentials))
             }
         };
@@ -435,29 +460,35 @@ impl Term<'_> {
         }
         shared.set_phase("connecting to the broker");
         let closed = mesh_bus::Closed::new();
-        let client = tokio::select! {
+        let connected = tokio::select! {
             c = connect(bus, &closed) => c,
             () = shutdown.as_mut() => return Ok(lease::Ended::Shutdown(CountersView::default())),
             why = lease::lost(roles) => return Ok(lease::Ended::Deposed(why)),
         };
         // Only once the lease is this controller's: a standby writes no
         // users file.
-        let (composer, composer_task) = Composer::spawn(composer_config, source);
+        let (composer, composer_task) = match &connected {
+            mesh_bus::seam::Bus::Nats(_) => Composer::spawn(composer_config, source),
+            mesh_bus::seam::Bus::Amqp(a) => {
+                Composer::spawn_with(crate::composer::amqp::AmqpUsers::new(
+                    amqp_management(genesis)?,
+                    amqp_source(store.clone(), opts.controller.clone()),
+                    amqp_declare(a.shared_connection()),
+                ))
+            }
+        };
         let _composer_task = AbortOnDrop(composer_task);
         shared.set_composer(composer.watch());
         shared.set_phase("asserting the bus objects");
-        let js = jetstream::new(client.clone());
         tokio::select! {
-            r = assert_on_start(&js, &derived.objects) => r?,
+            r = assert_on_start(&connected, &derived.objects) => r?,
             () = shutdown.as_mut() => return Ok(lease::Ended::Shutdown(CountersView::default())),
             why = lease::lost(roles) => return Ok(lease::Ended::Deposed(why)),
         }
 
         let ctx = Arc::new(Ctx {
             store,
-            bus: mesh_bus::seam::Bus::Nats(mesh_bus::seam::NatsSide::new(client.clone())),
-            client,
-            js,
+            bus: connected,
             composer,
             counters: Counters::default(),
             opts: opts.clone(),
@@ -484,7 +515,7 @@ impl Term<'_> {
         info!(published = pass.published, "declarations composed");
 
         let heartbeats = ctx
-            .client
+            .bus
             .subscribe(subjects::ALL_HEARTBEATS)
             .await
             .map_err(|e| DaemonError::Bind(Box::new(e)))?;
@@ -517,13 +548,14 @@ impl Term<'_> {
         info!(url = %genesis.local_url(), "controller running");
         let ended = tokio::select! {
             () = shutdown.as_mut() => None,
-            why = lease::lost(roles) => Some(why),
+            why = lease::lost(roles) => Some(lease::Ended::Deposed(why)),
+            () = ctx.bus.lost() => Some(lease::Ended::Reconnect),
         };
         // Nothing of this term acts after it: not a delivery taken, not a
         // composition written.
         drop(tasks);
-        if let Some(why) = ended {
-            return Ok(lease::Ended::Deposed(why));
+        if let Some(ended) = ended {
+            return Ok(ended);
         }
 
         info!("controller stopping");
@@ -543,9 +575,22 @@ impl Term<'_> {
         // Closed before the controller returns (whoever runs the broker may
         // stop it next); bounded: a broker already gone would keep the
         // drain waiting for a reconnection that may never come.
-        match mesh_bus::drain_and_close(&ctx.client, &closed, CLOSE_WITHIN).await {
-            Ok(()) => info!("bus connection closed"),
-            Err(e) => warn!(error = %error_chain(&e), "the bus connection did not close cleanly"),
+        match &ctx.bus {
+            mesh_bus::seam::Bus::Nats(n) => {
+                match mesh_bus::drain_and_close(n.client(), &closed, CLOSE_WITHIN).await {
+                    Ok(()) => info!("bus connection closed"),
+                    Err(e) => {
+                        warn!(error = %error_chain(&e), "the bus connection did not close cleanly")
+                    }
+                }
+            }
+            mesh_bus::seam::Bus::Amqp(a) => {
+                let closing = a.connection().close(200, "the controller stops".into());
+                match tokio::time::timeout(CLOSE_WITHIN, closing).await {
+                    Ok(Ok(())) => info!("bus connection closed"),
+                    _ => warn!("the bus connection did not close cleanly"),
+                }
+            }
         }
         Ok(lease::Ended::Shutdown(view))
     }
@@ -564,9 +609,15 @@ impl Drop for AbortOnDrop {
 /// in progress can answer a create with "resource does not exist"); a plan
 /// the records refuse is an error at once.
 async fn assert_on_start(
-    js: &jetstream::Context,
+    bus: &mesh_bus::seam::Bus,
     objects: &mesh_core::jetstream::Objects,
 ) -> Result<(), DaemonError> {
+    let js = match bus {
+        mesh_bus::seam::Bus::Nats(n) => n.js(),
+        // No artifact store on RabbitMQ; the queues are declared with every
+        // composition too.
+        mesh_bus::seam::Bus::Amqp(a) => return declare_topology(a, objects).await,
+    };
     let mut waits = retry_waits().take(8);
     loop {
         match mesh_bus::assert_objects(js, objects).await {
@@ -606,34 +657,6 @@ async fn assert_on_start(
                     return Err(e.into());
                 };
                 warn!(error = %error_chain(&e), retry_in = ?wait, "artifact store not asserted yet");
-                tokio::time::sleep(wait).await;
-            }
-        }
-    }
-}
-
-/// Binds the controller's push consumer `name` of `stream`, retried with
-/// backoff while the server fails it (a consumer just asserted, a broker
-/// just restarted): a failed bind is never the end of the controller.
-pub(crate) async fn bind_consumer(ctx: &Ctx, stream: &str, name: &str) -> push::Messages {
-    let mut waits = retry_waits();
-    loop {
-        let bound = async {
-            let consumer: jetstream::consumer::Consumer<push::Config> = ctx
-                .js
-                .get_consumer_from_stream(name, stream)
-                .await
-                .map_err(|e| DaemonError::Bind(Box::new(e)))?;
-            consumer
-                .messages()
-                .await
-                .map_err(|e| DaemonError::Bind(Box::new(e)))
-        };
-        match bound.await {
-            Ok(m) => return m,
-            Err(e) => {
-                let wait = waits.next().unwrap_or(Duration::from_secs(5));
-                warn!(error = %error_chain(&e), consumer = name, %stream, retry_in = ?wait, "cannot bind the consumer yet");
                 tokio::time::sleep(wait).await;
             }
         }

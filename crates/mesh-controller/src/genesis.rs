@@ -19,6 +19,11 @@
 //! | [`BROKER_PID`] | the broker's pid, written by the broker |
 //! | [`JETSTREAM_DIR`] | the broker's JetStream store |
 //!
+//! A mesh on RabbitMQ (`bus` in [`BUS_FILE`] is `amqp`) has, instead of the
+//! NATS configuration and store, [`RABBITMQ_CONF`], [`RABBITMQ_DEFINITIONS`]
+//! (the controller's user, from a password hash; 0600), [`RABBITMQ_PLUGINS`]
+//! and the data directory [`RABBITMQ_DIR`] (`genesis/rabbitmq_conf.rs`).
+//!
 //! A broker of N > 1 servers (`replicas`, a NATS cluster) has instead, per
 //! server i, `broker/nats-i.conf`, `broker/nats-i.pid` and the store
 //! `jetstream/server-i`; their ports are told in `genesis/broker_conf.rs`.
@@ -40,9 +45,15 @@ use rcgen::{
 };
 
 mod broker_conf;
+mod rabbitmq_conf;
 
 pub use broker_conf::{CLUSTER_PORT, MAX_REPLICAS, Route, Server};
 use broker_conf::{broker_config, check_cluster, servers};
+pub use mesh_core::bus::BusKind;
+pub use rabbitmq_conf::{
+    AmqpPorts, CONSUMER_TIMEOUT_MS, RABBITMQ_CONF, RABBITMQ_DEFINITIONS, RABBITMQ_DIR,
+    RABBITMQ_PLUGINS,
+};
 
 pub const SIGNING_SEED: &str = "controller/signing.seed";
 pub const NKEY_SEED: &str = "controller/nkey.seed";
@@ -79,6 +90,9 @@ const LAYOUT: &[&str] = &[
     BUS_FILE,
     USERS_FILE,
     JETSTREAM_DIR,
+    RABBITMQ_CONF,
+    RABBITMQ_DEFINITIONS,
+    RABBITMQ_DIR,
 ];
 
 /// Made before the files; the store directory is made after them, so a
@@ -95,6 +109,10 @@ pub struct GenesisOptions {
     /// Servers of the broker: 1, or an odd number up to [`MAX_REPLICAS`]
     /// clustered.
     pub replicas: u8,
+    /// The bus the mesh runs on, recorded here for good.
+    pub bus: BusKind,
+    /// RabbitMQ's other ports ([`AmqpPorts::after`] the port when `None`).
+    pub amqp_ports: Option<AmqpPorts>,
 }
 
 impl Default for GenesisOptions {
@@ -102,6 +120,8 @@ impl Default for GenesisOptions {
         GenesisOptions {
             port: 4222,
             replicas: 1,
+            bus: BusKind::Nats,
+            amqp_ports: None,
         }
     }
 }
@@ -126,6 +146,10 @@ pub struct Genesis {
     pub addresses: Vec<String>,
     /// Servers of the broker: 1, or the size of its cluster.
     pub replicas: u8,
+    /// The bus the mesh runs on: the one place it is recorded.
+    pub bus: BusKind,
+    /// A RabbitMQ broker's other ports; `None` on NATS.
+    pub amqp_ports: Option<AmqpPorts>,
 }
 
 /// [`BUS_FILE`] on disk.
@@ -137,6 +161,15 @@ struct BusFile {
     /// Absent for a single server: its file stays as it was before clusters.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     replicas: u8,
+    /// Absent for NATS: its file stays as it was before a second bus.
+    #[serde(default, skip_serializing_if = "is_nats")]
+    bus: BusKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    amqp: Option<AmqpPorts>,
+}
+
+fn is_nats(b: &BusKind) -> bool {
+    *b == BusKind::Nats
 }
 
 fn one() -> u8 {
@@ -151,7 +184,7 @@ impl Genesis {
     /// Where the controller itself connects: the broker listens on the
     /// loopback address in every genesis.
     pub fn local_url(&self) -> String {
-        format!("tls://127.0.0.1:{}", self.port)
+        self.bus.address("127.0.0.1", self.port)
     }
 
     /// The addresses a token gives a node: those named at genesis, or the
@@ -181,13 +214,32 @@ impl Genesis {
         }
         self.addresses
             .iter()
-            .map(|a| broker_conf::url("tls", a, self.port))
+            .map(|a| broker_conf::url(self.bus.scheme(), a, self.port))
             .collect()
     }
 
     /// Every server of the broker: one, or each of its cluster's.
     pub fn servers(&self) -> Vec<Server> {
-        servers(self.port, &self.addresses, self.replicas)
+        let mut all = servers(self.port, &self.addresses, self.replicas);
+        // One server on RabbitMQ; its address is of its scheme.
+        if self.bus == BusKind::Amqp {
+            for s in &mut all {
+                s.local_url = self.local_url();
+            }
+        }
+        all
+    }
+
+    /// The environment `rabbitmq-server` runs in for this genesis; `None` on NATS.
+    pub fn rabbitmq_env(&self) -> Option<Vec<(&'static str, std::ffi::OsString)>> {
+        self.amqp_ports.map(|p| rabbitmq_conf::env(&self.dir, &p))
+    }
+
+    /// `https://127.0.0.1:<port>`: RabbitMQ's management API, which only the
+    /// controller uses; `None` on NATS.
+    pub fn management_url(&self) -> Option<String> {
+        self.amqp_ports
+            .map(|p| format!("https://127.0.0.1:{}", p.management))
     }
 
     /// Every server's URL as this machine reaches it: the loopback one of a
@@ -263,6 +315,16 @@ pub enum GenesisError {
     /// The file's content is deliberately absent: it is a secret.
     #[error("{path} is not {what}; restore it from the backup of the state directory")]
     BadKeyFile { path: PathBuf, what: &'static str },
+    #[error(
+        "a mesh on RabbitMQ has one broker server: --replicas {0} is a NATS cluster (give --bus nats, or leave out --replicas)"
+    )]
+    AmqpReplicas(u8),
+    #[error("--port {port} does not suit RabbitMQ: {why}")]
+    AmqpPorts { port: u16, why: String },
+    #[error(
+        "moving a RabbitMQ broker is not supported yet: its listeners and the management API are in {0}; edit them there and restart it"
+    )]
+    AmqpMove(PathBuf),
     #[error("could not read the broker certificate's fingerprint")]
     Fingerprint(#[source] mesh_bus::PinError),
 }
@@ -309,6 +371,20 @@ impl Genesis {
         let sans = subject_alt_names(addresses)?;
         let unique = unique_addresses(addresses);
         check_cluster(opts.port, opts.replicas, addresses, &unique)?;
+        let amqp_ports = match opts.bus {
+            BusKind::Nats => None,
+            BusKind::Amqp if opts.replicas > 1 => {
+                return Err(GenesisError::AmqpReplicas(opts.replicas));
+            }
+            BusKind::Amqp => {
+                let ports = match opts.amqp_ports {
+                    Some(p) => p,
+                    None => AmqpPorts::after(opts.port)?,
+                };
+                ports.check(opts.port)?;
+                Some(ports)
+            }
+        };
         let servers = servers(opts.port, &unique, opts.replicas);
         // A cluster's configurations count too, after a single server's.
         let confs = servers.iter().map(|s| s.conf.as_str());
@@ -330,12 +406,15 @@ impl Genesis {
         // Absolute paths in nats.conf: the broker resolves tls and store
         // paths against its working directory, not the config's.
         let abs = dir.canonicalize().map_err(io("resolve", dir))?;
-        let planned = plan(&abs, &sans, &unique, opts, &servers)?;
+        let planned = plan(&abs, &sans, &unique, opts, amqp_ports, &servers)?;
         for sub in SUBDIRS {
             make_private_dir(&abs.join(sub))?;
         }
         write_all(&abs, &planned)?;
-        make_private_dir(&abs.join(JETSTREAM_DIR))?;
+        make_private_dir(&abs.join(match opts.bus {
+            BusKind::Nats => JETSTREAM_DIR,
+            BusKind::Amqp => RABBITMQ_DIR,
+        }))?;
         for s in servers.iter().filter(|s| s.store_dir != JETSTREAM_DIR) {
             make_private_dir(&abs.join(&s.store_dir))?;
         }
@@ -371,6 +450,7 @@ impl Genesis {
         let bus_text = std::fs::read_to_string(&bus_path).map_err(io("read", &bus_path))?;
         let bus = serde_json::from_str::<BusFile>(&bus_text)
             .ok()
+            .filter(|b| (b.bus == BusKind::Amqp) == b.amqp.is_some())
             .filter(|b| {
                 check_cluster(
                     b.port,
@@ -393,6 +473,8 @@ impl Genesis {
             port: bus.port,
             addresses: bus.addresses,
             replicas: bus.replicas,
+            bus: bus.bus,
+            amqp_ports: bus.amqp,
         })
     }
 
@@ -406,6 +488,9 @@ impl Genesis {
         port: u16,
         addresses: Option<&[String]>,
     ) -> Result<Genesis, GenesisError> {
+        if self.bus == BusKind::Amqp {
+            return Err(GenesisError::AmqpMove(self.path(RABBITMQ_CONF)));
+        }
         if self.replicas > 1 {
             return Err(GenesisError::ClusterMove {
                 replicas: self.replicas,
@@ -424,6 +509,8 @@ impl Genesis {
             port,
             addresses,
             replicas: 1,
+            bus: BusKind::Nats,
+            amqp: None,
         })
         .expect("bus file JSON");
         for (rel, contents) in [(BUS_FILE, format!("{bus}\n")), (BROKER_CONF, conf)] {
@@ -500,6 +587,7 @@ fn plan(
     sans: &[SanType],
     addresses: &[String],
     opts: &GenesisOptions,
+    amqp_ports: Option<AmqpPorts>,
     servers: &[Server],
 ) -> Result<Vec<Planned>, GenesisError> {
     let mut seed = [0u8; 32];
@@ -545,20 +633,39 @@ fn plan(
     ];
     let broker_cert = params.signed_by(&broker_key, &issuer).map_err(cert)?;
 
-    let confs = servers
-        .iter()
-        .map(|s| {
-            Ok(Planned {
-                rel: s.conf.clone(),
-                contents: broker_config(dir, s, servers)?.into_bytes(),
-                mode: 0o644,
+    let confs = match amqp_ports {
+        None => servers
+            .iter()
+            .map(|s| {
+                Ok(Planned {
+                    rel: s.conf.clone(),
+                    contents: broker_config(dir, s, servers)?.into_bytes(),
+                    mode: 0o644,
+                })
             })
-        })
-        .collect::<Result<Vec<_>, GenesisError>>()?;
+            .collect::<Result<Vec<_>, GenesisError>>()?,
+        Some(ports) => {
+            rabbitmq_conf::files(dir, opts.port, &ports, !addresses.is_empty(), &nkey_seed)
+                .into_iter()
+                .map(|(rel, text)| Planned {
+                    rel: rel.into(),
+                    contents: text.into_bytes(),
+                    // The definitions hold the controller's password hash.
+                    mode: if rel == RABBITMQ_DEFINITIONS {
+                        0o600
+                    } else {
+                        0o644
+                    },
+                })
+                .collect()
+        }
+    };
     let bus = serde_json::to_string_pretty(&BusFile {
         port: opts.port,
         addresses: addresses.to_vec(),
         replicas: opts.replicas,
+        bus: opts.bus,
+        amqp: amqp_ports,
     })
     .expect("bus file JSON");
     let files = vec![

@@ -384,7 +384,11 @@ async fn the_genesis_broker_admits_the_controller_over_the_pinned_certificate_on
 }
 
 fn cluster(port: u16) -> GenesisOptions {
-    GenesisOptions { port, replicas: 3 }
+    GenesisOptions {
+        port,
+        replicas: 3,
+        ..GenesisOptions::default()
+    }
 }
 
 const SERVER_CONFS: [&str; 3] = [
@@ -468,6 +472,7 @@ fn a_cluster_genesis_it_cannot_lay_out_is_refused_before_anything_is_written() {
     let even = GenesisOptions {
         port: 4222,
         replicas: 2,
+        ..GenesisOptions::default()
     };
     let err = Genesis::create_with(&dir, &[], &even).unwrap_err();
     assert!(matches!(err, GenesisError::BadReplicas(2)), "{err}");

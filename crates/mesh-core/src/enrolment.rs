@@ -21,6 +21,8 @@
 //! Heartbeat on `mesh.control.heartbeat.<node>` (core NATS): `{"node",
 //! "sent_at"}` with unix milliseconds.
 
+use std::collections::BTreeMap;
+
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
@@ -58,6 +60,10 @@ pub struct EnrolRequest {
     /// declared to it start with these, admitted before they start.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spare_keys: Vec<String>,
+    /// The RabbitMQ password hash of each of those keys (DESIGN "the bus
+    /// seam"), by public key: what a mesh on AMQP admits them with.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub amqp_hashes: BTreeMap<String, String>,
 }
 
 /// At most this many spare keys a host announces (it keeps about four).
@@ -342,6 +348,15 @@ impl EnrolRequest {
                 kind: "distinct user (at most 16, none the host's own)",
             });
         }
+        let keys: Vec<&str> = std::iter::once(req.host_key.as_str())
+            .chain(req.spare_keys.iter().map(String::as_str))
+            .collect();
+        if crate::authority::amqp::check_announced(&req.amqp_hashes, &keys).is_err() {
+            return Err(BadMessage::Key {
+                field: "amqp_hashes",
+                kind: "password hash, one for each announced",
+            });
+        }
         let prefix = subjects::enrol_inbox_prefix(&node);
         let under = req
             .reply
@@ -374,6 +389,10 @@ pub enum EnrolStep {
         xkey: String,
         /// Module keys the host made ahead.
         spare_keys: Vec<String>,
+        /// Recorded before the spend: a hash admits nobody until its key
+        /// is a credential, and the host's own is announced only here.
+        #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+        amqp_hashes: BTreeMap<String, String>,
     },
     /// The node's consumer: a host has no right to create it.
     AssertConsumer { consumer: ConsumerSpec },
@@ -408,6 +427,7 @@ pub fn plan(req: &EnrolRequest) -> EnrolPlan {
                 host_key: req.host_key.clone(),
                 xkey: req.xkey.clone(),
                 spare_keys: req.spare_keys.clone(),
+                amqp_hashes: req.amqp_hashes.clone(),
             },
             EnrolStep::AssertConsumer {
                 consumer: jetstream::node_consumer(&req.node),

@@ -12,6 +12,7 @@ fn request(node: &str) -> EnrolRequest {
         xkey: nkeys::XKey::new().public_key(),
         reply: format!("_INBOX.enrol.{node}.abc123"),
         spare_keys: Vec::new(),
+        amqp_hashes: Default::default(),
     }
 }
 
@@ -329,5 +330,44 @@ fn a_heartbeat_names_its_own_node() {
     assert!(matches!(
         Heartbeat::parse("mesh.control.heartbeat.n1", b"nope"),
         Err(BadMessage::Json { .. })
+    ));
+}
+
+#[test]
+fn a_request_announces_hashes_of_its_own_keys_only() {
+    let seed = nkeys::KeyPair::new_user().seed().unwrap();
+    let hash = crate::authority::amqp::announced_hash(&seed);
+    let mut r = request("n1");
+    let spare = nkeys::KeyPair::new_user().public_key();
+    r.spare_keys = vec![spare.clone()];
+    r.amqp_hashes = [(r.host_key.clone(), hash.clone()), (spare, hash.clone())].into();
+    assert_eq!(
+        EnrolRequest::parse("mesh.control.enrol.n1", &r.to_json()).unwrap(),
+        r
+    );
+    let refused =
+        |r: &EnrolRequest| EnrolRequest::parse("mesh.control.enrol.n1", &r.to_json()).unwrap_err();
+    let mut other = request("n1");
+    // The enrolment key is no key of the host's.
+    other.amqp_hashes = [(other.enrolment_key.clone(), hash)].into();
+    assert!(
+        matches!(
+            refused(&other),
+            BadMessage::Key {
+                field: "amqp_hashes",
+                ..
+            }
+        ),
+        "{:?}",
+        refused(&other)
+    );
+    let mut bad = request("n1");
+    bad.amqp_hashes = [(bad.host_key.clone(), "not-a-hash".to_string())].into();
+    assert!(matches!(
+        refused(&bad),
+        BadMessage::Key {
+            field: "amqp_hashes",
+            ..
+        }
     ));
 }

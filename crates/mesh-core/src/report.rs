@@ -71,6 +71,10 @@ pub struct Report {
     /// newly declared to it is given one, admitted before it starts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spare_keys: Vec<String>,
+    /// The RabbitMQ password hash of each module and spare key, by public
+    /// key (DESIGN "the bus seam").
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub amqp_hashes: std::collections::BTreeMap<String, String>,
 }
 
 impl Report {
@@ -118,6 +122,17 @@ impl Report {
         if !crate::enrolment::spare_keys_ok(&r.spare_keys) {
             return Err(BadMessage::Json {
                 reason: "the spare keys are not at most 16 distinct NKey user keys".into(),
+            });
+        }
+        let keys: Vec<&str> = r
+            .modules
+            .iter()
+            .filter_map(|m| m.nkey.as_deref())
+            .chain(r.spare_keys.iter().map(String::as_str))
+            .collect();
+        if let Err(why) = crate::authority::amqp::check_announced(&r.amqp_hashes, &keys) {
+            return Err(BadMessage::Json {
+                reason: format!("amqp_hashes: {why}"),
             });
         }
         // Not quoted back: a hostile payload stays out of the log.
@@ -182,7 +197,27 @@ mod tests {
             refused: None,
             address: None,
             spare_keys: Vec::new(),
+            amqp_hashes: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_report_announces_hashes_of_its_module_and_spare_keys_only() {
+        let hash =
+            crate::authority::amqp::announced_hash(&nkeys::KeyPair::new_user().seed().unwrap());
+        let mut r = report();
+        let module_key = r.modules[0].nkey.clone().unwrap();
+        let spare = nkeys::KeyPair::new_user().public_key();
+        r.spare_keys = vec![spare.clone()];
+        r.amqp_hashes = [(module_key, hash.clone()), (spare, hash.clone())].into();
+        assert_eq!(
+            Report::parse("mesh.control.report.n1", &r.to_json()).unwrap(),
+            r
+        );
+        let mut other = report();
+        other.amqp_hashes = [(nkeys::KeyPair::new_user().public_key(), hash)].into();
+        let e = Report::parse("mesh.control.report.n1", &other.to_json()).unwrap_err();
+        assert!(e.to_string().contains("amqp_hashes"), "{e}");
     }
 
     #[test]

@@ -14,7 +14,7 @@
 //!
 //! | field | meaning |
 //! |---|---|
-//! | `bus_urls` | `tls://` addresses of the broker (at least one; the pin is only checked over TLS) |
+//! | `bus_urls` | `tls://` (NATS) or `amqps://` (RabbitMQ) addresses of the broker, all of one bus (at least one; the pin is only checked over TLS) |
 //! | `cert_sha256` | lowercase hex SHA-256 of the broker certificate's DER bytes (64 hex) |
 //! | `controller_key` | the controller's Ed25519 signing public key, **lowercase hex** of its 32 bytes (64 hex) |
 //! | `node` | the node's [`Name`] |
@@ -106,7 +106,7 @@ pub enum TokenError {
     /// 1-based position among the token's addresses; the address itself is
     /// not repeated (no part of the input is).
     #[error(
-        "the token's bus address {position} is not a tls:// address (the certificate pin holds only over TLS); {REISSUE}"
+        "the token's bus address {position} is not a tls:// (NATS) or amqps:// (RabbitMQ) address of the bus its first one names (the certificate pin holds only over TLS, and a mesh runs on one bus); {REISSUE}"
     )]
     NotTls { position: usize },
     #[error(
@@ -170,7 +170,7 @@ impl Token {
         }
         // Refused here rather than at connect, where it would look like a
         // network problem on a node that has not yet said anything.
-        if let Some(i) = wire.bus_urls.iter().position(|u| !is_tls_url(u)) {
+        if let Some(i) = not_one_bus(&wire.bus_urls) {
             return Err(TokenError::NotTls { position: i + 1 });
         }
         // The name error would repeat the value, which may be anything pasted.
@@ -259,10 +259,14 @@ fn json_reason(e: serde_json::Error) -> TokenError {
     TokenError::BadJson { reason }
 }
 
-/// A NATS address (`tls://host:port`, no credentials): the bus a token's
-/// seed is a key on.
-fn is_tls_url(u: &str) -> bool {
-    crate::bus::BusKind::of_address(u) == Some(crate::bus::BusKind::Nats)
+/// The first of `urls` that is no TLS address of a bus (`tls://` NATS,
+/// `amqps://` RabbitMQ, no credentials) or not of the first's bus.
+fn not_one_bus(urls: &[String]) -> Option<usize> {
+    let first = urls
+        .first()
+        .and_then(|u| crate::bus::BusKind::of_address(u));
+    urls.iter()
+        .position(|u| first.is_none() || crate::bus::BusKind::of_address(u) != first)
 }
 
 /// Lowercase hex of exactly 32 bytes, or `None`.
@@ -516,6 +520,15 @@ mod tests {
     }
 
     #[test]
+    fn a_token_of_a_mesh_on_rabbitmq_names_amqps_addresses() {
+        let s = seed();
+        let mut v = wire(&s);
+        v["bus_urls"] = serde_json::json!(["amqps://10.0.0.1:5671", "amqps://ctl.example:5671"]);
+        let t = Token::decode(&encode_value(&v)).unwrap();
+        assert_eq!(t.bus_urls[1], "amqps://ctl.example:5671");
+    }
+
+    #[test]
     fn a_bus_address_that_is_not_tls_is_refused_by_position() {
         let s = seed();
         for (urls, position) in [
@@ -526,6 +539,16 @@ mod tests {
             ),
             (serde_json::json!(["tls://"]), 1),
             (serde_json::json!([format!("tls://u:{s}@10.0.0.1:4222")]), 1),
+            (serde_json::json!(["amqp://10.0.0.1:5672"]), 1),
+            // A mesh runs on one bus.
+            (
+                serde_json::json!(["tls://10.0.0.1:4222", "amqps://10.0.0.1:5671"]),
+                2,
+            ),
+            (
+                serde_json::json!(["amqps://10.0.0.1:5671", "tls://10.0.0.1:4222"]),
+                2,
+            ),
         ] {
             let mut v = wire(&s);
             v["bus_urls"] = urls;

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use async_nats::Client;
 use ed25519_dalek::VerifyingKey;
+use mesh_bus::seam::Bus;
 use mesh_bus::seam::Delivery;
 use mesh_core::authority::PrincipalKind;
 use mesh_core::declaration::{
@@ -226,7 +226,7 @@ impl Applier {
 
     /// Applies the envelope a previous run kept, if any (verified again: the
     /// file is on disk, and disks are edited).
-    pub async fn resume(&self, client: &Client) {
+    pub async fn resume(&self, client: &Bus) {
         let path = self.state.dir.join(APPLIED_FILE);
         let Ok(payload) = std::fs::read(&path) else {
             return;
@@ -248,7 +248,7 @@ impl Applier {
 
     /// Reports now if this host advertises an address the controller has
     /// not stored yet: a node with nothing assigned reports nothing else.
-    pub async fn advertise(&self, client: &Client) {
+    pub async fn advertise(&self, client: &Bus) {
         let advertised = std::fs::read_to_string(self.state.dir.join(ADVERTISED_FILE)).ok();
         if self
             .advertise
@@ -266,7 +266,7 @@ impl Applier {
 
     /// Takes one delivery: verify, apply, report, acknowledge. While it is
     /// at work, the delivery is said to be in progress now and then.
-    pub async fn take(&self, client: &Client, message: Delivery) {
+    pub async fn take(&self, client: &Bus, message: Delivery) {
         let _taking = self.taking.lock().await;
         {
             let work = self.verify_apply_report(client, &message.payload);
@@ -296,7 +296,7 @@ impl Applier {
         }
     }
 
-    async fn verify_apply_report(&self, client: &Client, payload: &[u8]) {
+    async fn verify_apply_report(&self, client: &Bus, payload: &[u8]) {
         let applied = self.applied.lock().await.sequence;
         // The very envelope applied last, delivered again (published again
         // after a restore, or a wiped JetStream directory): nothing to
@@ -340,7 +340,7 @@ impl Applier {
     /// becomes the new addresses, then the old ones — the client stays where
     /// it is while the old broker answers and reconnects to the new one
     /// when it stops. The host's key stays; nothing is enrolled again.
-    async fn follow_bus(&self, client: &Client, d: &Declaration) {
+    async fn follow_bus(&self, client: &Bus, d: &Declaration) {
         let Some(bus) = &d.bus else { return };
         let now = self.bus_urls();
         if bus.urls.is_empty() || now.starts_with(&bus.urls) {
@@ -351,11 +351,15 @@ impl Applier {
         if let Err(e) = self.state.record_bus_urls(&bus.urls) {
             tracing::warn!(reason = %e, "the new broker addresses were not recorded");
         }
-        match client.set_server_pool(pool.as_slice()).await {
-            Ok(()) => {
-                tracing::info!(urls = %bus.urls.join(","), "the broker's addresses changed; following them")
+        // A RabbitMQ broker is not moved yet: the controller declares no
+        // new addresses for one.
+        if let Some(n) = client.nats() {
+            match n.client().set_server_pool(pool.as_slice()).await {
+                Ok(()) => {
+                    tracing::info!(urls = %bus.urls.join(","), "the broker's addresses changed; following them")
+                }
+                Err(e) => tracing::warn!(reason = %e, "the broker's new addresses were not taken"),
             }
-            Err(e) => tracing::warn!(reason = %e, "the broker's new addresses were not taken"),
         }
         *self
             .bus
@@ -376,7 +380,7 @@ impl Applier {
             .clone()
     }
 
-    async fn apply(&self, client: &Client, d: &Declaration) {
+    async fn apply(&self, client: &Bus, d: &Declaration) {
         let mut applied = self.applied.lock().await;
         let running: Vec<Running> = applied
             .modules
@@ -436,7 +440,7 @@ impl Applier {
     /// reported `failed` with the reason (a fetch is tried again later).
     async fn start(
         &self,
-        client: &Client,
+        client: &Bus,
         module: &ModuleDecl,
         sealed_by: Option<&str>,
         sequence: u64,
@@ -490,7 +494,7 @@ impl Applier {
 
     /// Tries again the fetches that are due (and starts what they were
     /// for); reports when anything was tried. Returns whether any was.
-    pub async fn fetch_due(&self, client: &Client) -> bool {
+    pub async fn fetch_due(&self, client: &Bus) -> bool {
         let now = tokio::time::Instant::now();
         let due: Vec<Name> = self
             .fetch_again_lock()
@@ -602,10 +606,17 @@ impl Applier {
     }
 
     fn public_key(&self, module: &Name) -> Option<String> {
+        self.announced_key(module).map(|(public, _)| public)
+    }
+
+    /// A module's public key and the RabbitMQ hash it announces.
+    fn announced_key(&self, module: &Name) -> Option<(String, String)> {
         let text = std::fs::read_to_string(self.module_dir(module).join("nkey.seed")).ok()?;
-        nkeys::KeyPair::from_seed(text.trim())
-            .ok()
-            .map(|k| k.public_key())
+        let kp = nkeys::KeyPair::from_seed(text.trim()).ok()?;
+        Some((
+            kp.public_key(),
+            mesh_core::authority::amqp::announced_hash(&text),
+        ))
     }
 }
 

@@ -12,8 +12,8 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use async_nats::Client;
 use mesh_bus::Refusals;
+use mesh_bus::seam::Bus;
 use mesh_core::declaration::ArtifactDecl;
 use mesh_core::names::Name;
 use mesh_core::placeholders::{self, Placeholder};
@@ -50,7 +50,7 @@ impl Cache {
     /// the artifact and why.
     pub async fn ensure_all(
         &self,
-        client: &Client,
+        client: &Bus,
         refusals: &Refusals,
         artifacts: &[ArtifactDecl],
     ) -> Result<BTreeMap<Name, PathBuf>, String> {
@@ -67,7 +67,7 @@ impl Cache {
 
     async fn ensure(
         &self,
-        client: &Client,
+        client: &Bus,
         refusals: &Refusals,
         a: &ArtifactDecl,
     ) -> Result<PathBuf, String> {
@@ -92,7 +92,14 @@ impl Cache {
             size: a.size,
             sha256: &a.sha256,
         };
-        mesh_bus::artifacts::fetch(client, refusals, &want, &path, FETCH_WITHIN)
+        // The object store is NATS's: a cached artifact is used on either
+        // bus, a missing one fetched only there.
+        let Some(nats) = client.nats() else {
+            return Err(
+                "a mesh on RabbitMQ keeps no artifacts yet: it runs modules whose command the node has".into(),
+            );
+        };
+        mesh_bus::artifacts::fetch(nats.client(), refusals, &want, &path, FETCH_WITHIN)
             .await
             .map_err(|e| error_chain(&e))?;
         // Executable, inside a directory only the host user enters.

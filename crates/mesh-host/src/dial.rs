@@ -67,7 +67,9 @@ pub(crate) fn classify(err: ConnectError) -> Failure {
 
 /// The pin verifier's refusal, wherever the client put it: rustls reports it
 /// as an I/O error whose inner error is the rustls error.
-fn pin_mismatch<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a PinMismatch> {
+pub(crate) fn pin_mismatch<'a>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a PinMismatch> {
     let mut cur: Option<&'a (dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = cur {
         if let Some(p) = e.downcast_ref::<PinMismatch>() {

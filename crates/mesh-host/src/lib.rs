@@ -11,6 +11,7 @@ pub mod enrol;
 pub mod logs;
 pub mod moved;
 pub mod run;
+mod run_amqp;
 pub mod secrets;
 pub mod spare;
 pub mod state;

@@ -11,8 +11,8 @@ use std::io;
 use std::os::unix::fs::{FileExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
-use async_nats::Client;
 use futures::StreamExt as _;
+use mesh_bus::seam::Bus;
 use mesh_core::logs::{
     self, DEFAULT_LINES, LogFileInfo, LogsAnswer, LogsRequest, MAX_READ_BYTES, follow_start,
     split_lines, tail_lines,
@@ -31,9 +31,9 @@ const MAX_ROTATED: usize = 64;
 const CONCURRENT: usize = 4;
 
 /// Serves the node's logs tool until the connection closes.
-pub async fn serve(client: &Client, node: &Name, state_dir: &Path, applier: &Applier) {
+pub async fn serve(client: &Bus, node: &Name, state_dir: &Path, applier: &Applier) {
     let subject = subjects::host_logs(node);
-    let requests = match client.subscribe(subject.clone()).await {
+    let requests = match client.subscribe(&subject).await {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(%subject, reason = %dial::chain(&e), "cannot serve the logs tool");
@@ -42,16 +42,17 @@ pub async fn serve(client: &Client, node: &Name, state_dir: &Path, applier: &App
     };
     tracing::info!(%subject, "serving the modules' logs");
     let modules_dir = state_dir.join(MODULES_DIR);
-    requests
+    futures::stream::unfold(requests, |mut r| async { r.next().await.map(|m| (m, r)) })
         .for_each_concurrent(CONCURRENT, |request| {
             let modules_dir = modules_dir.clone();
             async move {
+                let Ok(request) = request else { return };
                 // A request without a reply address cannot be answered.
-                let Some(reply) = request.reply.clone() else {
+                if request.reply.is_none() {
                     return;
-                };
+                }
                 let answer = answer(node, &modules_dir, applier, &request.payload).await;
-                if let Err(e) = client.publish(reply, answer.to_json().into()).await {
+                if let Err(e) = client.respond(&request, &answer.to_json()).await {
                     tracing::warn!(reason = %dial::chain(&e), "answering a logs request");
                 }
             }

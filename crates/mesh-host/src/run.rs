@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use async_nats::{Client, Event};
+use async_nats::Event;
 use mesh_bus::seam::{Bus, NatsSide};
 use mesh_bus::{BusConfig, ConnectError};
 use mesh_core::enrolment::Heartbeat;
@@ -89,6 +89,9 @@ pub async fn run(
         .iter()
         .map(|u| state.bus_config_for(u))
         .collect::<Result<_, _>>()?;
+    let on_amqp = configs
+        .first()
+        .is_some_and(|c| mesh_bus::seam::kind_of(c).ok() == Some(mesh_core::bus::BusKind::Amqp));
     tokio::pin!(shutdown);
     // Before anything else: what a previous run left behind is killed now,
     // not after the broker answers.
@@ -101,6 +104,9 @@ pub async fn run(
         refusals.clone(),
     )?);
     applier.remove_undeclared_containers().await;
+    if on_amqp {
+        return crate::run_amqp::run(state, opts, &configs, applier, shutdown).await;
+    }
 
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
     let node = state.node.clone();
@@ -146,33 +152,13 @@ pub async fn run(
     };
     tracing::info!(node = %state.node, principal = %state.principal(), "connected to the bus");
 
-    let work = async {
-        applier.resume(&client).await;
-        applier.advertise(&client).await;
-        tokio::join!(
-            heartbeats(&client, state, opts),
-            consume(&client, state, opts, &applier),
-            report_changes(&client, &applier),
-            report_reconnects(&client, &applier, reconnected),
-            fetch_again(&client, &applier),
-            crate::logs::serve(&client, &state.node, &state.dir, &applier),
-        )
-    };
+    let bus = Arc::new(Bus::Nats(NatsSide::new(client.clone())));
+    let work = serve(&bus, state, opts, &applier, reconnected, true);
     tokio::select! {
         _ = work => {}
         () = &mut shutdown => {}
     }
-    tracing::info!(node = %state.node, "shutting down");
-    // A declaration being applied is finished (and acknowledged) first.
-    if tokio::time::timeout(APPLY_AT_STOP, applier.idle())
-        .await
-        .is_err()
-    {
-        tracing::warn!(waited = ?APPLY_AT_STOP, "a declaration is still being applied; stopping anyway");
-    }
-    // The modules go with their host.
-    applier.driver().stop_all().await;
-    tracing::info!(node = %state.node, "modules stopped");
+    stop_modules(state, &applier).await;
     // Bounded: with the broker gone the client reconnects for ever, and a
     // drain would wait for it (a Ctrl-C in a terminal kills the broker of
     // `mesh up` too, if it shares the process group).
@@ -188,6 +174,20 @@ pub async fn run(
     Ok(())
 }
 
+/// The host's stop: a declaration being applied is finished (and
+/// acknowledged) first, then the modules go with their host.
+pub(crate) async fn stop_modules(state: &HostState, applier: &Applier) {
+    tracing::info!(node = %state.node, "shutting down");
+    if tokio::time::timeout(APPLY_AT_STOP, applier.idle())
+        .await
+        .is_err()
+    {
+        tracing::warn!(waited = ?APPLY_AT_STOP, "a declaration is still being applied; stopping anyway");
+    }
+    applier.driver().stop_all().await;
+    tracing::info!(node = %state.node, "modules stopped");
+}
+
 fn log_event(node: &mesh_core::names::Name, event: &Event) {
     match event {
         Event::Connected => tracing::info!(node = %node, "bus connection (re)established"),
@@ -200,10 +200,37 @@ fn log_event(node: &mesh_core::names::Name, event: &Event) {
     }
 }
 
+/// Everything a connected host does: the last declaration resumed, then
+/// heartbeats, declarations taken, reports on changes (and after each
+/// reconnection `reconnected` tells of), fetches retried, the logs tool.
+pub(crate) async fn serve(
+    bus: &Arc<Bus>,
+    state: &HostState,
+    opts: &HostOptions,
+    applier: &Arc<Applier>,
+    reconnected: tokio::sync::mpsc::UnboundedReceiver<()>,
+    first: bool,
+) {
+    match first {
+        true => applier.resume(bus).await,
+        // The declaration applied stays; a broker restarted (or a
+        // controller that lost reports) hears of it again.
+        false => applier.report(bus, None).await,
+    }
+    applier.advertise(bus).await;
+    tokio::join!(
+        heartbeats(bus, state, opts),
+        consume(bus, state, opts, applier),
+        report_changes(bus, applier),
+        report_reconnects(bus, applier, reconnected),
+        fetch_again(bus, applier),
+        crate::logs::serve(bus, &state.node, &state.dir, applier),
+    );
+}
+
 /// One heartbeat right away, then every `heartbeat_every`. A failed
 /// publish is logged: the next one may pass.
-async fn heartbeats(client: &Client, state: &HostState, opts: &HostOptions) {
-    let bus = Bus::Nats(NatsSide::new(client.clone()));
+async fn heartbeats(bus: &Bus, state: &HostState, opts: &HostOptions) {
     let subject = subjects::heartbeat(&state.node);
     let mut every = tokio::time::interval(opts.heartbeat_every);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -223,7 +250,7 @@ async fn heartbeats(client: &Client, state: &HostState, opts: &HostOptions) {
 /// takes its deliveries; binds again when the delivery stream ends.
 /// Reports again whenever a module's state changes (it failed, came up,
 /// was restarted), a little after the change so a burst is one report.
-async fn report_changes(client: &Client, applier: &Applier) {
+async fn report_changes(client: &Bus, applier: &Applier) {
     let mut changes = applier.driver().watch();
     while changes.changed().await.is_ok() {
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -233,7 +260,7 @@ async fn report_changes(client: &Client, applier: &Applier) {
 }
 
 /// Tries again, when due, the artifacts that could not be fetched.
-async fn fetch_again(client: &Client, applier: &Applier) {
+async fn fetch_again(client: &Bus, applier: &Applier) {
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tick.tick().await;
@@ -244,7 +271,7 @@ async fn fetch_again(client: &Client, applier: &Applier) {
 /// Reports again after each reconnection (the first connection is the
 /// one `resume` reports on).
 async fn report_reconnects(
-    client: &Client,
+    client: &Bus,
     applier: &Applier,
     mut reconnected: tokio::sync::mpsc::UnboundedReceiver<()>,
 ) {
@@ -258,8 +285,7 @@ async fn report_reconnects(
     }
 }
 
-async fn consume(client: &Client, state: &HostState, opts: &HostOptions, applier: &Arc<Applier>) {
-    let bus = Bus::Nats(NatsSide::new(client.clone()));
+async fn consume(bus: &Arc<Bus>, state: &HostState, opts: &HostOptions, applier: &Arc<Applier>) {
     let node = mesh_core::jetstream::node_consumer(&state.node);
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);
     loop {
@@ -283,8 +309,8 @@ async fn consume(client: &Client, state: &HostState, opts: &HostOptions, applier
                 // ack wait, and a host started again would run nothing);
                 // the stop waits for it instead.
                 Ok(message) => {
-                    let (applier, client) = (applier.clone(), client.clone());
-                    let _ = tokio::spawn(async move { applier.take(&client, message).await }).await;
+                    let (applier, bus) = (applier.clone(), bus.clone());
+                    let _ = tokio::spawn(async move { applier.take(&bus, message).await }).await;
                 }
                 Err(e) => tracing::warn!(reason = %dial::chain(&e), "delivery"),
             }

@@ -41,6 +41,17 @@ pub fn list(state: &Path) -> Vec<String> {
     keys
 }
 
+/// The RabbitMQ hash each of `keys` announces (DESIGN "the bus seam"), from
+/// its seed here; a key with no seed here is left out.
+pub fn hashes(state: &Path, keys: &[String]) -> std::collections::BTreeMap<String, String> {
+    keys.iter()
+        .filter_map(|k| {
+            let seed = std::fs::read_to_string(dir(state).join(k)).ok()?;
+            Some((k.clone(), mesh_core::authority::amqp::announced_hash(&seed)))
+        })
+        .collect()
+}
+
 /// Makes spares until [`KEEP`] are there; returns their public keys.
 pub fn top_up(state: &Path) -> Result<Vec<String>, StateError> {
     let d = dir(state);

@@ -55,6 +55,14 @@ impl Migration {
             .replace("{{append_only:audit}}", &append_only(backend, "audit"))
             .replace("{{kind_triggers}}", &kind_triggers(backend, KIND_SOURCES))
             .replace(
+                "{{revision_triggers:amqp_hashes}}",
+                &revision_triggers(backend, &[("amqp_hashes", None)]),
+            )
+            .replace(
+                "{{kind_triggers:amqp_hashes}}",
+                &kind_triggers(backend, &[("amqp_hashes", None, "credentials")]),
+            )
+            .replace(
                 "{{kind_triggers:builds}}",
                 &kind_triggers(backend, &[("artifacts", None, "builds")]),
             )
@@ -361,10 +369,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "person_logins",
         sql: include_str!("../migrations/0026_person_logins.sql"),
     },
+    Migration {
+        version: 27,
+        name: "amqp_hashes",
+        sql: include_str!("../migrations/0027_amqp_hashes.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 26;
+pub const SCHEMA_VERSION: i64 = 27;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -45,6 +45,9 @@ pub struct RabbitMq {
     node: String,
     admin_password: String,
     certs: TestCertificates,
+    /// The environment a genesis names (`mesh init --bus amqp`), in place
+    /// of this server's own configuration.
+    given_env: Option<Vec<(String, std::ffi::OsString)>>,
     // Declared last: removed after the processes are gone.
     dir: TempDir,
 }
@@ -72,6 +75,7 @@ impl RabbitMq {
             certs,
             dir,
             admin_password: admin_password.clone(),
+            given_env: None,
         };
         server.write_config(&mesh_core::authority::amqp::password_hash(
             salt,
@@ -81,55 +85,64 @@ impl RabbitMq {
         Ok(server)
     }
 
+    /// RabbitMQ in the environment `env` names (a genesis's: its
+    /// configuration, data directory, node name and ports; `epmd_port` is
+    /// its port mapper's), started and waited for. Its log is kept apart.
+    pub fn start_with_env(
+        env: Vec<(String, std::ffi::OsString)>,
+        epmd_port: u16,
+    ) -> Result<Self, TestkitError> {
+        let dir = tempfile::Builder::new()
+            .prefix("mesh-rabbitmq-")
+            .tempdir()
+            .map_err(io("create a temp dir for rabbitmq"))?;
+        let certs = TestCertificates::generate(dir.path())?;
+        let port = |name: &str| {
+            env.iter()
+                .find(|(k, _)| k == name)
+                .and_then(|(_, v)| v.to_str()?.parse().ok())
+                .unwrap_or(0)
+        };
+        let server = RabbitMq {
+            child: Mutex::new(None),
+            epmd: Mutex::new(None),
+            amqp_port: 0,
+            management_port: 0,
+            epmd_port,
+            dist_port: port("RABBITMQ_DIST_PORT"),
+            node: String::new(),
+            certs,
+            dir,
+            admin_password: String::new(),
+            given_env: Some(env),
+        };
+        server.boot()?;
+        Ok(server)
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     fn write_config(&self, admin_hash: &str) -> Result<(), TestkitError> {
-        let definitions = serde_json::json!({
-            "users": [{
-                "name": ADMIN,
-                "password_hash": admin_hash,
-                "hashing_algorithm": mesh_core::authority::amqp::PASSWORD_HASHING,
-                "tags": ["administrator"],
-            }],
-            "vhosts": [{ "name": "/" }],
-            "permissions": [{
-                "user": ADMIN, "vhost": "/",
-                "configure": ".*", "write": ".*", "read": ".*",
-            }],
-        });
+        let definitions = mesh_bus::amqp::broker::definitions(ADMIN, admin_hash);
         let c = &self.certs;
-        let config = format!(
-            "listeners.tcp = none\n\
-             listeners.ssl.default = 127.0.0.1:{amqp}\n\
-             ssl_options.cacertfile = {ca}\n\
-             ssl_options.certfile = {cert}\n\
-             ssl_options.keyfile = {key}\n\
-             ssl_options.verify = verify_none\n\
-             ssl_options.fail_if_no_peer_cert = false\n\
-             management.ssl.port = {mgmt}\n\
-             management.ssl.ip = 127.0.0.1\n\
-             management.ssl.cacertfile = {ca}\n\
-             management.ssl.certfile = {cert}\n\
-             management.ssl.keyfile = {key}\n\
-             loopback_users = none\n\
-             consumer_timeout = {consumer_timeout}\n\
-             load_definitions = {defs}\n\
-             log.console = true\n\
-             log.file = false\n",
-            amqp = self.amqp_port,
-            mgmt = self.management_port,
-            consumer_timeout = CONSUMER_TIMEOUT_MS,
-            ca = c.ca_pem.display(),
-            cert = c.cert_pem.display(),
-            key = c.key_pem.display(),
-            defs = self.path("definitions.json").display(),
-        );
+        let config = mesh_bus::amqp::broker::config(&mesh_bus::amqp::broker::BrokerFiles {
+            listen: format!("127.0.0.1:{}", self.amqp_port),
+            ca: &c.ca_pem,
+            cert: &c.cert_pem,
+            key: &c.key_pem,
+            management_port: self.management_port,
+            definitions: &self.path("definitions.json"),
+            consumer_timeout_ms: CONSUMER_TIMEOUT_MS,
+        });
         for (name, text) in [
             ("definitions.json", definitions.to_string()),
             ("rabbitmq.conf", config),
-            ("enabled_plugins", "[rabbitmq_management].\n".to_string()),
+            (
+                "enabled_plugins",
+                mesh_bus::amqp::broker::ENABLED_PLUGINS.to_string(),
+            ),
         ] {
             let p = self.path(name);
             std::fs::write(&p, text).map_err(io(format!("write {}", p.display())))?;
@@ -144,6 +157,7 @@ impl RabbitMq {
         let log = self.log_path();
         let epmd = Command::new("epmd")
             .args(["-port", &self.epmd_port.to_string()])
+            .env("ERL_EPMD_ADDRESS", "127.0.0.1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -160,23 +174,27 @@ impl RabbitMq {
         let err = out.try_clone().map_err(io("clone a log handle"))?;
         let d = self.dir.path();
         let mut cmd = Command::new(bin);
-        cmd.env("RABBITMQ_NODENAME", &self.node)
-            .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
-            .env("RABBITMQ_CONFIG_FILE", self.path("rabbitmq.conf"))
-            .env(
-                "RABBITMQ_ENABLED_PLUGINS_FILE",
-                self.path("enabled_plugins"),
-            )
-            .env("RABBITMQ_MNESIA_BASE", d.join("mnesia"))
-            .env("RABBITMQ_LOG_BASE", d.join("log"))
-            .env("RABBITMQ_FEATURE_FLAGS_FILE", d.join("feature_flags"))
-            .env("RABBITMQ_PLUGINS_EXPAND_DIR", d.join("plugins"))
-            .env("RABBITMQ_PID_FILE", d.join("pid"))
-            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
-            .env("ERL_EPMD_PORT", self.epmd_port.to_string())
-            // The Erlang cookie is written to $HOME.
-            .env("HOME", d)
-            .stdin(Stdio::null())
+        if let Some(env) = &self.given_env {
+            cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        } else {
+            cmd.env("RABBITMQ_NODENAME", &self.node)
+                .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
+                .env("RABBITMQ_CONFIG_FILE", self.path("rabbitmq.conf"))
+                .env(
+                    "RABBITMQ_ENABLED_PLUGINS_FILE",
+                    self.path("enabled_plugins"),
+                )
+                .env("RABBITMQ_MNESIA_BASE", d.join("mnesia"))
+                .env("RABBITMQ_LOG_BASE", d.join("log"))
+                .env("RABBITMQ_FEATURE_FLAGS_FILE", d.join("feature_flags"))
+                .env("RABBITMQ_PLUGINS_EXPAND_DIR", d.join("plugins"))
+                .env("RABBITMQ_PID_FILE", d.join("pid"))
+                .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
+                .env("ERL_EPMD_PORT", self.epmd_port.to_string())
+                // The Erlang cookie is written to $HOME.
+                .env("HOME", d);
+        }
+        cmd.stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
             // Its own group: the script, the VM and the VM's helpers stop together.

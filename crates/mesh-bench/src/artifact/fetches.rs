@@ -164,8 +164,9 @@ pub(super) async fn fetch_declared(
                     return (Some("never declared".to_string()), 0);
                 };
                 let before = received(&client);
+                let bus = mesh_bus::seam::Bus::Nats(mesh_bus::seam::NatsSide::new(client.clone()));
                 let fetched = cache
-                    .ensure_all(&client, &refusals, std::slice::from_ref(&decl))
+                    .ensure_all(&bus, &refusals, std::slice::from_ref(&decl))
                     .await;
                 let got = received(&client).saturating_sub(before);
                 (check_cached(fetched, &decl, &put).err(), got)

@@ -3,6 +3,7 @@
 //! mesh's exchange and queues. What a user may do and which queues exist is
 //! `mesh-core`'s ([`mesh_core::authority::amqp`]); this carries it out.
 
+pub mod broker;
 mod connect;
 pub mod management;
 pub mod topology;

@@ -29,7 +29,7 @@ fn random_token() -> String {
 }
 
 pub struct AmqpSide {
-    conn: Connection,
+    conn: Arc<Connection>,
     principal: String,
     /// `_INBOX.<principal>` unless told otherwise (an enrolment's is
     /// `_INBOX.enrol.<node>`).
@@ -51,7 +51,7 @@ impl AmqpSide {
     /// `principal`: whose connection it is (its inbox is `_INBOX.<principal>`).
     pub fn new(conn: Connection, principal: &str) -> AmqpSide {
         AmqpSide {
-            conn,
+            conn: Arc::new(conn),
             principal: principal.to_string(),
             inbox_prefix: mesh_core::subjects::inbox_prefix(principal),
             publisher: tokio::sync::Mutex::new(None),
@@ -71,6 +71,12 @@ impl AmqpSide {
 
     pub fn connection(&self) -> &Connection {
         &self.conn
+    }
+
+    /// The connection, shared: for whoever opens channels of its own on it
+    /// (the controller declaring the mesh's queues).
+    pub fn shared_connection(&self) -> Arc<Connection> {
+        self.conn.clone()
     }
 
     async fn channel(&self, action: &str) -> Result<Channel, SeamError> {

@@ -106,7 +106,7 @@ impl Bus {
 }
 
 /// What a principal announces on an AMQP mesh beside its public key: the
-/// salted hash of the password its seed makes (a fresh salt each time).
+/// salted hash of the password its seed makes.
 pub fn announce(seed: &Secret) -> String {
-    amqp::password_hash(rand::random(), amqp::password_of(seed.expose()).as_bytes())
+    amqp::announced_hash(seed.expose())
 }

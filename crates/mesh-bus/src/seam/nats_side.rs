@@ -21,6 +21,12 @@ impl NatsSide {
         &self.client
     }
 
+    /// JetStream on this connection: what only NATS has (streams read
+    /// back, the object store).
+    pub fn js(&self) -> &jetstream::Context {
+        &self.js
+    }
+
     pub(super) async fn publish_stored(
         &self,
         subject: &str,

@@ -1,5 +1,6 @@
 //! The broker `mesh up` starts and supervises: `nats-server` on the
-//! genesis's configuration (each server's, for `mesh up --ha`'s three), in a process group of its own so a terminal's
+//! genesis's configuration (each server's, for `mesh up --ha`'s three), or
+//! RabbitMQ on a mesh whose bus is AMQP, in a process group of its own so a terminal's
 //! Ctrl-C (sent to the whole foreground group) does not reach it — `mesh
 //! up` stops it itself, last, once the host and the controller are done
 //! with it — and always reaped, so no `<defunct>` is left.
@@ -27,8 +28,7 @@ pub struct Broker {
 }
 
 struct Server {
-    nats: PathBuf,
-    conf: PathBuf,
+    program: Program,
     log_path: PathBuf,
     addr: String,
     child: Option<Child>,
@@ -36,16 +36,39 @@ struct Server {
     pid: Option<u32>,
 }
 
+/// What a server runs.
+enum Program {
+    Nats { nats: PathBuf, conf: PathBuf },
+    RabbitMq(Box<super::rabbitmq::RabbitMq>),
+}
+
 impl Broker {
-    pub fn new(nats: &Path, genesis: &Genesis, pids: PidCell) -> Broker {
+    /// The genesis's broker: nats-server (`nats`), or RabbitMQ on a mesh
+    /// whose bus is AMQP.
+    pub fn new(nats: &Path, genesis: &Genesis, pids: PidCell) -> anyhow::Result<Broker> {
+        if let Some(rabbit) = super::rabbitmq::RabbitMq::of(genesis)? {
+            let server = Server {
+                log_path: genesis.path(super::rabbitmq::LOG),
+                addr: format!("127.0.0.1:{}", genesis.port),
+                program: Program::RabbitMq(Box::new(rabbit)),
+                child: None,
+                pid: None,
+            };
+            return Ok(Broker {
+                servers: vec![server],
+                pids,
+            });
+        }
         let servers = genesis.servers();
         let one = servers.len() == 1;
         let servers = servers
             .into_iter()
             .enumerate()
             .map(|(i, s)| Server {
-                nats: nats.to_path_buf(),
-                conf: genesis.path(&s.conf),
+                program: Program::Nats {
+                    nats: nats.to_path_buf(),
+                    conf: genesis.path(&s.conf),
+                },
                 log_path: genesis.path(&if one {
                     "broker/nats.log".to_string()
                 } else {
@@ -56,7 +79,7 @@ impl Broker {
                 pid: None,
             })
             .collect();
-        Broker { servers, pids }
+        Ok(Broker { servers, pids })
     }
 
     pub fn pid_cell(&self) -> PidCell {
@@ -116,9 +139,19 @@ impl Server {
             .append(true)
             .open(&self.log_path)
             .with_context(|| format!("opening {}", self.log_path.display()))?;
-        let child = Command::new(&self.nats)
-            .arg("-c")
-            .arg(&self.conf)
+        let mut command = match &mut self.program {
+            Program::Nats { nats, conf } => {
+                let mut c = Command::new(&*nats);
+                c.arg("-c").arg(&*conf);
+                c
+            }
+            Program::RabbitMq(r) => r.command(pids)?,
+        };
+        let program = match &self.program {
+            Program::Nats { nats, .. } => nats.display().to_string(),
+            Program::RabbitMq(r) => r.binary().display().to_string(),
+        };
+        let child = command
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -127,15 +160,24 @@ impl Server {
             // stopping it (its own group no longer ends it with ours).
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("starting {}", self.nats.display()))?;
+            .with_context(|| format!("starting {program}"))?;
         self.pid = child.id();
-        children::remember(pids, self.pid, Forced::Kill);
+        let forced = match self.program {
+            Program::Nats { .. } => Forced::Kill,
+            // The Erlang VM's helpers are in its group.
+            Program::RabbitMq(_) => Forced::KillGroup,
+        };
+        children::remember(pids, self.pid, forced);
         self.child = Some(child);
-        let deadline = tokio::time::Instant::now() + LISTEN_WITHIN;
+        let (within, ready) = match self.program {
+            Program::Nats { .. } => (LISTEN_WITHIN, "Server is ready"),
+            Program::RabbitMq(_) => (super::rabbitmq::BOOT_WITHIN, super::rabbitmq::READY_LINE),
+        };
+        let deadline = tokio::time::Instant::now() + within;
         while tokio::time::Instant::now() < deadline {
             // Its own word, not a probe: a connection that never speaks
             // TLS is logged by the server as a failed handshake.
-            if said_ready(&self.log_path, from) {
+            if said_ready(&self.log_path, from, ready) {
                 return Ok(());
             }
             if let Some(status) = self
@@ -153,7 +195,7 @@ impl Server {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
         bail!(
-            "the broker did not listen on {} within {LISTEN_WITHIN:?}; its log is {}",
+            "the broker did not listen on {} within {within:?}; its log is {}",
             self.addr,
             self.log_path.display()
         )
@@ -172,19 +214,30 @@ impl Server {
         let Some(child) = self.child.as_mut() else {
             return;
         };
-        children::stop(child, libc::SIGTERM, STOP_GRACE).await;
+        match &self.program {
+            Program::Nats { .. } => children::stop(child, libc::SIGTERM, STOP_GRACE).await,
+            // Its script stops the VM on SIGTERM; what is left of its group
+            // (the VM's helpers) goes after it.
+            Program::RabbitMq(_) => {
+                children::stop_group(child, libc::SIGTERM, super::rabbitmq::STOP_GRACE).await
+            }
+        }
         self.forget(pids);
     }
 
-    /// Its pid out of the cell, and the child gone (reaped).
+    /// Its pid out of the cell, and the child gone (reaped); RabbitMQ's
+    /// port mapper with it.
     fn forget(&mut self, pids: &PidCell) {
         self.child = None;
         children::forget(pids, self.pid.take());
+        if let Program::RabbitMq(r) = &mut self.program {
+            r.stop_epmd(pids);
+        }
     }
 }
 
 /// Whether the server's log, from byte `from` on, says it is ready.
-fn said_ready(log: &Path, from: u64) -> bool {
+fn said_ready(log: &Path, from: u64, ready: &str) -> bool {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(log) else {
         return false;
@@ -193,5 +246,5 @@ fn said_ready(log: &Path, from: u64) -> bool {
     if f.seek(SeekFrom::Start(from)).is_err() || f.read_to_end(&mut text).is_err() {
         return false;
     }
-    String::from_utf8_lossy(&text).contains("Server is ready")
+    String::from_utf8_lossy(&text).contains(ready)
 }

@@ -21,6 +21,9 @@ pub enum Forced {
     /// running, orphaned. Its whole group is killed if it has not ended
     /// within [`QUIT_WITHIN`].
     Quit,
+    /// SIGKILL to its whole group: a script whose program runs helpers of
+    /// its own (RabbitMQ's Erlang VM).
+    KillGroup,
 }
 
 /// How long an immediate shutdown may take before its group is killed.
@@ -54,6 +57,13 @@ pub fn force_stop(cell: &PidCell) {
         match forced {
             Forced::Kill => shutdown::kill_and_reap(pid),
             Forced::Quit => shutdown::end_group_and_reap(pid, libc::SIGQUIT, QUIT_WITHIN),
+            Forced::KillGroup => {
+                if let Ok(group) = libc::pid_t::try_from(pid) {
+                    // SAFETY: kill(2) on the group a child of ours leads.
+                    unsafe { libc::kill(-group, libc::SIGKILL) };
+                }
+                shutdown::reap(pid);
+            }
         }
     }
 }
@@ -68,5 +78,18 @@ pub async fn stop(child: &mut Child, signal: libc::c_int, grace: Duration) {
     if tokio::time::timeout(grace, child.wait()).await.is_err() {
         // kill() sends SIGKILL and waits.
         let _ = child.kill().await;
+    }
+}
+
+/// [`stop`] for a child leading a group of its own: `signal` to the child,
+/// then SIGKILL to the whole group (whatever it left running, and itself
+/// after `grace`); reaped either way.
+pub async fn stop_group(child: &mut Child, signal: libc::c_int, grace: Duration) {
+    let pid = child.id().and_then(|p| libc::pid_t::try_from(p).ok());
+    stop(child, signal, grace).await;
+    if let Some(pid) = pid {
+        // SAFETY: kill(2) on the group this child led; its leader is
+        // reaped, but the group id stays ours while any member lives.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
     }
 }

@@ -116,6 +116,17 @@ fn ensure_example_built(bins: &Path) {
     });
 }
 
+/// `mesh ARGS --dir DIR --store URL`, run in `cwd`.
+pub fn mesh_in(dir: &Path, store_url: &str, cwd: &Path, args: &[&str]) -> Output {
+    Command::new(mesh_bin())
+        .args(args)
+        .args(["--dir", dir.to_str().unwrap(), "--store", store_url])
+        .current_dir(cwd)
+        .env_remove("MESH_STORE")
+        .output()
+        .unwrap()
+}
+
 /// A command's stdout and stderr, as one text for a failure's message.
 pub fn out_text(o: &Output) -> String {
     format!(
@@ -160,7 +171,7 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    fn spawn(name: &str, args: &[&str], log: PathBuf, cwd: &Path) -> Daemon {
+    pub fn spawn(name: &str, args: &[&str], log: PathBuf, cwd: &Path) -> Daemon {
         Daemon::spawn_logging(name, args, log, cwd, "info,async_nats=off")
     }
 
@@ -433,18 +444,7 @@ impl Mesh {
 
     /// Runs a `mesh` command against this mesh's state dir and store.
     pub fn mesh(&self, args: &[&str]) -> Output {
-        Command::new(mesh_bin())
-            .args(args)
-            .args([
-                "--dir",
-                self.dir.to_str().unwrap(),
-                "--store",
-                &self.store_url,
-            ])
-            .current_dir(self.tmp.path())
-            .env_remove("MESH_STORE")
-            .output()
-            .unwrap()
+        mesh_in(&self.dir, &self.store_url, self.tmp.path(), args)
     }
 
     /// `mesh node add NAME`: the token it printed.

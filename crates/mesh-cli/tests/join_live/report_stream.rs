@@ -37,6 +37,7 @@ fn report(node: &str, tag: &str, i: usize, sequence: u64) -> (String, Report) {
         refused: None,
         address: None,
         spare_keys: Vec::new(),
+        amqp_hashes: Default::default(),
     };
     (subject, r)
 }

@@ -129,7 +129,7 @@ pub type Share = std::sync::Arc<
 
 /// What was carried out, for the counters: set even when a later step fails.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Done {
+pub struct Done {
     pub written: bool,
     pub signalled: bool,
     pub confirmed: bool,

@@ -10,11 +10,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_nats::jetstream::{self, AckKind};
-use futures::StreamExt as _;
+use mesh_bus::seam::{Delivery, Settle};
 use mesh_core::build::{Built, Outcome};
 use mesh_core::event;
-use mesh_core::subjects::{STREAM_EVENTS, consumer};
 use mesh_store::{Artifact, Build, BuildState, StoreError};
 use tracing::{info, warn};
 
@@ -27,13 +25,13 @@ const RETRY: Duration = Duration::from_secs(2);
 /// Binds the controller's EVENTS consumer and records what it delivers,
 /// binding again whenever the delivery ends.
 pub(crate) async fn take(ctx: Arc<Ctx>) {
+    let events = mesh_core::jetstream::controller_events();
     loop {
-        let mut messages =
-            super::bind_consumer(&ctx, STREAM_EVENTS, consumer::CONTROLLER_EVENTS).await;
+        let mut messages = super::control::bind_deliveries(&ctx, &events, PREFETCH).await;
         while let Some(next) = messages.next().await {
             match next {
                 Ok(msg) => take_one(&ctx, msg).await,
-                Err(e) => warn!(error = %e, "EVENTS delivery failed"),
+                Err(e) => warn!(error = %error_chain(&e), "EVENTS delivery failed"),
             }
         }
         warn!("the controller's EVENTS consumer stopped delivering; binding again");
@@ -50,17 +48,20 @@ enum Step {
     Later(String),
 }
 
-async fn take_one(ctx: &Ctx, msg: jetstream::Message) {
+/// Announcements taken at once (recorded one at a time).
+const PREFETCH: u16 = 16;
+
+async fn take_one(ctx: &Ctx, msg: Delivery) {
     let step = decide(ctx, &msg.payload).await;
     match step {
         Step::Terminate(reason) => {
             Counters::bump(&ctx.counters.terminated);
             warn!(subject = %msg.subject, %reason, "built event terminated");
-            let _ = msg.ack_with(AckKind::Term).await;
+            let _ = msg.settle(Settle::Terminate).await;
         }
         Step::Later(reason) => {
             warn!(subject = %msg.subject, %reason, "built event stays in EVENTS");
-            let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;
+            let _ = msg.settle(Settle::Retry { after: RETRY }).await;
         }
         Step::Record(build) => match ctx.store.record_build(&build).await {
             Ok(()) => {
@@ -76,26 +77,39 @@ async fn take_one(ctx: &Ctx, msg: jetstream::Message) {
                         info!(id = %build.id, %reason, "build recorded: failed")
                     }
                 }
-                let _ = msg.ack().await;
+                let _ = msg.settle(Settle::Ack).await;
             }
             Err(StoreError::AlreadyExists { .. }) => {
                 info!(id = %build.id, "build recorded before; acknowledged again");
-                let _ = msg.ack().await;
+                let _ = msg.settle(Settle::Ack).await;
             }
             Err(e) if e.is_deposed() => {
                 info!(id = %build.id, error = %error_chain(&e), "build left to the active controller");
             }
             Err(e) if e.is_unavailable() => {
                 warn!(id = %build.id, error = %error_chain(&e), "the store cannot take the build now");
-                let _ = msg.ack_with(AckKind::Nak(Some(RETRY))).await;
+                let _ = msg.settle(Settle::Retry { after: RETRY }).await;
             }
             Err(e) => {
                 Counters::bump(&ctx.counters.terminated);
                 warn!(id = %build.id, error = %error_chain(&e), "build not recorded; terminated");
-                let _ = msg.ack_with(AckKind::Term).await;
+                let _ = msg.settle(Settle::Terminate).await;
             }
         },
     }
+}
+
+/// A build recorded failed, with no module (no version to pin).
+fn failed(id: String, reason: String, at: i64) -> Step {
+    Step::Record(Build {
+        id,
+        module: None,
+        rev: None,
+        state: BuildState::Failed { reason },
+        inputs: vec![],
+        artifacts: vec![],
+        finished_at: at,
+    })
 }
 
 async fn decide(ctx: &Ctx, payload: &[u8]) -> Step {
@@ -110,15 +124,7 @@ async fn decide(ctx: &Ctx, payload: &[u8]) -> Step {
     let at = i64::try_from(envelope.at).unwrap_or(i64::MAX);
     match built.check() {
         Err(e) => Step::Terminate(e.to_string()),
-        Ok(Outcome::Failed { id, reason }) => Step::Record(Build {
-            id,
-            module: None,
-            rev: None,
-            state: BuildState::Failed { reason },
-            inputs: vec![],
-            artifacts: vec![],
-            finished_at: at,
-        }),
+        Ok(Outcome::Failed { id, reason }) => failed(id, reason, at),
         Ok(Outcome::Succeeded {
             id,
             module,
@@ -129,27 +135,30 @@ async fn decide(ctx: &Ctx, payload: &[u8]) -> Step {
             let mut recorded = Vec::with_capacity(artifacts.len());
             for (a, reference) in artifacts {
                 let name = reference.object_name();
-                let nuid = match mesh_bus::artifacts::stat(&ctx.client, &name).await {
+                let Some(nats) = ctx.bus.nats() else {
+                    return failed(
+                        id,
+                        format!(
+                            "the build announced {reference}, and a mesh on RabbitMQ keeps no artifacts yet"
+                        ),
+                        at,
+                    );
+                };
+                let nuid = match mesh_bus::artifacts::stat(nats.client(), &name).await {
                     Ok(Some(s)) if s.size == a.size && s.sha256.as_deref() == Some(&a.sha256) => {
                         s.nuid
                     }
                     // Announced as made but not there as announced: a host
                     // could never fetch it, so it is no version to pin.
                     Ok(_) => {
-                        return Step::Record(Build {
+                        return failed(
                             id,
-                            module: None,
-                            rev: None,
-                            state: BuildState::Failed {
-                                reason: format!(
-                                    "the build announced {reference} ({} bytes), which ARTIFACTS does not hold as announced",
-                                    a.size
-                                ),
-                            },
-                            inputs: vec![],
-                            artifacts: vec![],
-                            finished_at: at,
-                        });
+                            format!(
+                                "the build announced {reference} ({} bytes), which ARTIFACTS does not hold as announced",
+                                a.size
+                            ),
+                            at,
+                        );
                     }
                     Err(e) => {
                         return Step::Later(format!("could not read {name} from ARTIFACTS: {e}"));

@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
+use mesh_bus::seam::Bus;
 use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
 use mesh_core::authority::CONTROLLER;
+use mesh_core::bus::BusKind;
 use mesh_core::subjects;
 use mesh_store::{Store, principal};
 use tracing::warn;
@@ -60,6 +62,14 @@ pub(super) async fn check_controller_key(
         .map(|c| c.credential);
     match recorded {
         Some(mesh_core::users_file::UserCredential::NKey(k)) if k == genesis.controller_nkey => {
+            // What RabbitMQ admits it by (the hash genesis gave the broker).
+            let seed = read_seed(genesis, genesis::NKEY_SEED)?;
+            store
+                .record_amqp_hashes(&std::collections::BTreeMap::from([(
+                    k,
+                    mesh_core::authority::amqp::announced_hash(seed.expose()),
+                )]))
+                .await?;
             Ok(())
         }
         other => Err(DaemonError::ForeignStore {
@@ -78,22 +88,30 @@ pub(super) const CLOSE_WITHIN: Duration = Duration::from_secs(2);
 
 /// Connects, retrying with backoff: the broker may start after the
 /// controller (or be restarting). Each refusal is logged with its reason.
-/// `closed` hears the connection's end.
-pub(super) async fn connect(bus: &BusConfig, closed: &mesh_bus::Closed) -> async_nats::Client {
+/// `closed` hears a NATS connection's end.
+pub(super) async fn connect(bus: &BusConfig, closed: &mesh_bus::Closed) -> Bus {
     let mut waits = retry_waits();
     loop {
-        let closed = closed.clone();
-        let connected = mesh_bus::connect_with(bus, |o| {
-            o.event_callback(move |event| {
-                closed.note(&event);
-                async {}
-            })
-        });
-        match connected.await {
+        let connected = match mesh_bus::seam::kind_of(bus) {
+            Ok(BusKind::Nats) => {
+                let closed = closed.clone();
+                mesh_bus::connect_with(bus, |o| {
+                    o.event_callback(move |event| {
+                        closed.note(&event);
+                        async {}
+                    })
+                })
+                .await
+                .map(|c| Bus::Nats(mesh_bus::seam::NatsSide::new(c)))
+                .map_err(|e| error_chain(&e))
+            }
+            _ => Bus::connect(bus).await.map_err(|e| error_chain(&e)),
+        };
+        match connected {
             Ok(c) => return c,
             Err(e) => {
                 let wait = waits.next().unwrap_or(Duration::from_secs(5));
-                warn!(error = %error_chain(&e), retry_in = ?wait, "cannot reach the broker yet");
+                warn!(error = %e, retry_in = ?wait, "cannot reach the broker yet");
                 tokio::time::sleep(wait).await;
             }
         }

@@ -29,8 +29,10 @@ pub(super) async fn take_control(ctx: Arc<Ctx>) {
 }
 
 /// The deliveries of the controller's consumer `c` through the bus seam,
-/// retried with backoff while the bus fails it, as [`super::bind_consumer`].
-async fn bind_deliveries(ctx: &Ctx, c: &ConsumerSpec, prefetch: u16) -> Deliveries {
+/// retried with backoff while the bus fails it (a consumer just asserted,
+/// a broker just restarted): a failed bind is never the end of the
+/// controller.
+pub(super) async fn bind_deliveries(ctx: &Ctx, c: &ConsumerSpec, prefetch: u16) -> Deliveries {
     let mut waits = retry_waits();
     loop {
         match ctx.bus.consume(c, prefetch).await {

@@ -309,12 +309,16 @@ async fn bus_addresses(ctx: &Ctx) -> Result<BusDecl, mesh_store::StoreError> {
                 pool.push(u.clone());
             }
         }
-        match ctx.client.set_server_pool(pool.as_slice()).await {
-            Ok(()) => {
-                info!(urls = %urls.join(","), "the broker's addresses; following them");
-                *followed = urls.clone();
+        // A RabbitMQ broker is not moved yet (refused at `mesh broker
+        // set-address`): nothing to follow there.
+        if let Some(n) = ctx.bus.nats() {
+            match n.client().set_server_pool(pool.as_slice()).await {
+                Ok(()) => {
+                    info!(urls = %urls.join(","), "the broker's addresses; following them");
+                    *followed = urls.clone();
+                }
+                Err(e) => warn!(error = %e, "the broker's addresses were not taken"),
             }
-            Err(e) => warn!(error = %e, "the broker's addresses were not taken"),
         }
     }
     Ok(BusDecl { urls })
@@ -382,26 +386,22 @@ async fn record_and_publish(ctx: &Ctx, next: Vec<Next>) -> (usize, bool) {
             }
         }
     }
-    let mut acks = Vec::with_capacity(next.len());
-    for (n, ok) in next.into_iter().zip(recorded) {
-        if !ok {
-            continue;
-        }
-        match ctx
-            .js
-            .publish(subjects::node_declaration(&n.node), n.envelope.into())
-            .await
-        {
-            Ok(ack) => acks.push((n.node, n.sequence, n.modules, ack)),
-            Err(e) => {
-                warn!(node = %n.node, error = %error_chain(&e), "declaration recorded, not published")
-            }
-        }
-    }
+    // Published together, their confirmations awaited together.
+    let sent = next
+        .into_iter()
+        .zip(recorded)
+        .filter(|(_, ok)| *ok)
+        .map(|(n, _)| async move {
+            let stored = ctx
+                .bus
+                .publish_stored(&subjects::node_declaration(&n.node), &n.envelope)
+                .await;
+            (n.node, n.sequence, n.modules, stored)
+        });
     let mut published = 0;
-    for (node, sequence, modules, ack) in acks {
-        match ack.await {
-            Ok(_) => {
+    for (node, sequence, modules, stored) in futures::future::join_all(sent).await {
+        match stored {
+            Ok(()) => {
                 published += 1;
                 Counters::bump(&ctx.counters.declarations);
                 ctx.lag.published(&node, sequence);
@@ -479,8 +479,12 @@ async fn declare(
 /// about it looks correct.
 async fn republish_if_missing(ctx: &Ctx, node: &Name, body: &str) -> Result<bool, String> {
     let subject = subjects::node_declaration(node);
-    let stream = ctx
-        .js
+    // A queue is not read without taking from it: on RabbitMQ the
+    // declaration queue's durability is what keeps the newest.
+    let Some(js) = ctx.js() else {
+        return Ok(false);
+    };
+    let stream = js
         .get_stream_no_info(subjects::STREAM_NODES)
         .await
         .map_err(|e| error_chain(&e))?;
@@ -491,12 +495,10 @@ async fn republish_if_missing(ctx: &Ctx, node: &Name, body: &str) -> Result<bool
     {
         return Ok(false);
     }
-    let ack = ctx
-        .js
-        .publish(subject, body.as_bytes().to_vec().into())
+    ctx.bus
+        .publish_stored(&subject, body.as_bytes())
         .await
         .map_err(|e| error_chain(&e))?;
-    ack.await.map_err(|e| error_chain(&e))?;
     Counters::bump(&ctx.counters.declarations);
     info!(%node, "declaration published again: NODES did not hold the newest recorded one");
     Ok(true)

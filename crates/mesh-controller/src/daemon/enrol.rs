@@ -77,7 +77,14 @@ async fn execute(ctx: &Ctx, plan: &EnrolPlan, msg: &Delivery) -> Result<(), Stop
                 host_key,
                 xkey,
                 spare_keys,
+                amqp_hashes,
             } => {
+                match ctx.store.record_amqp_hashes(amqp_hashes).await {
+                    Ok(_) => {}
+                    Err(e) if e.is_deposed() => return Err(Stop::Deposed(error_chain(&e))),
+                    Err(e) if e.is_unavailable() => return Err(Stop::Later(error_chain(&e))),
+                    Err(e) => return Err(Stop::Refused(error_chain(&e))),
+                }
                 let keys = HostKeys {
                     host_key: host_key.clone(),
                     xkey: xkey.clone(),
@@ -97,12 +104,16 @@ async fn execute(ctx: &Ctx, plan: &EnrolPlan, msg: &Delivery) -> Result<(), Stop
             // would find it spent and refuse a node that enrolled). What
             // fails is logged; the records revision this spend moved makes
             // the watcher assert the consumer and recompose again.
+            // On RabbitMQ the composition (next) declares every queue from
+            // the whole derivation, which alone says a node's queue keeps
+            // one message.
+            EnrolStep::AssertConsumer { .. } if ctx.bus.nats().is_none() => {}
             EnrolStep::AssertConsumer { consumer } => {
                 let objects = Objects {
                     streams: Vec::new(),
                     consumers: vec![consumer.clone()],
                 };
-                if let Err(e) = mesh_bus::assert_objects(&ctx.js, &objects).await {
+                if let Err(e) = ctx.assert_objects(&objects).await {
                     warn!(consumer = %consumer.name, error = %error_chain(&e), "node consumer not created yet");
                 }
             }
@@ -143,11 +154,14 @@ async fn execute(ctx: &Ctx, plan: &EnrolPlan, msg: &Delivery) -> Result<(), Stop
 /// composition that closes the enrolment connection is triggered.
 async fn answer(ctx: &Ctx, to: &enrolment::AnswerTo, a: &enrolment::EnrolAnswer) {
     if let Err(e) = ctx
-        .client
-        .publish(to.reply.clone(), a.sign(to, &ctx.signing_key).into())
+        .bus
+        .publish(&to.reply, &a.sign(to, &ctx.signing_key))
         .await
     {
-        warn!(error = %e, "could not answer the enrolment");
+        warn!(error = %error_chain(&e), "could not answer the enrolment");
     }
-    let _ = ctx.client.flush().await;
+    // On NATS a publish is buffered; on RabbitMQ it was confirmed.
+    if let Some(n) = ctx.bus.nats() {
+        let _ = n.client().flush().await;
+    }
 }

@@ -45,6 +45,9 @@ pub(crate) enum Ended {
     Shutdown(crate::CountersView),
     /// The lease passed to another controller; why.
     Deposed(String),
+    /// The bus connection was lost and its client does not reconnect by
+    /// itself (RabbitMQ's): the term starts again, still holding the lease.
+    Reconnect,
 }
 
 /// Who this controller is, as the lease records it.

@@ -8,8 +8,7 @@
 
 use std::sync::Arc;
 
-use async_nats::Subscriber;
-use futures::StreamExt as _;
+use mesh_bus::seam::Messages;
 use mesh_core::names::Name;
 use mesh_core::operation::wire::{self, Reply, Request};
 use mesh_core::operation::{Operation, refusal};
@@ -27,13 +26,13 @@ mod upload;
 /// active only, so a standby never answers one (a request then meets no
 /// responder, and the asker is told at once).
 pub(crate) struct Bound {
-    requests: Subscriber,
-    logins: Subscriber,
+    requests: Messages,
+    logins: Messages,
 }
 
 pub(crate) async fn bind(ctx: &Ctx) -> Result<Bound, super::DaemonError> {
     let subscribe = |subject: &'static str| async move {
-        ctx.client
+        ctx.bus
             .subscribe(subject)
             .await
             .map_err(|e| super::DaemonError::Bind(Box::new(e)))
@@ -53,11 +52,12 @@ pub(crate) async fn serve(ctx: Arc<Ctx>, bound: Bound) {
 }
 
 /// Answers every request `requests` delivers, one at a time.
-async fn requests(ctx: Arc<Ctx>, mut requests: Subscriber) {
+async fn requests(ctx: Arc<Ctx>, mut requests: Messages) {
     while let Some(msg) = requests.next().await {
-        let Some(reply_to) = msg.reply.clone() else {
+        let Ok(msg) = msg else { continue };
+        if msg.reply.is_none() {
             continue;
-        };
+        }
         let reply = match mesh_core::subjects::parse_operation(&msg.subject) {
             Some((person, op)) => answer(&ctx, &person, op, &msg.payload).await,
             None => Reply::Refused {
@@ -65,7 +65,7 @@ async fn requests(ctx: Arc<Ctx>, mut requests: Subscriber) {
             },
         };
         let body = serde_json::to_vec(&reply).expect("a reply serializes");
-        if let Err(e) = ctx.client.publish(reply_to, body.into()).await {
+        if let Err(e) = ctx.bus.respond(&msg, &body).await {
             warn!(error = %error_chain(&e), "an operation's answer was not sent");
         }
     }

@@ -18,6 +18,9 @@ static MOVING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// subjects) is live. A move that fails is tried again a few times, then
 /// at the next pass.
 pub(crate) async fn move_when_live(ctx: Arc<Ctx>, renamed: Vec<Renamed>, generation: u64) {
+    // On RabbitMQ a seat's work queue is named for the consumer, which a
+    // rename keeps; JetStream's streams are named for the seat.
+    let Some(js) = ctx.js() else { return };
     if renamed.is_empty() || ctx.composer.live(generation).await.is_err() {
         return;
     }
@@ -25,7 +28,7 @@ pub(crate) async fn move_when_live(ctx: Arc<Ctx>, renamed: Vec<Renamed>, generat
     for r in &renamed {
         let mut waits = retry_waits().take(6);
         loop {
-            match mesh_bus::renamed::move_renamed(&ctx.js, r).await {
+            match mesh_bus::renamed::move_renamed(js, r).await {
                 Ok(m) => {
                     if m.moved > 0 {
                         info!(old = %r.old, seat = %r.seat, moved = m.moved, "work queued under a renamed seat's old name moved to the seat");

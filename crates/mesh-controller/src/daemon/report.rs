@@ -328,6 +328,14 @@ pub async fn record_batch(store: &Store, reports: &[Report]) -> Result<Vec<Inges
         .map(|r| (r.node.clone(), r.spare_keys.clone()))
         .collect();
     store.record_spare_keys(&spares).await?;
+    // The RabbitMQ hashes of the keys announced (written only when new):
+    // a mesh on AMQP admits the keys by them, and one moved onto AMQP
+    // finds them recorded already.
+    let hashes: std::collections::BTreeMap<String, String> = taken
+        .iter()
+        .flat_map(|&i| reports[i].amqp_hashes.clone())
+        .collect();
+    store.record_amqp_hashes(&hashes).await?;
     let mut keys: Vec<(PrincipalKind, String)> = Vec::new();
     if !named.is_empty() {
         let assigned = store.assignments_on(&nodes).await?;

@@ -7,8 +7,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use async_nats::Subscriber;
-use futures::StreamExt as _;
 use mesh_core::enrolment::Heartbeat;
 use mesh_core::names::Name;
 use mesh_store::Store;
@@ -60,8 +58,9 @@ impl LastSeen {
     }
 }
 
-pub(crate) async fn hear(ctx: Arc<Ctx>, mut heartbeats: Subscriber, seen: LastSeen) {
+pub(crate) async fn hear(ctx: Arc<Ctx>, mut heartbeats: mesh_bus::seam::Messages, seen: LastSeen) {
     while let Some(msg) = heartbeats.next().await {
+        let Ok(msg) = msg else { continue };
         match Heartbeat::parse(&msg.subject, &msg.payload) {
             Ok(hb) => {
                 Counters::bump(&ctx.counters.heartbeats);

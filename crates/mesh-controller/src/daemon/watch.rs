@@ -177,11 +177,9 @@ pub(crate) async fn follow(
                         renamed = mesh_core::jetstream::renamed::renamed(&d.catalogue);
                     }
                     if work.assert_objects && asserted.as_ref() != Some(&d.objects) {
-                        match mesh_bus::assert_objects(&ctx.js, &d.objects).await {
-                            Ok(steps) => {
-                                if !steps.is_empty() {
-                                    info!(steps = steps.len(), "bus objects asserted");
-                                }
+                        match ctx.assert_objects(&d.objects).await {
+                            Ok(()) => {
+                                info!("bus objects asserted");
                                 asserted = Some(d.objects.clone());
                             }
                             Err(e) => {

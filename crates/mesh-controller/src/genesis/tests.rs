@@ -35,6 +35,8 @@ fn g(addresses: &[&str]) -> Genesis {
         port: 4222,
         addresses: addresses.iter().map(|a| a.to_string()).collect(),
         replicas: 1,
+        bus: BusKind::Nats,
+        amqp_ports: None,
     }
 }
 
@@ -162,4 +164,129 @@ fn a_cluster_is_not_moved() {
         "{err}"
     );
     assert!(err.to_string().contains("not supported yet"), "{err}");
+}
+
+#[test]
+fn a_mesh_on_rabbitmq_is_reached_at_amqps_addresses() {
+    let mut on_amqp = g(&["10.0.0.5", "::1"]);
+    on_amqp.bus = BusKind::Amqp;
+    on_amqp.port = 5671;
+    assert_eq!(on_amqp.local_url(), "amqps://127.0.0.1:5671");
+    assert_eq!(
+        on_amqp.bus_urls(),
+        ["amqps://10.0.0.5:5671", "amqps://[::1]:5671"]
+    );
+    assert_eq!(on_amqp.local_urls(), ["amqps://127.0.0.1:5671"]);
+}
+
+#[test]
+fn rabbitmqs_ports_follow_its_amqp_port_and_meet_nothing() {
+    let p = AmqpPorts::after(5671).unwrap();
+    assert_eq!((p.management, p.dist, p.epmd), (15671, 25671, 35671));
+    p.check(5671).unwrap();
+    let e = AmqpPorts::after(35536).unwrap_err().to_string();
+    assert!(e.contains("35535 or less"), "{e}");
+    assert!(AmqpPorts::after(35535).is_ok());
+    let same = AmqpPorts {
+        management: 5671,
+        ..p
+    };
+    let e = same.check(5671).unwrap_err().to_string();
+    assert!(e.contains("four different ones"), "{e}");
+    let zero = AmqpPorts { epmd: 0, ..p };
+    assert!(zero.check(5671).is_err());
+    let twice = AmqpPorts { dist: p.epmd, ..p };
+    assert!(twice.check(5671).is_err());
+}
+
+#[test]
+fn a_genesis_on_rabbitmq_writes_its_broker_and_records_the_bus() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = GenesisOptions {
+        port: 5671,
+        bus: BusKind::Amqp,
+        ..GenesisOptions::default()
+    };
+    let made = Genesis::create_with(dir.path(), &[], &opts).unwrap();
+    assert_eq!(made.bus, BusKind::Amqp);
+    assert_eq!(made.amqp_ports, Some(AmqpPorts::after(5671).unwrap()));
+    assert_eq!(Genesis::open(dir.path()).unwrap(), made);
+    let conf = std::fs::read_to_string(made.path(RABBITMQ_CONF)).unwrap();
+    assert!(conf.contains("listeners.tcp = none"), "{conf}");
+    assert!(
+        conf.contains("listeners.ssl.default = 127.0.0.1:5671"),
+        "{conf}"
+    );
+    assert!(conf.contains("management.ssl.ip = 127.0.0.1"), "{conf}");
+    assert!(!made.path(BROKER_CONF).exists(), "no NATS configuration");
+    let defs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(made.path(RABBITMQ_DEFINITIONS)).unwrap())
+            .unwrap();
+    let seed = std::fs::read_to_string(made.path(NKEY_SEED)).unwrap();
+    let user = &defs["users"][0];
+    assert_eq!(user["name"], "controller");
+    assert_eq!(user["tags"][0], "administrator");
+    // The hash is of the password the controller's seed makes, salted.
+    use base64::Engine as _;
+    let hash = base64::engine::general_purpose::STANDARD
+        .decode(user["password_hash"].as_str().unwrap())
+        .unwrap();
+    let salt: [u8; 4] = hash[..4].try_into().unwrap();
+    assert_eq!(
+        user["password_hash"],
+        mesh_core::authority::amqp::password_hash(
+            salt,
+            mesh_core::authority::amqp::password_of(&seed).as_bytes()
+        )
+    );
+    assert_eq!(
+        made.path(RABBITMQ_DEFINITIONS)
+            .metadata()
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o600
+    );
+    let bus: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(made.path(BUS_FILE)).unwrap()).unwrap();
+    assert_eq!(bus["bus"], "amqp");
+    let e = made.move_broker(5672, None).unwrap_err().to_string();
+    assert!(e.contains("not supported yet"), "{e}");
+
+    let again = Genesis::create_with(dir.path(), &[], &opts).unwrap_err();
+    assert!(
+        matches!(again, GenesisError::AlreadyExists { .. }),
+        "{again}"
+    );
+}
+
+#[test]
+fn a_rabbitmq_broker_is_one_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = GenesisOptions {
+        port: 5671,
+        replicas: 3,
+        bus: BusKind::Amqp,
+        ..GenesisOptions::default()
+    };
+    let e = Genesis::create_with(dir.path(), &[], &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("one broker server"), "{e}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+#[test]
+fn a_nats_bus_file_stays_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = Genesis::create_with(dir.path(), &[], &GenesisOptions::default()).unwrap();
+    let text = std::fs::read_to_string(made.path(BUS_FILE)).unwrap();
+    assert!(!text.contains("bus"), "{text}");
+    assert_eq!(made.bus, BusKind::Nats);
+    assert!(made.rabbitmq_env().is_none());
 }

@@ -315,6 +315,50 @@ pub fn password_of(seed: &str) -> String {
 /// another value.
 const PASSWORD_LABEL: &[u8] = b"mesh amqp password v1";
 
+/// The hash a principal announces for its seed: [`password_hash`] of
+/// [`password_of`], salted by the seed too, so the same key always announces
+/// the same hash (a fresh salt each report would change the user at every
+/// composition). The salt guards nothing here: the password is 256 random
+/// bits, not a word a table could hold.
+pub fn announced_hash(seed: &str) -> String {
+    use hmac::{Hmac, Mac as _};
+    let mut mac = <Hmac<sha2::Sha256>>::new_from_slice(seed.trim().as_bytes())
+        .expect("HMAC takes a key of any length");
+    mac.update(SALT_LABEL);
+    let salt: [u8; 4] = mac.finalize().into_bytes()[..4]
+        .try_into()
+        .expect("a MAC is longer than four bytes");
+    password_hash(salt, password_of(seed).as_bytes())
+}
+
+const SALT_LABEL: &[u8] = b"mesh amqp salt v1";
+
+/// Whether `s` is a hash [`password_hash`] could have made: base64 of a
+/// 4-byte salt and a SHA-256.
+pub fn is_password_hash(s: &str) -> bool {
+    use base64::Engine as _;
+    s.len() == 48
+        && base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .is_ok_and(|b| b.len() == 36)
+}
+
+/// The hashes a message announces, by the public key each is for: at most
+/// one per key the message itself names (`keys`), each a hash. Why not,
+/// when not.
+pub fn check_announced(
+    hashes: &std::collections::BTreeMap<String, String>,
+    keys: &[&str],
+) -> Result<(), &'static str> {
+    if hashes.keys().any(|k| !keys.contains(&k.as_str())) {
+        return Err("a hash is for a key the message does not announce");
+    }
+    if hashes.values().any(|h| !is_password_hash(h)) {
+        return Err("a hash is not base64 of a 4-byte salt and a SHA-256");
+    }
+    Ok(())
+}
+
 /// A durable queue the controller makes, and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct QueueSpec {

@@ -107,6 +107,12 @@ pub fn controller_control() -> ConsumerSpec {
     ConsumerSpec::new(STREAM_CONTROL, consumer::CONTROLLER_CONTROL)
 }
 
+/// The controller's consumer on EVENTS (as bound: its filters are the
+/// derivation's, from the events it follows).
+pub fn controller_events() -> ConsumerSpec {
+    ConsumerSpec::new(subjects::STREAM_EVENTS, consumer::CONTROLLER_EVENTS)
+}
+
 /// A node's consumer on NODES: what its host binds, created by the
 /// controller (at enrolment and on every start).
 pub fn node_consumer(node: &Name) -> ConsumerSpec {

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
-use super::{CHECKSUM_LEN, TokenError, check_user_seed, checksum, hex32, is_tls_url, sealed};
+use super::{CHECKSUM_LEN, TokenError, check_user_seed, checksum, hex32, not_one_bus, sealed};
 use crate::names::Name;
 use crate::secret::Secret;
 
@@ -106,8 +106,10 @@ impl PersonToken {
         if wire.bus_urls.is_empty() {
             return Err(content("no bus address"));
         }
-        if !wire.bus_urls.iter().all(|u| is_tls_url(u)) {
-            return Err(content("a bus address is not tls://"));
+        if not_one_bus(&wire.bus_urls).is_some() {
+            return Err(content(
+                "a bus address is not tls:// or amqps://, or not of the first's bus",
+            ));
         }
         let person = Name::new(wire.person).map_err(|_| content("the person is no name"))?;
         let cert_sha256 =

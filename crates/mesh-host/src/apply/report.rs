@@ -1,12 +1,11 @@
 //! The report a host sends after applying (or refusing) a declaration.
 
 use super::*;
-use async_nats::jetstream;
 
 impl Applier {
     /// Reports every module the last declaration names, as the driver sees
     /// it now. Published to CONTROL and confirmed stored.
-    pub async fn report(&self, client: &Client, refused: Option<String>) {
+    pub async fn report(&self, client: &Bus, refused: Option<String>) {
         let applied = self.applied.lock().await;
         let status = self.driver.status();
         let not_started = self.not_started_lock().clone();
@@ -43,6 +42,15 @@ impl Applier {
                 crate::spare::list(&self.state.dir)
             }
         };
+        // Every key announced, with its hash: a mesh moved onto RabbitMQ
+        // admits them without asking again.
+        let mut amqp_hashes = crate::spare::hashes(&self.state.dir, &spare_keys);
+        amqp_hashes.extend(
+            applied
+                .modules
+                .iter()
+                .filter_map(|m| self.announced_key(&m.name)),
+        );
         let report = Report {
             id: report_id(),
             node: self.state.node.clone(),
@@ -51,9 +59,9 @@ impl Applier {
             refused,
             address: address.clone(),
             spare_keys,
+            amqp_hashes,
         };
         drop(applied);
-        let js = jetstream::new(client.clone());
         let payload = report.to_json();
         // Tried again (the same id: recorded once however often it lands)
         // while the server cannot store it — a broker reloading a large
@@ -61,13 +69,10 @@ impl Applier {
         // REPORT_TRIES times, the waits doubling.
         let mut wait = REPORT_RETRY_START;
         for attempt in 1..=REPORT_TRIES {
-            let stored = match js
-                .publish(subjects::report(&self.state.node), payload.clone().into())
+            let stored = client
+                .publish_stored(&subjects::report(&self.state.node), &payload)
                 .await
-            {
-                Ok(ack) => ack.await.map(|_| ()).map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
+                .map_err(|e| crate::dial::chain(&e));
             match stored {
                 Ok(()) => {
                     if let Some(a) = address

@@ -28,6 +28,7 @@ use mesh_core::token::Token;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+mod amqp;
 mod events;
 
 use events::{
@@ -120,6 +121,14 @@ pub enum EnrolError {
         within: Duration,
         #[source]
         source: Option<ConnectError>,
+    },
+    #[error(
+        "could not reach the broker at {url} within {within:?} ({reason}); check that the address is reachable from this machine and the broker runs, then try again"
+    )]
+    UnreachableAmqp {
+        url: String,
+        within: Duration,
+        reason: String,
     },
     #[error(
         "the broker did not store the enrolment request ({reason}); the controller may not have created its streams yet: start it, then try again"
@@ -250,6 +259,21 @@ async fn enrol_once(
             pin: Some(pin),
         })
         .collect();
+    if configs
+        .first()
+        .is_some_and(|c| mesh_bus::seam::kind_of(c).ok() == Some(mesh_core::bus::BusKind::Amqp))
+    {
+        let with = amqp::With {
+            token,
+            state_dir,
+            opts,
+            keys: &keys,
+            controller: &controller,
+            enrolment_key,
+            pin,
+        };
+        return amqp::enrol_once(&with, &configs[0]).await;
+    }
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let welcomed = Arc::new(AtomicBool::new(false));
     let mut backoff = Backoff::new(BACKOFF_START, BACKOFF_MAX);
@@ -314,14 +338,7 @@ async fn enrol_once(
             );
         }
     };
-    let request = EnrolRequest {
-        node: node.clone(),
-        enrolment_key,
-        host_key: keys.host_key().to_string(),
-        xkey: keys.xkey().to_string(),
-        reply,
-        spare_keys: crate::spare::top_up(state_dir)?,
-    };
+    let request = request(node, enrolment_key, &keys, reply, state_dir)?;
     let js = async_nats::jetstream::new(client.clone());
     // A controller starting beside this host may not have made CONTROL yet:
     // "no stream" is retried for as long as a connect would be.
@@ -570,6 +587,32 @@ fn gave_up(g: GaveUp, token: &Token, within: Duration) -> EnrolError {
             source: None,
         },
     }
+}
+
+/// The request: the host's keys, its spares, and the RabbitMQ hash of each
+/// (a mesh on AMQP admits them by it; one on NATS keeps them for a move).
+fn request(
+    node: &Name,
+    enrolment_key: String,
+    keys: &HostKeys,
+    reply: String,
+    state_dir: &Path,
+) -> Result<EnrolRequest, EnrolError> {
+    let spare_keys = crate::spare::top_up(state_dir)?;
+    let mut amqp_hashes = crate::spare::hashes(state_dir, &spare_keys);
+    amqp_hashes.insert(
+        keys.host_key().to_string(),
+        mesh_core::authority::amqp::announced_hash(keys.nkey_seed().expose()),
+    );
+    Ok(EnrolRequest {
+        node: node.clone(),
+        enrolment_key,
+        host_key: keys.host_key().to_string(),
+        xkey: keys.xkey().to_string(),
+        reply,
+        spare_keys,
+        amqp_hashes,
+    })
 }
 
 /// Whether a publish found no stream for its subject (CONTROL not made yet).

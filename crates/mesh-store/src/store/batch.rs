@@ -10,7 +10,7 @@ use crate::error::StoreError;
 use crate::{Store, with_pool};
 
 /// Names per `IN (…)` list: under every backend's bound-parameter limit.
-const PER_STATEMENT: usize = 1000;
+pub(super) const PER_STATEMENT: usize = 1000;
 
 impl Store {
     /// Each of `nodes`' newest declaration version (a node never declared

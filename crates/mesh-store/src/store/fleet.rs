@@ -38,6 +38,8 @@ pub struct PreparedCredential {
 pub struct PreparedToken {
     pub node: Name,
     enrolment_key: String,
+    /// What the token's seed announces on a mesh on AMQP.
+    amqp_hash: String,
     ttl: Duration,
 }
 
@@ -108,10 +110,12 @@ pub async fn prepare_password(
 /// when the change is applied; the seed is the token's secret.
 pub fn prepare_token(node: &Name, ttl: Duration) -> (Secret, PreparedToken) {
     let (seed, enrolment_key) = new_user_key();
+    let amqp_hash = super::amqp_hashes::hash_of(&seed);
     (
         seed,
         PreparedToken {
             node: node.clone(),
+            amqp_hash,
             enrolment_key,
             ttl,
         },
@@ -265,6 +269,7 @@ impl Store {
                 .bind(now.saturating_add(duration_ms(t.ttl)))
                 .execute(&mut *tx)
                 .await?;
+                put_amqp_hash_in!(tx, &t.enrolment_key, &t.amqp_hash, now);
                 out.tokens_issued += 1;
             }
             for c in &change.credentials {

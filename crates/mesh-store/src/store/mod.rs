@@ -215,12 +215,26 @@ macro_rules! set_person_key_in {
     }};
 }
 
+/// Records (or replaces) in `$tx` the RabbitMQ password hash `$hash` of
+/// key `$key`, at `$now`.
+macro_rules! put_amqp_hash_in {
+    ($tx:expr, $key:expr, $hash:expr, $now:expr) => {{
+        sqlx::query(super::amqp_hashes::UPSERT_AMQP_HASH)
+            .bind($key)
+            .bind($hash)
+            .bind($now)
+            .execute(&mut *$tx)
+            .await?;
+    }};
+}
+
 // After the macro: a `macro_rules!` is in scope only below its definition.
 mod artifacts;
 pub use artifacts::{ArtifactRow, Upload, version_ok};
 mod assignments;
 mod audit;
 pub use audit::{Actor, Appended, AuditEntry, AuditFilter, AuditRow, Outcome};
+mod amqp_hashes;
 mod batch;
 mod builds;
 mod compositions;

@@ -125,6 +125,12 @@ impl Store {
                 .bind(person.as_str())
                 .execute(&mut *tx)
                 .await?;
+                put_amqp_hash_in!(
+                    tx,
+                    &l.login_key,
+                    super::amqp_hashes::hash_of(&l.secret),
+                    now
+                );
             }
             tx.commit().await?;
             Ok(())

@@ -40,6 +40,12 @@ impl Store {
             .bind(expires_at)
             .execute(&mut *tx)
             .await?;
+            put_amqp_hash_in!(
+                tx,
+                &enrolment_key,
+                super::amqp_hashes::hash_of(&secret),
+                issued_at
+            );
             tx.commit().await?;
             Ok(())
         })?;

@@ -2,7 +2,7 @@
 //! minted, rotation, verification, refusals, no seed or plaintext kept or
 //! shown; a credential never outlives its owner.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use mesh_core::authority::PrincipalKind;
@@ -433,7 +433,61 @@ async fn spare_keys_are_announced_replaced_and_given_once(fx: &Fixture) {
     assert!(!s.spare_makers().await.unwrap().contains(&n("n1")));
 }
 
+async fn amqp_hashes_are_written_once_and_recompose(fx: &Fixture) {
+    let s = &fx.store;
+    let seed = |kp: &nkeys::KeyPair| kp.seed().unwrap();
+    let (a, b) = (nkeys::KeyPair::new_user(), nkeys::KeyPair::new_user());
+    let hash = |kp: &nkeys::KeyPair| mesh_core::authority::amqp::announced_hash(&seed(kp));
+    let both = BTreeMap::from([(a.public_key(), hash(&a)), (b.public_key(), hash(&b))]);
+    let before = s.records_revisions().await.unwrap()["credentials"];
+    assert_eq!(s.record_amqp_hashes(&both).await.unwrap(), 2);
+    assert_eq!(s.amqp_hashes().await.unwrap(), both);
+    let after = s.records_revisions().await.unwrap()["credentials"];
+    assert!(after > before, "a new hash recomposes the users");
+    // Announced again, unchanged (every report does): nothing written, no
+    // composition.
+    let revision = s.records_revision().await.unwrap();
+    assert_eq!(s.record_amqp_hashes(&both).await.unwrap(), 0);
+    assert_eq!(s.records_revision().await.unwrap(), revision);
+    // A changed one is written alone.
+    let c = nkeys::KeyPair::new_user();
+    let changed = BTreeMap::from([(a.public_key(), hash(&c))]);
+    assert_eq!(s.record_amqp_hashes(&changed).await.unwrap(), 1);
+    assert_eq!(s.amqp_hashes_of(&[a.public_key()]).await.unwrap(), changed);
+    assert!(s.records_revision().await.unwrap() > revision);
+    // Not a hash, or not a user key: refused, nothing written.
+    for bad in [
+        BTreeMap::from([(c.public_key(), "not a hash".to_string())]),
+        BTreeMap::from([("SUAM".to_string(), hash(&c))]),
+    ] {
+        let e = s.record_amqp_hashes(&bad).await.unwrap_err().to_string();
+        assert!(e.contains("hash") || e.contains("key"), "{e}");
+    }
+    assert!(
+        s.amqp_hashes_of(&[c.public_key()])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A token's seed is made here: its hash is recorded with it.
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    let issued = s
+        .issue_token(&n("n1"), Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.amqp_hashes_of(std::slice::from_ref(&issued.enrolment_key))
+            .await
+            .unwrap()
+            .get(&issued.enrolment_key),
+        Some(&mesh_core::authority::amqp::announced_hash(
+            issued.secret.expose()
+        ))
+    );
+}
+
 conformance!(
+    amqp_hashes_are_written_once_and_recompose,
     spare_keys_are_announced_replaced_and_given_once,
     recording_a_machine_key_rotates_and_verifies,
     a_machine_password_and_a_non_user_key_are_refused,

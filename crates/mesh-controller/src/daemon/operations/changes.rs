@@ -80,7 +80,7 @@ pub(super) async fn carry_out(ctx: &Ctx, person: &Name, op: Operation, request: 
         }
         Operation::Build => {
             let a: BuildArgs = args!(op, request);
-            return match crate::builds::submit(store, &ctx.js, &a.module, &a.rev).await {
+            return match crate::builds::submit(store, &ctx.bus, &a.module, &a.rev).await {
                 // Queued, not waited for: the controller serves one request
                 // at a time, and a build takes minutes.
                 Ok(s) => Reply::Done {

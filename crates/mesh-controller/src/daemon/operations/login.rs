@@ -5,8 +5,7 @@
 //! person's name. Every refusal reads the same: who presents a bad login
 //! learns nothing about which exist.
 
-use async_nats::Subscriber;
-use futures::StreamExt as _;
+use mesh_bus::seam::Messages;
 use mesh_core::names::Name;
 use mesh_core::operation::wire::{LoginRequest, Reply};
 use mesh_store::{Actor, AuditEntry, Outcome, StoreError};
@@ -15,11 +14,12 @@ use tracing::{info, warn};
 use crate::daemon::{Ctx, error_chain};
 
 /// Answers every login `logins` delivers, one at a time.
-pub(super) async fn serve(ctx: &Ctx, mut logins: Subscriber) {
+pub(super) async fn serve(ctx: &Ctx, mut logins: Messages) {
     while let Some(msg) = logins.next().await {
-        let Some(reply_to) = msg.reply.clone() else {
+        let Ok(msg) = msg else { continue };
+        if msg.reply.is_none() {
             continue;
-        };
+        }
         let person = msg
             .subject
             .strip_prefix("mesh.controller.login.")
@@ -29,7 +29,7 @@ pub(super) async fn serve(ctx: &Ctx, mut logins: Subscriber) {
             None => refused(),
         };
         let body = serde_json::to_vec(&reply).expect("a reply serializes");
-        if let Err(e) = ctx.client.publish(reply_to, body.into()).await {
+        if let Err(e) = ctx.bus.respond(&msg, &body).await {
             warn!(error = %error_chain(&e), "a login's answer was not sent");
         }
     }

@@ -129,18 +129,19 @@ async fn logs(ctx: &Ctx, a: LogsArgs) -> Reply {
         Err(reason) => return Reply::Refused { reason },
     };
     let body = serde_json::to_vec(&a.request).expect("a logs request serializes");
-    let asked = ctx
-        .client
-        .request(mesh_core::subjects::host_logs(&node), body.into());
-    let message = match tokio::time::timeout(HOST_ANSWERS_WITHIN, asked).await {
-        Err(_) => return read(LogsReply::Silent { node }),
-        Ok(Err(e)) if e.kind() == async_nats::client::RequestErrorKind::NoResponders => {
+    let subject = mesh_core::subjects::host_logs(&node);
+    let asked = ctx.bus.request(&subject, &body, HOST_ANSWERS_WITHIN);
+    let payload = match asked.await {
+        Err(
+            mesh_bus::seam::SeamError::NoAnswer { .. }
+            | mesh_bus::seam::SeamError::NoResponders { .. },
+        ) => {
             return read(LogsReply::Silent { node });
         }
-        Ok(Err(e)) => return refused(e),
-        Ok(Ok(m)) => m,
+        Err(e) => return refused(e),
+        Ok(p) => p,
     };
-    match mesh_core::tool::parse_reply(&message.payload) {
+    match mesh_core::tool::parse_reply(&payload) {
         Ok(ToolReply::Ok(v)) => match serde_json::from_value(v) {
             Ok(answer) => read(LogsReply::Answer(answer)),
             Err(e) => Reply::Refused {
@@ -160,8 +161,10 @@ async fn logs(ctx: &Ctx, a: LogsArgs) -> Reply {
 /// ephemeral consumer that acknowledges nothing: reading takes nothing
 /// from any module.
 async fn events(ctx: &Ctx, a: &EventsArgs) -> Result<EventsAnswer, String> {
-    let mut stream = ctx
-        .js
+    let js = ctx
+        .js()
+        .ok_or("reading stored events back is NATS's (a stream read from any point); on RabbitMQ `mesh events tail` follows them as they come")?;
+    let mut stream = js
         .get_stream(mesh_core::subjects::STREAM_EVENTS)
         .await
         .map_err(|e| format!("finding EVENTS: {}", error_chain(&e)))?;

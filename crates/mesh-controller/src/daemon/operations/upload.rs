@@ -30,18 +30,22 @@ pub(super) async fn artifact_put(ctx: &Ctx, person: &Name, a: &ArtifactPutArgs) 
             ),
         };
     }
+    let Some(js) = ctx.js().cloned() else {
+        return Reply::Refused {
+            reason: "a mesh on RabbitMQ keeps no artifacts yet: run modules whose command the node has, or images pinned by digest".into(),
+        };
+    };
     let subject = subjects::upload(person, &a.upload);
-    let received = match received(ctx, &subject, a).await {
+    let received = match received(&js, &ctx.opts.dir, &subject, a).await {
         Ok(file) => file,
         Err(reason) => {
-            purge(ctx, &subject).await;
+            purge(&js, &subject).await;
             return Reply::Refused { reason };
         }
     };
-    let js = ctx.js.clone();
     let put = put_file(
         &ctx.store,
-        async { Ok::<_, std::convert::Infallible>(js) },
+        async { Ok::<_, std::convert::Infallible>(js.clone()) },
         &a.module,
         &a.name,
         received.path(),
@@ -49,7 +53,7 @@ pub(super) async fn artifact_put(ctx: &Ctx, person: &Name, a: &ArtifactPutArgs) 
         ctx.opts.controller.replicas,
     )
     .await;
-    purge(ctx, &subject).await;
+    purge(&js, &subject).await;
     match put {
         Ok(p) => {
             let how = if p.existed { "already stored; " } else { "" };
@@ -70,13 +74,13 @@ pub(super) async fn artifact_put(ctx: &Ctx, person: &Name, a: &ArtifactPutArgs) 
 /// The upload's bytes in a file of their own, once they are all there and
 /// are what the asker said.
 async fn received(
-    ctx: &Ctx,
+    js: &async_nats::jetstream::Context,
+    dir: &std::path::Path,
     subject: &str,
     a: &ArtifactPutArgs,
 ) -> Result<tempfile::NamedTempFile, String> {
     let read = |e: &dyn std::fmt::Display| format!("reading upload {}: {e}", a.upload);
-    let stream = ctx
-        .js
+    let stream = js
         .get_stream(subjects::STREAM_UPLOADS)
         .await
         .map_err(|e| read(&error_chain(&e)))?;
@@ -93,7 +97,7 @@ async fn received(
     let pending = consumer.cached_info().num_pending;
     // Beside the mesh's state, not in a shared temporary directory: 0600,
     // on the disk the operator gave the controller.
-    let mut file = tempfile::NamedTempFile::new_in(&ctx.opts.dir).map_err(|e| read(&e))?;
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(|e| read(&e))?;
     let mut hasher = Sha256::new();
     let mut size = 0u64;
     let mut messages = consumer
@@ -129,8 +133,8 @@ async fn received(
 }
 
 /// The upload's chunks gone from `UPLOADS`: put, or refused.
-async fn purge(ctx: &Ctx, subject: &str) {
-    let purged = match ctx.js.get_stream(subjects::STREAM_UPLOADS).await {
+async fn purge(js: &async_nats::jetstream::Context, subject: &str) {
+    let purged = match js.get_stream(subjects::STREAM_UPLOADS).await {
         Ok(stream) => stream.purge().filter(subject).await.map(|_| ()),
         Err(e) => {
             tracing::warn!(error = %error_chain(&e), "an upload was not purged");

@@ -384,3 +384,87 @@ fn a_password_is_the_seeds_mac_and_not_the_seed() {
 
 // Computed apart: python3 hmac.new(seed, b"mesh amqp password v1", sha256), URL-safe base64.
 const PINNED_PASSWORD: &str = "WqzTo397JMWCBA1IY-Ha8GZzWlhLbcnleJ9xceCiSvA";
+
+#[test]
+fn each_principal_is_wanted_with_the_hash_of_its_recorded_key_or_named_left_out() {
+    use crate::authority::amqp_users::wanted;
+    use crate::users_file::UserCredential;
+    use std::collections::BTreeMap;
+    let ps = principals();
+    let objects = objects();
+    let names: Vec<&str> = ps.iter().map(|p| p.name.as_str()).collect();
+    let (with_hash, no_hash, person) = (names[0], names[1], names[2]);
+    let credentials = BTreeMap::from([
+        (with_hash.to_string(), UserCredential::NKey("UKEY1".into())),
+        (no_hash.to_string(), UserCredential::NKey("UKEY2".into())),
+        // A bcrypt password admits nobody on RabbitMQ.
+        (person.to_string(), UserCredential::Password("$2b$".into())),
+    ]);
+    let hashes = BTreeMap::from([
+        ("UKEY1".to_string(), "HASH1".to_string()),
+        // A hash of a key nobody holds is no user.
+        ("UKEY9".to_string(), "HASH9".to_string()),
+    ]);
+    let (w, left) = wanted(&ps, &credentials, &hashes, &objects);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].0, amqp::render(&ps[0], &objects));
+    assert_eq!(w[0].1, "HASH1");
+    let expected: Vec<String> = names[1..].iter().map(|n| n.to_string()).collect();
+    assert_eq!(left, expected);
+}
+
+#[test]
+fn an_announced_hash_is_stable_for_a_seed_and_rabbitmqs_shape() {
+    let seed = "SUAGMJH5XLGZKQQWAWKRZJIGMOU4HPFUYLXJMXOO5NLFEO2OOQJ5LPRDPM";
+    let h = amqp::announced_hash(seed);
+    assert_eq!(h, amqp::announced_hash(seed), "the same every time");
+    assert!(amqp::is_password_hash(&h), "{h}");
+    // Its salt is its first four bytes; the rest is sha256(salt ++ password).
+    use base64::Engine as _;
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(&h)
+        .unwrap();
+    let salt: [u8; 4] = raw[..4].try_into().unwrap();
+    assert_eq!(
+        h,
+        amqp::password_hash(salt, amqp::password_of(seed).as_bytes())
+    );
+    assert_ne!(
+        h,
+        amqp::announced_hash("SUAGMJH5XLGZKQQWAWKRZJIGMOU4HPFUYLXJMXOO5NLFEO2OOQJ5LPRDPN")
+    );
+    for not in [
+        "",
+        "short",
+        &h[..47],
+        &format!("{h}A"),
+        &h.replace(&h[..4], "!!!!"),
+    ] {
+        assert!(!amqp::is_password_hash(not), "{not}");
+    }
+    // 36 bytes, and only 36: 48 base64 characters of 35 or 37 are not one.
+    let e = base64::engine::general_purpose::STANDARD;
+    assert!(!amqp::is_password_hash(&e.encode([0u8; 35])));
+    assert!(amqp::is_password_hash(&e.encode([0u8; 36])));
+}
+
+#[test]
+fn announced_hashes_are_for_the_messages_own_keys_each_a_hash() {
+    use std::collections::BTreeMap;
+    let h = amqp::announced_hash("SUAGMJH5XLGZKQQWAWKRZJIGMOU4HPFUYLXJMXOO5NLFEO2OOQJ5LPRDPM");
+    let ok = BTreeMap::from([("UA".to_string(), h.clone())]);
+    assert_eq!(amqp::check_announced(&ok, &["UA", "UB"]), Ok(()));
+    assert_eq!(amqp::check_announced(&BTreeMap::new(), &[]), Ok(()));
+    let other = BTreeMap::from([("UC".to_string(), h)]);
+    assert!(
+        amqp::check_announced(&other, &["UA"])
+            .unwrap_err()
+            .contains("does not announce")
+    );
+    let bad = BTreeMap::from([("UA".to_string(), "x".to_string())]);
+    assert!(
+        amqp::check_announced(&bad, &["UA"])
+            .unwrap_err()
+            .contains("not base64")
+    );
+}
