@@ -4,11 +4,15 @@
 //! names), a real `mesh controller`, a real `mesh host` enrolled by token;
 //! then a module declared, run and reported, a newer declaration
 //! superseding it, the controller restarted and the broker restarted, the
-//! host reporting through each. What differs between the buses is in
-//! [`Bus`] alone.
+//! host reporting through each. Then the faults of the nothing-lost table,
+//! each on both buses: the controller killed mid-stream, PostgreSQL stopped
+//! under reports, the store window's bound passed. What differs between
+//! the buses is in [`Bus`] alone.
 
 #[path = "join_live/harness.rs"]
 mod harness;
+#[path = "join_live/report_stream.rs"]
+mod report_stream;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -47,14 +51,29 @@ struct BusMesh {
     bus: Bus,
     dir: PathBuf,
     store_url: String,
+    controller_args: Vec<String>,
+    _db: Option<mesh_testkit::TestDatabase>,
     tmp: tempfile::TempDir,
 }
 
 impl BusMesh {
     fn new(kind: &str) -> BusMesh {
+        BusMesh::with_store(kind, None, &[])
+    }
+
+    /// On `db` (SQLite in its directory when none), the controller given
+    /// `controller_args` more.
+    fn with_store(
+        kind: &str,
+        db: Option<mesh_testkit::TestDatabase>,
+        controller_args: &[&str],
+    ) -> BusMesh {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("ctl");
-        let store_url = format!("sqlite://{}", dir.join("mesh.db").display());
+        let store_url = match &db {
+            None => format!("sqlite://{}", dir.join("mesh.db").display()),
+            Some(db) => db.url().to_string(),
+        };
         let port = || mesh_testkit::broker::free_port().unwrap().to_string();
         let mut args: Vec<String> = [
             "init",
@@ -100,13 +119,15 @@ impl BusMesh {
             bus,
             dir,
             store_url,
+            controller_args: controller_args.iter().map(|a| a.to_string()).collect(),
+            _db: db,
             tmp,
         }
     }
 
     fn start_controller(&mut self) {
         let log = self.tmp.path().join(format!("controller-{}.log", nanos()));
-        let args = [
+        let mut args = vec![
             "controller",
             "--dir",
             self.dir.to_str().unwrap(),
@@ -114,6 +135,7 @@ impl BusMesh {
             &self.store_url,
             "--no-http",
         ];
+        args.extend(self.controller_args.iter().map(String::as_str));
         let d = Daemon::spawn("controller", &args, log, self.tmp.path());
         d.wait_log("controller running", LONG);
         self.controller = Some(d);
@@ -195,6 +217,55 @@ impl BusMesh {
 
     fn host_log(&self) -> String {
         self.hosts[0].log()
+    }
+
+    /// A connection as `node`'s host, with its own key, to whichever bus.
+    async fn as_host(&self, node: &str) -> mesh_bus::seam::Bus {
+        let genesis = Genesis::open(&self.dir).unwrap();
+        let seed = std::fs::read_to_string(self.tmp.path().join(format!("host-{node}/nkey.seed")))
+            .unwrap();
+        let principal = format!("host_{node}");
+        let config = mesh_bus::BusConfig {
+            url: genesis.local_url(),
+            inbox_prefix: Some(format!("_INBOX.{principal}")),
+            principal,
+            credential: mesh_bus::ClientCredential::NKey(mesh_bus::Secret::new(seed.trim())),
+            ca_file: None,
+            pin: Some(mesh_bus::CertPin::from_hex(&genesis.cert_sha256).unwrap()),
+        };
+        mesh_bus::seam::Bus::connect(&config).await.unwrap()
+    }
+}
+
+/// Reports `<tag>-<i>` of `node` answering declaration 0, each confirmed
+/// kept by the bus (a JetStream ack, a publisher confirm), published
+/// together in batches.
+async fn send_reports(
+    bus: &mesh_bus::seam::Bus,
+    node: &str,
+    tag: &str,
+    range: std::ops::Range<usize>,
+) {
+    let subject = format!("mesh.control.report.{node}");
+    let all: Vec<usize> = range.collect();
+    for batch in all.chunks(256) {
+        let sent = batch.iter().map(|i| {
+            let r = mesh_core::report::Report {
+                id: format!("{tag}-{i}"),
+                node: mesh_core::names::Name::new(node).unwrap(),
+                sequence: 0,
+                modules: vec![],
+                refused: None,
+                address: None,
+                spare_keys: Vec::new(),
+                amqp_hashes: Default::default(),
+            };
+            let subject = subject.clone();
+            async move { bus.publish_stored(&subject, &r.to_json()).await }
+        });
+        for r in futures::future::join_all(sent).await {
+            r.expect("the bus keeps the report");
+        }
     }
 }
 
@@ -293,4 +364,126 @@ fn a_mesh_lives_on_nats() {
 #[test]
 fn a_mesh_lives_on_amqp() {
     a_mesh_lives_on("amqp");
+}
+
+/// sent, recorded, lost, duplicated.
+type Row = (usize, usize, usize, usize);
+
+fn row(sent: usize, (recorded, duplicated): (usize, usize)) -> Row {
+    (sent, recorded, sent.saturating_sub(recorded), duplicated)
+}
+
+/// A mesh on `kind` with n1 enrolled and nothing assigned: reports of
+/// sequence 0 are current.
+fn enrolled(kind: &str, db: Option<mesh_testkit::TestDatabase>, args: &[&str]) -> BusMesh {
+    let mut mesh = BusMesh::with_store(kind, db, args);
+    mesh.start_controller();
+    mesh.join("n1");
+    mesh.hosts[0].wait_log("bound the node's consumer", LONG);
+    mesh
+}
+
+/// Reports sent before the controller is killed.
+const KILLED_MID_STREAM: usize = 2_000;
+
+async fn controller_killed_mid_stream(kind: &str) -> Row {
+    let mut mesh = enrolled(kind, None, &[]);
+    let bus = mesh.as_host("n1").await;
+    send_reports(&bus, "n1", "k", 0..KILLED_MID_STREAM).await;
+    let url = mesh.store_url.clone();
+    assert!(
+        report_stream::wait_count(&url, "n1", "k", 50).await.0 >= 50,
+        "{kind}: the controller never took reports"
+    );
+    mesh.controller.as_mut().unwrap().kill();
+    let before = report_stream::count(&url, "n1", "k").await.0;
+    mesh.start_controller();
+    let got = report_stream::wait_count(&url, "n1", "k", KILLED_MID_STREAM).await;
+    assert!(
+        before < KILLED_MID_STREAM,
+        "{kind}: killed before the end ({before} recorded)"
+    );
+    bus.close().await;
+    row(KILLED_MID_STREAM, got)
+}
+
+async fn postgres_stopped_under_reports(kind: &str) -> Row {
+    let cluster = mesh_testkit::PgCluster::start().unwrap();
+    let mesh = enrolled(kind, Some(cluster.create_database().unwrap()), &[]);
+    let bus = mesh.as_host("n1").await;
+    cluster.stop().unwrap();
+    send_reports(&bus, "n1", "pg", 0..200).await;
+    mesh.controller().wait_log("store window opened", LONG);
+    cluster.start_again().unwrap();
+    let got = report_stream::wait_count(&mesh.store_url, "n1", "pg", 200).await;
+    mesh.controller().wait_log("store window closed", LONG);
+    bus.close().await;
+    row(200, got)
+}
+
+/// Each overdue report let go and logged; the rest, sent once the store is
+/// back, recorded. The row counts the rest.
+async fn past_the_store_window(kind: &str) -> Row {
+    let cluster = mesh_testkit::PgCluster::start().unwrap();
+    let mesh = enrolled(
+        kind,
+        Some(cluster.create_database().unwrap()),
+        &["--store-window", "2s"],
+    );
+    let bus = mesh.as_host("n1").await;
+    cluster.stop().unwrap();
+    send_reports(&bus, "n1", "late", 0..50).await;
+    assert!(
+        wait_until(LONG, || said(mesh.controller(), "report let go") >= 50),
+        "{kind}: not every overdue report was let go:\n{}",
+        mesh.controller().log()
+    );
+    cluster.start_again().unwrap();
+    mesh.controller().wait_log("store window closed", LONG);
+    send_reports(&bus, "n1", "after", 0..50).await;
+    let got = report_stream::wait_count(&mesh.store_url, "n1", "after", 50).await;
+    assert_eq!(
+        report_stream::count(&mesh.store_url, "n1", "late").await.0,
+        0,
+        "{kind}: the overdue ones were let go"
+    );
+    bus.close().await;
+    row(50, got)
+}
+
+/// The faults, each on both buses, in one table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fault_table_loses_nothing_on_either_bus() {
+    let mut table: Vec<(&str, &str, Row)> = Vec::new();
+    for kind in ["nats", "amqp"] {
+        table.push((
+            kind,
+            "controller SIGKILLed mid-stream",
+            controller_killed_mid_stream(kind).await,
+        ));
+        table.push((
+            kind,
+            "PostgreSQL stopped while reports arrive",
+            postgres_stopped_under_reports(kind).await,
+        ));
+        table.push((
+            kind,
+            "store window past its bound (50 let go)",
+            past_the_store_window(kind).await,
+        ));
+    }
+    println!("fault table, by bus:");
+    println!(
+        "  {:<5} {:<42} {:>5} {:>9} {:>5} {:>11}",
+        "bus", "fault", "sent", "recorded", "lost", "duplicated"
+    );
+    for (kind, fault, (s, r, l, d)) in &table {
+        println!("  {kind:<5} {fault:<42} {s:>5} {r:>9} {l:>5} {d:>11}");
+    }
+    assert!(
+        table
+            .iter()
+            .all(|(_, _, (_, _, lost, dup))| *lost == 0 && *dup == 0),
+        "{table:?}"
+    );
 }
