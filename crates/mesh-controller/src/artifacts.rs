@@ -38,6 +38,49 @@ pub enum ArtifactError {
     Store(#[from] StoreError),
 }
 
+mod kept;
+pub use kept::{KEPT_DIR, keep_file, kept_path, read_piece};
+
+/// The version an artifact is recorded under (`version`, or its digest's
+/// first 12 hex digits) and its reference; refused before any byte is
+/// stored when the version is no version or the module is not registered
+/// (an artifact of a module the mesh does not know would never run).
+async fn checked(
+    store: &Store,
+    module: &Name,
+    name: &Name,
+    file: &Path,
+    sha256: &str,
+    version: Option<&str>,
+) -> Result<(String, Reference), ArtifactError> {
+    if !file.is_file() {
+        return Err(ArtifactError::Refused(format!(
+            "{} is not a file",
+            file.display()
+        )));
+    }
+    let version = match version {
+        Some(v) if !mesh_store::version_ok(v) => {
+            return Err(ArtifactError::Refused(format!(
+                "--version {v:?}: use letters, digits, `.`, `-` and `_`, at most 64 characters"
+            )));
+        }
+        Some(v) => v.to_string(),
+        None => sha256[..12].to_string(),
+    };
+    if store.module(module).await?.is_none() {
+        return Err(ArtifactError::Refused(format!(
+            "module {module} is not registered; register its manifest with `mesh catalogue register` first"
+        )));
+    }
+    let reference = Reference {
+        module: module.clone(),
+        artifact: name.clone(),
+        sha256: sha256.to_string(),
+    };
+    Ok((version, reference))
+}
+
 /// What [`put_file`] did.
 #[derive(Debug)]
 pub struct Put {
@@ -90,33 +133,14 @@ where
     E: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     if !file.is_file() {
+        // Before reading it: a directory has no digest.
         return Err(ArtifactError::Refused(format!(
             "{} is not a file",
             file.display()
         )));
     }
     let (size, sha256) = digest_file(file)?;
-    let version = match version {
-        Some(v) if !mesh_store::version_ok(v) => {
-            return Err(ArtifactError::Refused(format!(
-                "--version {v:?}: use letters, digits, `.`, `-` and `_`, at most 64 characters"
-            )));
-        }
-        Some(v) => v.to_string(),
-        None => sha256[..12].to_string(),
-    };
-    let reference = Reference {
-        module: module.clone(),
-        artifact: name.clone(),
-        sha256: sha256.clone(),
-    };
-    // Refused before any byte is sent: an artifact of a module the mesh
-    // does not know would be stored and never run.
-    if store.module(module).await?.is_none() {
-        return Err(ArtifactError::Refused(format!(
-            "module {module} is not registered; register its manifest with `mesh catalogue register` first"
-        )));
-    }
+    let (version, reference) = checked(store, module, name, file, &sha256, version).await?;
     let js = connect
         .await
         .map_err(|e| ArtifactError::Connect(e.into()))?;

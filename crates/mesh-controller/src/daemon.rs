@@ -9,6 +9,7 @@
 //! revision ([`watch`]): any change recomposes the users file and
 //! re-asserts the objects, whoever made it.
 
+mod artifact_fetches;
 mod built;
 mod connect;
 mod control;
@@ -521,6 +522,16 @@ impl Term<'_> {
             .map_err(|e| DaemonError::Bind(Box::new(e)))?;
         let seen = seen::LastSeen::default();
         let operations = operations::bind(&ctx).await?;
+        // Where the bus keeps no artifacts, the controller hands them over.
+        let fetches = match &ctx.bus {
+            mesh_bus::seam::Bus::Amqp(_) => Some(
+                ctx.bus
+                    .subscribe(subjects::ALL_ARTIFACT_FETCHES)
+                    .await
+                    .map_err(|e| DaemonError::Bind(Box::new(e)))?,
+            ),
+            mesh_bus::seam::Bus::Nats(_) => None,
+        };
 
         let tasks: Vec<AbortOnDrop> = [
             tokio::spawn(watch::log_compositions(ctx.composer.watch())),
@@ -542,6 +553,8 @@ impl Term<'_> {
             tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),
             tokio::spawn(operations::serve(ctx.clone(), operations)),
         ]
+        .into_iter()
+        .chain(fetches.map(|f| tokio::spawn(artifact_fetches::serve(ctx.clone(), f))))
         .into_iter()
         .map(AbortOnDrop)
         .collect();

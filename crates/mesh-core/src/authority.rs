@@ -379,6 +379,10 @@ pub fn controller_principal(spec: &ControllerSpec) -> Principal {
         subjects::ALL_LOGINS,
         rule("the controller spends persons' one-time logins"),
     );
+    p.subscribe(
+        subjects::ALL_ARTIFACT_FETCHES,
+        rule("the controller hands each host the artifacts its declaration names, where the bus keeps none (RabbitMQ)"),
+    );
     // Its answer goes to the asker's reply subject, in the asker's inbox:
     // one answer to each request it was sent, no grant on any inbox.
     p.allow_responses = Some(rule(
@@ -428,6 +432,10 @@ pub fn host_principal(node: &Name) -> Principal {
     p.subscribe(
         subjects::host_logs(node),
         why("serves its modules' logs (mesh logs)"),
+    );
+    p.publish(
+        subjects::artifact_fetch(node),
+        why("asks the controller for the artifacts its declaration names (a mesh on RabbitMQ)"),
     );
     // The answer goes to the requester's reply subject, in its inbox: a
     // publish grant on `_INBOX.controller.>` would let a host write into any

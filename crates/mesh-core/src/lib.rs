@@ -17,6 +17,7 @@
 //! `mesh_bus::objects`.
 
 pub mod artifact;
+pub mod artifact_fetch;
 pub mod authority;
 pub mod build;
 pub mod bus;

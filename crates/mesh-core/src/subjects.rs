@@ -203,6 +203,17 @@ pub fn host_logs(node: &Name) -> String {
     format!("mesh.host.{node}.tool.logs")
 }
 
+/// `mesh.controller.artifact.<node>`: node N's host asks the controller for
+/// a piece of an artifact its newest declaration names (a mesh on RabbitMQ
+/// has no object store; the controller keeps them). The node is the
+/// server's word: only its host is granted the subject.
+pub fn artifact_fetch(node: &Name) -> String {
+    format!("mesh.controller.artifact.{node}")
+}
+
+/// Every node's artifact requests: what the controller serves.
+pub const ALL_ARTIFACT_FETCHES: &str = "mesh.controller.artifact.*";
+
 /// Every host's logs tool: what the controller (and a person granted every
 /// tool) may call.
 pub const ALL_HOST_LOGS: &str = "mesh.host.*.tool.logs";

@@ -447,7 +447,7 @@ impl Applier {
     ) {
         let spec = match self
             .cache
-            .ensure_all(client, &self.refusals, &module.artifacts)
+            .ensure_all(client, &self.state.node, &self.refusals, &module.artifacts)
             .await
         {
             Ok(paths) => {

@@ -51,13 +51,14 @@ impl Cache {
     pub async fn ensure_all(
         &self,
         client: &Bus,
+        node: &mesh_core::names::Name,
         refusals: &Refusals,
         artifacts: &[ArtifactDecl],
     ) -> Result<BTreeMap<Name, PathBuf>, String> {
         let mut out = BTreeMap::new();
         for a in artifacts {
             let path = self
-                .ensure(client, refusals, a)
+                .ensure(client, node, refusals, a)
                 .await
                 .map_err(|why| format!("artifact {} ({}): {why}", a.name, a.reference))?;
             out.insert(a.name.clone(), path);
@@ -68,6 +69,7 @@ impl Cache {
     async fn ensure(
         &self,
         client: &Bus,
+        node: &mesh_core::names::Name,
         refusals: &Refusals,
         a: &ArtifactDecl,
     ) -> Result<PathBuf, String> {
@@ -92,16 +94,17 @@ impl Cache {
             size: a.size,
             sha256: &a.sha256,
         };
-        // The object store is NATS's: a cached artifact is used on either
-        // bus, a missing one fetched only there.
-        let Some(nats) = client.nats() else {
-            return Err(
-                "a mesh on RabbitMQ keeps no artifacts yet: it runs modules whose command the node has".into(),
-            );
+        match client.nats() {
+            Some(nats) => {
+                mesh_bus::artifacts::fetch(nats.client(), refusals, &want, &path, FETCH_WITHIN)
+                    .await
+                    .map_err(|e| error_chain(&e))?;
+            }
+            // No object store: the controller hands it over piece by piece.
+            None => tokio::time::timeout(FETCH_WITHIN, fetch_pieces(client, node, a, &path))
+                .await
+                .map_err(|_| format!("not fetched within {FETCH_WITHIN:?}"))??,
         };
-        mesh_bus::artifacts::fetch(nats.client(), refusals, &want, &path, FETCH_WITHIN)
-            .await
-            .map_err(|e| error_chain(&e))?;
         // Executable, inside a directory only the host user enters.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| format!("making {} executable: {e}", path.display()))?;
@@ -109,6 +112,71 @@ impl Cache {
         Ok(path)
     }
 }
+
+/// The artifact `a`, asked of the controller piece by piece as node
+/// `node`'s host, written aside, checked (size and SHA-256), then renamed
+/// to `path`.
+async fn fetch_pieces(
+    bus: &Bus,
+    node: &mesh_core::names::Name,
+    a: &ArtifactDecl,
+    path: &Path,
+) -> Result<(), String> {
+    use base64::Engine as _;
+    use mesh_core::artifact_fetch::{FetchRequest, Piece};
+    use std::io::Write as _;
+    let subject = mesh_core::subjects::artifact_fetch(node);
+    let partial = path.with_extension("partial");
+    let mut out = std::fs::File::create(&partial)
+        .map_err(|e| format!("creating {}: {e}", partial.display()))?;
+    let mut offset = 0;
+    while offset < a.size {
+        let req = FetchRequest {
+            sha256: a.sha256.clone(),
+            offset,
+        };
+        let body = serde_json::to_vec(&req).expect("a request serializes");
+        let answer = bus
+            .request(&subject, &body, PIECE_WITHIN)
+            .await
+            .map_err(|e| format!("asking the controller: {}", error_chain(&e)))?;
+        let piece: Piece = match mesh_core::tool::parse_reply(&answer) {
+            Ok(mesh_core::tool::ToolReply::Ok(v)) => {
+                serde_json::from_value(v).map_err(|e| format!("the controller's piece: {e}"))?
+            }
+            Ok(mesh_core::tool::ToolReply::Error(why)) => {
+                return Err(format!("the controller refused: {why}"));
+            }
+            Err(e) => return Err(format!("the controller's answer: {e}")),
+        };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(piece.data)
+            .map_err(|e| format!("the controller's piece: {e}"))?;
+        if bytes.is_empty() || piece.size != a.size {
+            return Err(format!(
+                "the controller holds {} bytes where the declaration says {}",
+                piece.size, a.size
+            ));
+        }
+        out.write_all(&bytes)
+            .map_err(|e| format!("writing {}: {e}", partial.display()))?;
+        offset += bytes.len() as u64;
+    }
+    out.sync_all()
+        .map_err(|e| format!("writing {}: {e}", partial.display()))?;
+    drop(out);
+    if !check(&partial, a.size, &a.sha256).map_err(|e| e.to_string())? {
+        let _ = std::fs::remove_file(&partial);
+        return Err(
+            "what the controller handed over is not what the declaration says (size or SHA-256)"
+                .into(),
+        );
+    }
+    std::fs::rename(&partial, path).map_err(|e| format!("keeping {}: {e}", path.display()))
+}
+
+/// How long one piece may take to come.
+const PIECE_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Whether `path` holds `size` bytes whose SHA-256 is `sha256`.
 fn check(path: &Path, size: u64, sha256: &str) -> std::io::Result<bool> {

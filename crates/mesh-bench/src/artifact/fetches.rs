@@ -158,6 +158,7 @@ pub(super) async fn fetch_declared(
         .map(|(h, decl)| {
             let (client, refusals) = (h.client.clone(), h.refusals.clone());
             let cache = Cache::new(&h.state.dir);
+            let node = h.state.node.clone();
             let (decl, put) = (decl.clone(), put.clone());
             async move {
                 let Some(decl) = decl else {
@@ -166,7 +167,7 @@ pub(super) async fn fetch_declared(
                 let before = received(&client);
                 let bus = mesh_bus::seam::Bus::Nats(mesh_bus::seam::NatsSide::new(client.clone()));
                 let fetched = cache
-                    .ensure_all(&bus, &refusals, std::slice::from_ref(&decl))
+                    .ensure_all(&bus, &node, &refusals, std::slice::from_ref(&decl))
                     .await;
                 let got = received(&client).saturating_sub(before);
                 (check_cached(fetched, &decl, &put).err(), got)

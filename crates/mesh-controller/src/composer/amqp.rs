@@ -75,12 +75,17 @@ impl Composition for AmqpUsers {
             Ok(s) => s,
             Err(e) => return (not_live(ComposeError::Source(e)), done),
         };
-        let (wanted, omitted) = amqp_users::wanted(
-            &snap.principals,
-            &snap.credentials,
-            &snap.hashes,
-            &snap.objects,
-        );
+        // A bcrypt password (a person's) admits nobody on RabbitMQ.
+        let keys: BTreeMap<String, String> = snap
+            .credentials
+            .iter()
+            .filter_map(|(name, c)| match c {
+                UserCredential::NKey(k) => Some((name.clone(), k.clone())),
+                UserCredential::Password(_) => None,
+            })
+            .collect();
+        let (wanted, omitted) =
+            amqp_users::wanted(&snap.principals, &keys, &snap.hashes, &snap.objects);
         let management = self.management.clone();
         // The management API is a blocking client: off the runtime's threads.
         let applied = tokio::task::spawn_blocking(move || {

@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use super::amqp::AmqpPermissions;
 use super::{CONTROLLER, SEPARATOR};
 use crate::jetstream::Objects;
-use crate::users_file::UserCredential;
 
 /// A user as the management API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -114,22 +113,19 @@ pub fn plan(wanted: &[Wanted<'_>], observed: &[ObservedUser]) -> Vec<UserStep> {
 }
 
 /// Each derived principal rendered, with the hash its recorded key
-/// announced; the others named, left out (no key recorded, a person's
-/// password, no hash announced yet: an ordinary state, as a principal with
-/// no credential is on NATS).
+/// (`keys`: principal → NKey public key) announced; the others named, left
+/// out (no key recorded, a person's password, no hash announced yet: an
+/// ordinary state, as a principal with no credential is on NATS).
 pub fn wanted(
     principals: &[super::Principal],
-    credentials: &BTreeMap<String, UserCredential>,
+    keys: &BTreeMap<String, String>,
     hashes: &BTreeMap<String, String>,
     objects: &Objects,
 ) -> (Vec<(AmqpPermissions, String)>, Vec<String>) {
     let mut wanted = Vec::new();
     let mut omitted = Vec::new();
     for p in principals {
-        let hash = match credentials.get(&p.name) {
-            Some(UserCredential::NKey(key)) => hashes.get(key),
-            _ => None,
-        };
+        let hash = keys.get(&p.name).and_then(|key| hashes.get(key));
         match hash {
             Some(h) => wanted.push((super::amqp::render(p, objects), h.clone())),
             None => omitted.push(p.name.clone()),

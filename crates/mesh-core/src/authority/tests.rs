@@ -392,6 +392,7 @@ fn controller_answers_enrolments_and_no_other_inbox() {
         [
             "_INBOX.controller.>",
             "mesh.control.heartbeat.*",
+            "mesh.controller.artifact.*",
             "mesh.controller.login.*",
             "mesh.controller.op.*.*",
             "mesh.deliver.controller_control",
