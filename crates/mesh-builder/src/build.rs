@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use mesh_bus::seam::{Bus, NatsSide};
 use mesh_core::artifact::Reference;
 use mesh_core::build::{BuildRequest, Built, BuiltArtifact, log_tail, rev_ok};
 use mesh_core::manifest::{self, Manifest};
@@ -18,6 +19,26 @@ use crate::{git, inputs, run};
 pub type Request = BuildRequest;
 
 /// Why work is not a build request: it is terminated.
+/// The artifact store is NATS's object store (`ARTIFACTS`); a mesh on
+/// RabbitMQ has none the build machine writes to yet.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "artifacts on an AMQP mesh are not stored by the build machine yet: {what} needs the artifact store, which this build machine reaches on NATS only"
+)]
+pub struct NoArtifactStore {
+    pub what: String,
+}
+
+/// The NATS connection the artifact store is reached through.
+fn artifact_store<'m>(module: &'m Module, what: &str) -> Result<&'m NatsSide, NoArtifactStore> {
+    match module.bus() {
+        Bus::Nats(n) => Ok(n),
+        Bus::Amqp(_) => Err(NoArtifactStore {
+            what: what.to_string(),
+        }),
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
     #[error("not build work: {0}")]
@@ -138,6 +159,9 @@ async fn build_in(
     dir: &Path,
 ) -> Result<Built, Failed> {
     let no_log = |reason: String| (reason, String::new());
+    // Said before anything is fetched or run: the build's artifacts could
+    // not be put anyway.
+    artifact_store(module, &format!("build {}", request.id)).map_err(|e| no_log(e.to_string()))?;
     let mirror = git::fetch(&cache.root.join("repos"), &request.repository)
         .await
         .map_err(|e| no_log(e.to_string()))?;
@@ -159,7 +183,9 @@ async fn build_in(
     // writes anything: what the module's source names, not what it made.
     let found = inputs::read(&checkout).map_err(no_log)?;
     for (reference, path) in &found {
-        match mesh_bus::artifacts::stat(module.client(), &reference.object_name()).await {
+        let store = artifact_store(module, &format!("input {reference} (named in {path})"))
+            .map_err(|e| no_log(e.to_string()))?;
+        match mesh_bus::artifacts::stat(store.client(), &reference.object_name()).await {
             Ok(Some(stored)) if stored.sha256.as_deref() == Some(reference.sha256.as_str()) => {}
             Ok(_) => {
                 return Err(no_log(format!(
@@ -255,7 +281,8 @@ async fn put(
         artifact: name.clone(),
         sha256,
     };
-    let stored = mesh_bus::artifacts::put(module.jetstream(), &reference.object_name(), &real)
+    let store = artifact_store(module, &format!("artifact {name}")).map_err(|e| e.to_string())?;
+    let stored = mesh_bus::artifacts::put(store.js(), &reference.object_name(), &real)
         .await
         .map_err(|e| format!("artifact {name}: could not put it: {}", chain(&e)))?;
     Ok(BuiltArtifact {

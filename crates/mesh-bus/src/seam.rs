@@ -10,6 +10,8 @@
 //! | [`Bus::publish`] (heartbeats) | core publish, flushed | publish to `mesh`, publisher confirm |
 //! | [`Bus::consume`] | bind the push consumer | consume `mesh.queue.<consumer>` with a prefetch |
 //! | [`Bus::subscribe`] | core subscription | a server-named queue bound by the subject's key |
+//! | [`Bus::subscribe_shared`] | queue group | the same as [`Bus::subscribe`]: every subscriber hears each message |
+//! | [`Bus::consumer_exists`] | consumer info | passive declaration of the consumer's queue |
 //! | [`Bus::request`], [`Bus::respond`] | request/reply under the asker's inbox; allow_responses | the answer published to the asker's inbox key with the request's unguessable correlation id, which alone the asker takes |
 //! | [`Settle`], [`Delivery::in_progress`] | ack, nak with delay, term; progress | ack; held in this process (bounded by the prefetch) and delivered again, counted here; rejected; nothing (no ack timer) |
 
@@ -60,6 +62,13 @@ pub enum SeamError {
 }
 
 impl SeamError {
+    /// Whether the bus refused this principal the operation: AMQP's 403
+    /// (`ACCESS_REFUSED`, which leads the broker's words), on the operation
+    /// itself. NATS says a refusal on the connection instead, never here.
+    pub fn is_access_refused(&self) -> bool {
+        matches!(self, SeamError::Refused { reason, .. } if reason.starts_with("ACCESS_REFUSED"))
+    }
+
     pub(crate) fn nats(
         action: impl Into<String>,
     ) -> impl FnOnce(Box<dyn std::error::Error + Send + Sync>) -> SeamError {
@@ -194,8 +203,35 @@ impl Bus {
     /// Every message on `subject` (a pattern) from now on.
     pub async fn subscribe(&self, subject: &str) -> Result<Messages, SeamError> {
         match self {
-            Bus::Nats(n) => n.subscribe(subject).await,
+            Bus::Nats(n) => n.subscribe(subject, None).await,
             Bus::Amqp(a) => a.subscribe(subject).await,
+        }
+    }
+
+    /// [`Bus::subscribe`] beside the other subscribers of `group` (a tool's
+    /// instances). On NATS a queue group: one of them hears each message.
+    /// On AMQP each has its own queue, so each hears every message (a
+    /// shared queue would be a named one, which only the controller
+    /// configures); an asker takes the first answer under its id.
+    pub async fn subscribe_shared(
+        &self,
+        subject: &str,
+        group: &str,
+    ) -> Result<Messages, SeamError> {
+        match self {
+            Bus::Nats(n) => n.subscribe(subject, Some(group)).await,
+            Bus::Amqp(a) => a.subscribe(subject).await,
+        }
+    }
+
+    /// Whether the mesh's consumer `c` exists (the controller makes them),
+    /// so that binding one that does not is said as such. Asked of the bus
+    /// on both: consumer info on NATS, a passive declaration of its queue on
+    /// AMQP (which asks no permission).
+    pub async fn consumer_exists(&self, c: &ConsumerSpec) -> Result<bool, SeamError> {
+        match self {
+            Bus::Nats(n) => n.consumer_exists(c).await,
+            Bus::Amqp(a) => a.consumer_exists(c).await,
         }
     }
 }

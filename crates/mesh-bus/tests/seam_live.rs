@@ -283,12 +283,7 @@ async fn a_tool_answers_its_asker(mesh: &Mesh) {
     let server = serving.await.unwrap();
     // A heard message that is no request cannot be answered.
     let mut plain = server.subscribe(tool).await.unwrap();
-    alice.publish(tool, b"no reply wanted").await.unwrap();
-    let m = tokio::time::timeout(WAIT, plain.next())
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let m = until_heard(&alice, tool, b"no reply wanted", &mut plain).await;
     assert!(matches!(
         server.respond(&m, b"?").await,
         Err(SeamError::NotARequest { .. })

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use mesh_bus::seam::{Bus, NatsSide};
 use mesh_bus::{BusConfig, CertPin, ClientCredential, Secret};
 use mesh_controller::Genesis;
 use mesh_core::authority::PrincipalKind;
@@ -82,7 +83,7 @@ pub fn run(args: &CallArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("connecting as person {person}"))?;
         let r = mesh_sdk::call(
-            &client,
+            &Bus::Nats(NatsSide::new(client)),
             errors.refusal(Denied::Publish, &address.subject),
             &format!("person {person}"),
             &address,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 use async_nats::Client;
 use clap::Args;
+use mesh_bus::seam::{Bus, NatsSide};
 use mesh_controller::Genesis;
 use mesh_core::authority::CONTROLLER;
 use mesh_core::diagnostic::{escape_controls, suggest};
@@ -231,7 +232,7 @@ impl Host {
             .map_err(|e| Unanswered::Failed(anyhow!("writing the request: {e}")))?;
         let subject = &address.subject;
         let answer = mesh_sdk::call(
-            client,
+            &Bus::Nats(NatsSide::new(client.clone())),
             errors.refusal(Denied::Publish, subject),
             CONTROLLER,
             address,

@@ -1,26 +1,29 @@
-//! Binding a durable push consumer the controller made: the one way events
-//! and seat work reach a module.
+//! Binding a consumer the controller made: the one way events and seat work
+//! reach a module.
 
-use async_nats::jetstream::consumer::push;
-use futures::StreamExt as _;
-use mesh_core::subjects;
+use mesh_bus::seam::{Deliveries, Delivery};
+use mesh_core::jetstream::ConsumerSpec;
 
 use crate::refusal::Denied;
 use crate::{Module, SdkError};
 
+/// How many deliveries a module holds unsettled at a time on AMQP (work it
+/// handed back among them); NATS's consumer says its own.
+const PREFETCH: u16 = 32;
+
 /// A bound consumer's deliveries.
 pub(crate) struct Bound {
     pub consumer: String,
-    messages: push::Messages,
+    deliveries: Deliveries,
 }
 
 impl Bound {
-    pub async fn next(&mut self) -> Option<Result<async_nats::jetstream::Message, SdkError>> {
+    pub async fn next(&mut self) -> Option<Result<Delivery, SdkError>> {
         let consumer = &self.consumer;
-        self.messages.next().await.map(|r| {
+        self.deliveries.next().await.map(|r| {
             r.map_err(|e| SdkError::Bind {
                 consumer: consumer.clone(),
-                reason: e.to_string(),
+                reason: crate::chain(&e),
             })
         })
     }
@@ -37,45 +40,41 @@ pub(crate) async fn bind(
     consumer: &str,
     missing_hint: &'static str,
 ) -> Result<Bound, SdkError> {
-    let info = subjects::js_consumer_info(stream, consumer);
+    let spec = ConsumerSpec::to_bind(stream, consumer);
+    let info = spec.info_subject();
+    let refused_now = || SdkError::BindRefused {
+        module: module.module().clone(),
+        consumer: consumer.to_string(),
+        subject: info.clone(),
+        hint: "the manifest must declare what this consumer takes (consumes, or a seat it holds), and the module must be assigned to this node",
+    };
     let refused = module.refusal(Denied::Publish, &info);
-    let looked_up = module
-        .js()
-        .get_consumer_from_stream::<push::Config, _, _>(consumer, stream);
+    let bound = async {
+        if !module.bus().consumer_exists(&spec).await? {
+            return Ok(None);
+        }
+        module.bus().consume(&spec, PREFETCH).await.map(Some)
+    };
     let found = tokio::select! {
-        () = refused => {
-            return Err(SdkError::BindRefused {
-                module: module.module().clone(),
-                consumer: consumer.to_string(),
-                subject: info,
-                hint: "the manifest must declare what this consumer takes (consumes, or a seat it holds), and the module must be assigned to this node",
-            })
-        }
-        r = looked_up => r,
+        () = refused => return Err(refused_now()),
+        r = bound => r,
     };
-    let c = match found {
-        Ok(c) => c,
-        Err(e) if e.to_string().to_lowercase().contains("consumer not found") => {
-            return Err(SdkError::NoConsumer {
-                module: module.module().clone(),
-                consumer: consumer.to_string(),
-                stream: stream.to_string(),
-                hint: missing_hint,
-            });
-        }
-        Err(e) => {
-            return Err(SdkError::Bind {
-                consumer: consumer.to_string(),
-                reason: crate::chain(&e),
-            });
-        }
-    };
-    let messages = c.messages().await.map_err(|e| SdkError::Bind {
-        consumer: consumer.to_string(),
-        reason: crate::chain(&e),
-    })?;
-    Ok(Bound {
-        consumer: consumer.to_string(),
-        messages,
-    })
+    match found {
+        Ok(Some(deliveries)) => Ok(Bound {
+            consumer: consumer.to_string(),
+            deliveries,
+        }),
+        Ok(None) => Err(SdkError::NoConsumer {
+            module: module.module().clone(),
+            consumer: consumer.to_string(),
+            stream: stream.to_string(),
+            hint: missing_hint,
+        }),
+        // AMQP refuses reading another's queue on the operation itself.
+        Err(e) if e.is_access_refused() => Err(refused_now()),
+        Err(e) => Err(SdkError::Bind {
+            consumer: consumer.to_string(),
+            reason: crate::chain(&e),
+        }),
+    }
 }

@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use mesh_bus::{CertPin, Secret};
 use mesh_core::authority::PrincipalKind;
+use mesh_core::bus::BusKind;
 use mesh_core::names::Name;
 use mesh_core::subjects;
 
 use crate::SdkError;
 
-/// Comma-separated `tls://host:port` broker addresses.
+/// Comma-separated broker addresses of one bus: `tls://host:port` (NATS)
+/// or `amqps://host:port` (RabbitMQ).
 pub const ENV_BUS_URLS: &str = "MESH_BUS_URLS";
 /// Hex SHA-256 of the broker certificate's DER.
 pub const ENV_BUS_PIN: &str = "MESH_BUS_PIN";
@@ -46,7 +48,7 @@ pub struct ModuleEnv {
     pub ack_timeout: Duration,
 }
 
-const HINT_URLS: &str = "set it to the broker's tls://host:port addresses, comma-separated (the host sets it when it starts a module)";
+const HINT_URLS: &str = "set it to the broker's tls://host:port (NATS) or amqps://host:port (RabbitMQ) addresses, comma-separated, all of one bus (the host sets it when it starts a module)";
 const HINT_PIN: &str = "set it to the 64 lowercase hex digits of the SHA-256 of the broker certificate's DER (the host sets it when it starts a module)";
 const HINT_NKEY: &str = "set it to the path of the module's NKey seed file (the host makes it and sets it when it starts a module)";
 const HINT_INBOX: &str =
@@ -94,16 +96,25 @@ impl ModuleEnv {
         }
         // Checked here as well as at connect: the pin only means something
         // over TLS, and the variable is the place to point at.
-        if let Some(bad) = bus_urls
-            .iter()
-            .find(|u| !u.to_ascii_lowercase().starts_with("tls://") || u.contains('@'))
-        {
-            let shown = if bad.contains('@') {
+        let mut kinds = Vec::new();
+        for url in &bus_urls {
+            let shown = if url.contains('@') {
                 "an address carrying credentials".to_string()
             } else {
-                format!("{bad:?} is not a tls:// address")
+                format!("{url:?} is not a tls:// or amqps:// address")
             };
-            return Err(invalid(ENV_BUS_URLS, HINT_URLS, shown));
+            let kind = BusKind::of_address(&url.to_ascii_lowercase())
+                .ok_or_else(|| invalid(ENV_BUS_URLS, HINT_URLS, shown))?;
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        if kinds.len() > 1 {
+            return Err(invalid(
+                ENV_BUS_URLS,
+                HINT_URLS,
+                format!("{urls:?} names both buses; a mesh runs on one"),
+            ));
         }
 
         let pin_hex = get(ENV_BUS_PIN, HINT_PIN)?;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mesh_bus::ConnectError;
+use mesh_bus::seam::{SeamConnectError, SeamError};
 use mesh_core::event::EventError;
 use mesh_core::names::{Name, NameError};
 
@@ -38,8 +38,9 @@ pub enum SdkError {
     Connect {
         principal: String,
         urls: String,
+        // Boxed: the connect errors of both buses are large beside the rest.
         #[source]
-        source: ConnectError,
+        source: Box<SeamConnectError>,
     },
     #[error("{event:?} is not a valid event name")]
     BadEventName {
@@ -76,7 +77,7 @@ pub enum SdkError {
         module: Name,
         subject: String,
         #[source]
-        source: async_nats::jetstream::context::PublishError,
+        source: SeamError,
     },
     #[error("{value:?} is not a valid {what} name")]
     BadName {
@@ -165,4 +166,18 @@ pub enum SdkError {
         subject: String,
         reason: String,
     },
+}
+
+/// Whether the bus gave up waiting for its confirmation: on NATS, the
+/// stream's acknowledgement that never came (a refused publish goes
+/// unanswered).
+pub(crate) fn timed_out(e: &SeamError) -> bool {
+    use async_nats::jetstream::context::{PublishError, PublishErrorKind};
+    match e {
+        SeamError::NotConfirmed { .. } => true,
+        SeamError::Nats { source, .. } => source
+            .downcast_ref::<PublishError>()
+            .is_some_and(|p| p.kind() == PublishErrorKind::TimedOut),
+        _ => false,
+    }
 }

@@ -2,7 +2,7 @@
 //! the controller with every filter the manifest's `[events] consumes`
 //! implies, shared by the module's instances through its deliver group.
 
-use async_nats::jetstream::AckKind;
+use mesh_bus::seam::{Delivery, Settle};
 use mesh_core::event::{self, EventEnvelope};
 use mesh_core::subjects::{self, STREAM_EVENTS};
 
@@ -15,8 +15,9 @@ pub struct Events {
     bound: Bound,
 }
 
-/// One event delivered; acknowledge it once handled, or it comes again
-/// after the consumer's ack wait (30 s).
+/// One event delivered; acknowledge it once handled, or it comes again:
+/// on NATS after the consumer's ack wait (30 s), on AMQP once this
+/// connection's consumer is gone (RabbitMQ has no ack timer).
 pub struct Event {
     /// The subject it was published on (`mesh.mod.<m>.event.<e>` or
     /// `mesh.seat.<s>.event.<e>`).
@@ -24,7 +25,8 @@ pub struct Event {
     /// The event's name: the subject's last token.
     pub name: String,
     pub envelope: EventEnvelope,
-    message: async_nats::jetstream::Message,
+    /// Taken when acknowledged: settling consumes a delivery.
+    delivery: std::sync::Mutex<Option<Delivery>>,
 }
 
 impl Module {
@@ -50,54 +52,54 @@ impl Events {
     /// returned as [`SdkError::Malformed`]; the stream goes on after it.
     /// `None` once the connection is closed.
     pub async fn next(&mut self) -> Option<Result<Event, SdkError>> {
-        let message = match self.bound.next().await? {
-            Ok(m) => m,
+        let delivery = match self.bound.next().await? {
+            Ok(d) => d,
             Err(e) => return Some(Err(e)),
         };
-        let subject = message.subject.to_string();
-        let envelope = event::parse(&message.payload).map_err(|e| e.to_string());
+        let subject = delivery.subject.clone();
+        let envelope = event::parse(&delivery.payload).map_err(|e| e.to_string());
         let forged = envelope
             .as_ref()
             .ok()
             .and_then(|e| event::sender::contradicts(&subject, e));
         match (envelope, forged) {
-            (Ok(_), Some(why)) => Some(Err(terminate(&message, subject, why).await)),
+            (Ok(_), Some(why)) => Some(Err(terminate(delivery, subject, why).await)),
             (Ok(envelope), None) => Some(Ok(Event {
                 name: subject.rsplit('.').next().unwrap_or_default().to_string(),
                 subject,
                 envelope,
-                message,
+                delivery: std::sync::Mutex::new(Some(delivery)),
             })),
-            (Err(e), _) => Some(Err(terminate(&message, subject, e).await)),
+            (Err(e), _) => Some(Err(terminate(delivery, subject, e).await)),
         }
     }
 }
 
 /// Terminates a delivery that can never be handled, so it is not
 /// redelivered forever, and says why.
-pub(crate) async fn terminate(
-    message: &async_nats::jetstream::Message,
-    subject: String,
-    reason: String,
-) -> SdkError {
-    match message.ack_with(AckKind::Term).await {
+pub(crate) async fn terminate(delivery: Delivery, subject: String, reason: String) -> SdkError {
+    match delivery.settle(Settle::Terminate).await {
         Ok(()) => SdkError::Malformed { subject, reason },
         Err(e) => SdkError::Ack {
             what: "terminate",
             subject,
-            reason: format!("{reason}; and terminating it failed: {e}"),
+            reason: format!("{reason}; and terminating it failed: {}", crate::chain(&e)),
         },
     }
 }
 
 impl Event {
-    /// Acknowledges the event, confirmed by the server: once this returns,
-    /// it will not come again.
+    /// Acknowledges the event, confirmed by the server on NATS (AMQP
+    /// confirms no acknowledgement): once this returns, it will not come
+    /// again. Acknowledging it again does nothing.
     pub async fn ack(&self) -> Result<(), SdkError> {
-        self.message.double_ack().await.map_err(|e| SdkError::Ack {
+        let Some(delivery) = self.delivery.lock().unwrap().take() else {
+            return Ok(());
+        };
+        delivery.ack_confirmed().await.map_err(|e| SdkError::Ack {
             what: "acknowledge",
             subject: self.subject.clone(),
-            reason: e.to_string(),
+            reason: crate::chain(&e),
         })
     }
 }

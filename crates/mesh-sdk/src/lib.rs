@@ -13,9 +13,9 @@
 //!
 //! | variable | value |
 //! |---|---|
-//! | `MESH_BUS_URLS` | comma-separated `tls://host:port` broker addresses, tried in order |
+//! | `MESH_BUS_URLS` | comma-separated broker addresses of one bus, tried in order: `tls://host:port` (NATS) or `amqps://host:port` (RabbitMQ); the addresses say which bus the mesh runs on |
 //! | `MESH_BUS_PIN` | lowercase hex SHA-256 of the broker certificate's DER bytes: the module trusts exactly that certificate, as its host does (there is no CA file on a node) |
-//! | `MESH_NKEY_FILE` | path of the module's NKey user seed file (`SU…`, mode 0600, made by its host); the seed never travels in the environment |
+//! | `MESH_NKEY_FILE` | path of the module's NKey user seed file (`SU…`, mode 0600, made by its host); the seed never travels in the environment. On RabbitMQ the module's password is made from it ([`mesh_core::authority::amqp::password_of`]) |
 //! | `MESH_INBOX_PREFIX` | the module's private inbox prefix, `_INBOX.module_<node>_<module>`: replies (a JetStream publish's acknowledgement among them) are granted there and nowhere else |
 //! | `MESH_NODE` | the node's name |
 //! | `MESH_MODULE` | the module's name |
@@ -26,10 +26,21 @@
 //! # Events
 //!
 //! [`Module::emit`] publishes an [`EventEnvelope`] as JSON on
-//! `mesh.mod.<module>.event.<event>` through JetStream and returns once the
-//! `EVENTS` stream has stored it. The bus lets a module publish only the
-//! events its manifest declares under `[events] emits`; any other is refused
-//! by the server, and `emit` says so, naming the event.
+//! `mesh.mod.<module>.event.<event>` and returns once the bus has it: on
+//! NATS the `EVENTS` stream stored it; on RabbitMQ the consumers' queues
+//! took it (an event nobody consumes has no queue to wait in, and is not
+//! kept). The bus lets a module publish only the events its manifest
+//! declares under `[events] emits`; any other is refused by the server,
+//! and `emit` says so, naming the event.
+//!
+//! # The bus
+//!
+//! Everything goes through [`mesh_bus::seam::Bus`] ([`Module::bus`]), so a
+//! module runs on either bus unchanged. Where the two differ: on RabbitMQ
+//! every instance serving a tool hears each call (the caller takes the
+//! first answer), there is no ack timer (a delivery is held until settled,
+//! [`Work::progress`] does nothing), and [`Work::hand_back`] holds the work
+//! in the module's process until its delay has passed.
 
 mod bind;
 mod env;
@@ -74,3 +85,6 @@ pub fn chain(e: &dyn std::error::Error) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,9 +1,9 @@
 //! A module's connection as its own principal, and its events.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use async_nats::Client;
-use async_nats::jetstream::context::PublishErrorKind;
+use mesh_bus::seam::{Bus, SeamError};
 use mesh_bus::{BusConfig, ClientCredential};
 use mesh_core::event::EventEnvelope;
 use mesh_core::names::Name;
@@ -14,17 +14,26 @@ use crate::refusal::{Denied, ServerErrors};
 use crate::{ModuleEnv, SdkError};
 
 /// A module connected to the bus as its own principal.
-#[derive(Debug)]
 pub struct Module {
-    client: Client,
-    js: async_nats::jetstream::Context,
+    /// Shared with the tasks answering its tools.
+    bus: Arc<Bus>,
     node: Name,
     module: Name,
     ack_timeout: Duration,
-    /// The server's error messages on this connection: a refused publish is
-    /// reported here (`Permissions Violation for Publish to "…"`), not on the
-    /// publish itself.
-    server_errors: ServerErrors,
+    /// On NATS, the server's error messages on this connection: a refused
+    /// publish is reported there (`Permissions Violation for Publish to
+    /// "…"`), not on the publish itself. AMQP refuses the operation itself.
+    server_errors: Option<ServerErrors>,
+}
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Module")
+            .field("bus", &self.bus.kind())
+            .field("node", &self.node)
+            .field("module", &self.module)
+            .finish()
+    }
 }
 
 impl Module {
@@ -48,21 +57,18 @@ impl Module {
                 inbox_prefix: Some(env.inbox_prefix.clone()),
                 pin: Some(env.pin),
             };
-            match ServerErrors::connect(&cfg).await {
-                Ok((client, server_errors)) => {
-                    let js = async_nats::jetstream::context::ContextBuilder::new()
-                        .timeout(env.ack_timeout)
-                        .build(client.clone());
+            let (errors, tune) = ServerErrors::listening();
+            match Bus::connect_with(&cfg, tune).await {
+                Ok(bus) => {
                     return Ok(Module {
-                        client,
-                        js,
+                        server_errors: matches!(bus, Bus::Nats(_)).then_some(errors),
+                        bus: Arc::new(bus),
                         node: env.node.clone(),
                         module: env.module.clone(),
                         ack_timeout: env.ack_timeout,
-                        server_errors,
                     });
                 }
-                Err(e) => last = Some(e),
+                Err(e) => last = Some(Box::new(e)),
             }
         }
         Err(SdkError::Connect {
@@ -129,30 +135,35 @@ impl Module {
             })?;
         // Listening before publishing, so the refusal cannot slip past.
         let refused = self.refusal(Denied::Publish, &subject);
-        let stored = async {
-            let ack = self.js.publish(subject.clone(), bytes.into()).await?;
-            ack.await
+        let refused_now = || SdkError::Refused {
+            event: event.to_string(),
+            module: self.module.clone(),
+            subject: subject.clone(),
         };
+        let no_ack = || SdkError::NoAck {
+            event: event.to_string(),
+            module: self.module.clone(),
+            subject: subject.clone(),
+            timeout: self.ack_timeout,
+        };
+        let stored = self.bus.publish_stored(&subject, &bytes);
         tokio::select! {
-            () = refused => Err(SdkError::Refused {
-                event: event.to_string(),
-                module: self.module.clone(),
-                subject: subject.clone(),
-            }),
+            () = refused => Err(refused_now()),
             r = tokio::time::timeout(self.ack_timeout, stored) => match r {
-                Ok(Ok(_ack)) => Ok(()),
-                Ok(Err(e)) if e.kind() != PublishErrorKind::TimedOut => Err(SdkError::Publish {
+                Ok(Ok(())) => Ok(()),
+                // AMQP keeps an event for its consumers' queues only: one
+                // that nobody consumes has nowhere to wait, which is no
+                // failure of the module's (NATS keeps it in EVENTS).
+                Ok(Err(SeamError::Unroutable { .. })) => Ok(()),
+                Ok(Err(e)) if e.is_access_refused() => Err(refused_now()),
+                Ok(Err(e)) if crate::error::timed_out(&e) => Err(no_ack()),
+                Ok(Err(source)) => Err(SdkError::Publish {
                     event: event.to_string(),
                     module: self.module.clone(),
                     subject: subject.clone(),
-                    source: e,
+                    source,
                 }),
-                Ok(Err(_)) | Err(_) => Err(SdkError::NoAck {
-                    event: event.to_string(),
-                    module: self.module.clone(),
-                    subject: subject.clone(),
-                    timeout: self.ack_timeout,
-                }),
+                Err(_) => Err(no_ack()),
             },
         }
     }
@@ -169,24 +180,35 @@ impl Module {
         }
     }
 
-    /// Resolves once the server refuses this connection `what` on `subject`.
+    /// Resolves once the server refuses this connection `what` on
+    /// `subject`: heard on NATS's connection; never on AMQP, whose refusal
+    /// is the operation's own error.
     pub(crate) fn refusal(
         &self,
         what: Denied,
         subject: &str,
     ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        self.server_errors.refusal(what, subject)
+        let heard = self
+            .server_errors
+            .as_ref()
+            .map(|e| e.refusal(what, subject));
+        async move {
+            match heard {
+                Some(refused) => refused.await,
+                None => std::future::pending().await,
+            }
+        }
     }
 
-    pub(crate) fn js(&self) -> &async_nats::jetstream::Context {
-        &self.js
+    /// This module's connection to the bus, for what the SDK does not
+    /// cover (the build machine's artifact store on NATS). Every operation
+    /// on it is still held to this module's grants by the bus.
+    pub fn bus(&self) -> &Bus {
+        &self.bus
     }
 
-    /// The JetStream context of this module's connection: what a holder of
-    /// a role that writes the artifact store puts objects through. Every
-    /// request on it is still held to this module's grants by the server.
-    pub fn jetstream(&self) -> &async_nats::jetstream::Context {
-        &self.js
+    pub(crate) fn shared_bus(&self) -> Arc<Bus> {
+        self.bus.clone()
     }
 
     pub(crate) fn ack_timeout(&self) -> Duration {
@@ -208,11 +230,6 @@ impl Module {
 
     pub fn module(&self) -> &Name {
         &self.module
-    }
-
-    /// The underlying connection, for what the SDK does not cover yet.
-    pub fn client(&self) -> &Client {
-        &self.client
     }
 }
 

@@ -38,6 +38,17 @@ const RECONNECT_MAX: Duration = Duration::from_secs(10);
 impl ServerErrors {
     /// Connects as `cfg` says, hearing the server's errors.
     pub async fn connect(cfg: &BusConfig) -> Result<(Client, ServerErrors), ConnectError> {
+        let (errors, tune) = ServerErrors::listening();
+        let client = mesh_bus::connect_with(cfg, tune).await?;
+        Ok((client, errors))
+    }
+
+    /// The server's errors, and what a NATS connection must be given to
+    /// hear them ([`mesh_bus::connect_with`], [`mesh_bus::seam::Bus::connect_with`]).
+    pub fn listening() -> (
+        ServerErrors,
+        impl FnOnce(ConnectOptions) -> ConnectOptions + Send + 'static,
+    ) {
         let (tx, _) = broadcast::channel(64);
         let errors = ServerErrors(tx);
         let heard = errors.clone();
@@ -45,11 +56,8 @@ impl ServerErrors {
         // drop spread over a window, so a broker restarted under a fleet's
         // modules is not met by all of them at once.
         let reconnects = mesh_bus::Reconnects::new(RECONNECT_START, RECONNECT_MAX);
-        let client = mesh_bus::connect_with(cfg, move |opts| {
-            heard.listen(reconnects.apply(opts), reconnects)
-        })
-        .await?;
-        Ok((client, errors))
+        let tune = move |opts| heard.listen(reconnects.apply(opts), reconnects);
+        (errors, tune)
     }
 
     fn listen(self, opts: ConnectOptions, reconnects: mesh_bus::Reconnects) -> ConnectOptions {

@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt as _;
 
 use super::*;
+use crate::env::read_seed;
 use mesh_bus::CertPin;
 
 const PIN: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
@@ -36,6 +37,13 @@ fn a_complete_environment_parses() {
     assert_eq!(env.module.as_str(), "echo");
     assert_eq!(env.principal(), "module_n1_echo");
     assert_eq!(env.ack_timeout, DEFAULT_ACK_TIMEOUT);
+}
+
+#[test]
+fn amqps_addresses_parse() {
+    let mut v = vars();
+    v.insert(ENV_BUS_URLS, "amqps://127.0.0.1:5671".into());
+    assert_eq!(parse(&v).unwrap().bus_urls, ["amqps://127.0.0.1:5671"]);
 }
 
 #[test]
@@ -74,12 +82,22 @@ fn invalid_values_are_refused_naming_the_variable() {
         (
             ENV_BUS_URLS,
             "nats://127.0.0.1:4222",
-            "not a tls:// address",
+            "not a tls:// or amqps:// address",
         ),
         (
             ENV_BUS_URLS,
             "tls://a:1,127.0.0.1:4222",
-            "not a tls:// address",
+            "not a tls:// or amqps:// address",
+        ),
+        (
+            ENV_BUS_URLS,
+            "amqp://127.0.0.1:5672",
+            "not a tls:// or amqps:// address",
+        ),
+        (
+            ENV_BUS_URLS,
+            "tls://a:4222,amqps://b:5671",
+            "names both buses",
         ),
         (ENV_BUS_URLS, " , ,", "names no address"),
         (ENV_BUS_PIN, "abc", "not 64 lowercase hex"),

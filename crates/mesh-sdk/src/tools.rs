@@ -1,15 +1,16 @@
 //! Tools: request/reply operations a module serves and others call.
 //!
 //! A tool is written as in a manifest: `<module>.<tool>` or
-//! `seat:<seat>.<tool>`. Serving uses a queue group named after the tool's
-//! subject, so a tool served by several instances is answered once
-//! (authority says who may serve; the group says who does).
+//! `seat:<seat>.<tool>`. Serving on NATS uses a queue group named after the
+//! tool's subject, so a tool served by several instances is answered once
+//! (authority says who may serve; the group says who does). On AMQP every
+//! instance hears each call and the caller takes the first answer
+//! ([`Bus::subscribe_shared`]).
 
 use std::future::Future;
 use std::time::Duration;
 
-use async_nats::RequestErrorKind;
-use futures::StreamExt as _;
+use mesh_bus::seam::{Bus, SeamError};
 use mesh_core::manifest::refs::parse_tool_ref;
 use mesh_core::manifest::{Target, ToolRef};
 use mesh_core::subjects;
@@ -125,34 +126,43 @@ impl Module {
         F: Future<Output = Result<serde_json::Value, String>> + Send + 'static,
     {
         let refused = self.refusal(Denied::Subscription, &subject);
-        let serve_err = |e: &dyn std::fmt::Display| SdkError::Serve {
-            subject: subject.clone(),
-            reason: e.to_string(),
+        let subscribed = self.bus().subscribe_shared(&subject, &subject).await;
+        let mut requests = match subscribed {
+            Ok(r) => r,
+            Err(e) if e.is_access_refused() => {
+                return Err(SdkError::ServeRefused {
+                    module: self.module().clone(),
+                    subject,
+                });
+            }
+            Err(e) => {
+                return Err(SdkError::Serve {
+                    subject,
+                    reason: crate::chain(&e),
+                });
+            }
         };
-        let mut requests = self
-            .client()
-            .queue_subscribe(subject.clone(), subject.clone())
-            .await
-            .map_err(|e| serve_err(&e))?;
-        // The server answers a refused subscription with an error, not a
-        // failed SUB: ask a round trip, then listen a moment for it, so a
-        // module learns now rather than by never being called.
-        self.client().flush().await.map_err(|e| serve_err(&e))?;
-        if tokio::time::timeout(REFUSAL_GRACE, refused).await.is_ok() {
+        // NATS answers a refused subscription with an error on the
+        // connection, not a failed SUB: the subscription was flushed, so
+        // listen a moment for it, and a module learns now rather than by
+        // never being called. AMQP refused the binding itself.
+        if matches!(self.bus(), Bus::Nats(_))
+            && tokio::time::timeout(REFUSAL_GRACE, refused).await.is_ok()
+        {
             return Err(SdkError::ServeRefused {
                 module: self.module().clone(),
                 subject,
             });
         }
-        let client = self.client().clone();
+        let bus = self.shared_bus();
         let handler = std::sync::Arc::new(handler);
         let task = tokio::spawn(async move {
-            while let Some(request) = requests.next().await {
+            while let Some(Ok(request)) = requests.next().await {
                 // A request without a reply address cannot be answered.
-                let Some(reply) = request.reply.clone() else {
+                if request.reply.is_none() {
                     continue;
-                };
-                let client = client.clone();
+                }
+                let bus = bus.clone();
                 let handler = handler.clone();
                 tokio::spawn(async move {
                     let answer = match tool::parse_request(&request.payload) {
@@ -163,7 +173,7 @@ impl Module {
                         Err(e) => ToolReply::Error(e.to_string()),
                     };
                     // A caller that gave up is no reason to stop serving.
-                    let _ = client.publish(reply, answer.to_json().into()).await;
+                    let _ = bus.respond(&request, &answer.to_json()).await;
                 });
             }
         });
@@ -192,7 +202,7 @@ impl Module {
         timeout: Duration,
     ) -> Result<serde_json::Value, SdkError> {
         call(
-            self.client(),
+            self.bus(),
             self.refusal(Denied::Publish, &tool.subject),
             &self.principal(),
             tool,
@@ -204,72 +214,56 @@ impl Module {
 }
 
 /// A call on any connection: the SDK's and `mesh call`'s. `refused` resolves
-/// when the server refuses publishing to the tool's subject.
+/// when the server refuses publishing to the tool's subject (heard on a NATS
+/// connection; AMQP refuses the publish itself).
 pub async fn call(
-    client: &async_nats::Client,
+    bus: &Bus,
     refused: impl Future<Output = ()>,
     principal: &str,
     tool: &ToolAddress,
     payload: serde_json::Value,
     timeout: Duration,
 ) -> Result<serde_json::Value, SdkError> {
-    let bytes = serde_json::to_vec(&payload).map_err(|e| SdkError::Call {
+    let failed = |reason: String| SdkError::Call {
         tool: tool.written.clone(),
         subject: tool.subject.clone(),
-        reason: e.to_string(),
-    })?;
-    let asked = client.request(tool.subject.clone(), bytes.into());
+        reason,
+    };
+    let refused_now = || SdkError::CallRefused {
+        principal: principal.to_string(),
+        tool: tool.written.clone(),
+        subject: tool.subject.clone(),
+        hint: "a module must declare the tool under [tools] uses; a person must be given it with `mesh person add NAME --tools`",
+    };
+    let timed_out = || SdkError::CallTimeout {
+        tool: tool.written.clone(),
+        subject: tool.subject.clone(),
+        timeout,
+    };
+    let bytes = serde_json::to_vec(&payload).map_err(|e| failed(e.to_string()))?;
+    let asked = bus.request(&tool.subject, &bytes, timeout);
     let answer = tokio::select! {
-        () = refused => {
-            return Err(SdkError::CallRefused {
-                principal: principal.to_string(),
-                tool: tool.written.clone(),
-                subject: tool.subject.clone(),
-                hint: "a module must declare the tool under [tools] uses; a person must be given it with `mesh person add NAME --tools`",
-            })
-        }
+        () = refused => return Err(refused_now()),
         r = tokio::time::timeout(timeout, asked) => r,
     };
-    let message = match answer {
-        Err(_) => {
-            return Err(SdkError::CallTimeout {
-                tool: tool.written.clone(),
-                subject: tool.subject.clone(),
-                timeout,
-            });
-        }
-        Ok(Err(e)) if e.kind() == RequestErrorKind::NoResponders => {
+    let answer = match answer {
+        Ok(Ok(a)) => a,
+        Err(_) | Ok(Err(SeamError::NoAnswer { .. })) => return Err(timed_out()),
+        Ok(Err(SeamError::NoResponders { .. })) => {
             return Err(SdkError::NoServer {
                 tool: tool.written.clone(),
                 subject: tool.subject.clone(),
             });
         }
-        Ok(Err(e)) if e.kind() == RequestErrorKind::TimedOut => {
-            return Err(SdkError::CallTimeout {
-                tool: tool.written.clone(),
-                subject: tool.subject.clone(),
-                timeout,
-            });
-        }
-        Ok(Err(e)) => {
-            return Err(SdkError::Call {
-                tool: tool.written.clone(),
-                subject: tool.subject.clone(),
-                reason: crate::chain(&e),
-            });
-        }
-        Ok(Ok(m)) => m,
+        Ok(Err(e)) if e.is_access_refused() => return Err(refused_now()),
+        Ok(Err(e)) => return Err(failed(crate::chain(&e))),
     };
-    match tool::parse_reply(&message.payload) {
+    match tool::parse_reply(&answer) {
         Ok(ToolReply::Ok(v)) => Ok(v),
         Ok(ToolReply::Error(message)) => Err(SdkError::ToolFailed {
             tool: tool.written.clone(),
             message,
         }),
-        Err(e) => Err(SdkError::Call {
-            tool: tool.written.clone(),
-            subject: tool.subject.clone(),
-            reason: e.to_string(),
-        }),
+        Err(e) => Err(failed(e.to_string())),
     }
 }

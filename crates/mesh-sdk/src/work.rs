@@ -4,14 +4,14 @@
 //! time, payload).
 //!
 //! A holder acknowledges work it did, hands back work it cannot do now
-//! (a nak with a delay: it comes round again), or terminates work that can
-//! never be done. The worker consumer's ack wait is 30 s; long work keeps
-//! its claim with progress acknowledgements ([`Work::keep_alive`]).
+//! (it comes round again after a delay), or terminates work that can never
+//! be done. On NATS the worker consumer's ack wait is 30 s; long work keeps
+//! its claim with progress acknowledgements ([`Work::keep_alive`]). On AMQP
+//! work is held until settled (RabbitMQ has no ack timer to restart).
 
 use std::time::Duration;
 
-use async_nats::jetstream::AckKind;
-use async_nats::jetstream::context::PublishErrorKind;
+use mesh_bus::seam::{Delivery, SeamError, Settle};
 use mesh_core::event::{self, EventEnvelope};
 use mesh_core::jetstream::DEFAULT_ACK_WAIT_SECS;
 use mesh_core::names::Name;
@@ -76,7 +76,7 @@ pub struct Work {
     pub envelope: EventEnvelope,
     /// How many times it has been delivered (1 the first time).
     pub delivered: i64,
-    message: async_nats::jetstream::Message,
+    delivery: Delivery,
 }
 
 impl Module {
@@ -100,26 +100,29 @@ impl Module {
         };
         let bytes = envelope.to_json().map_err(|e| fail(e.to_string()))?;
         let refused = self.refusal(Denied::Publish, &subject);
-        let stored = async {
-            let ack = self.js().publish(subject.clone(), bytes.into()).await?;
-            ack.await
+        let refused_now = || SdkError::SubmitRefused {
+            module: self.module().clone(),
+            seat: seat.seat().clone(),
+            kind: kind.clone(),
+            subject: subject.clone(),
         };
+        let no_ack = || SdkError::SubmitNoAck {
+            seat: seat.seat().clone(),
+            kind: kind.clone(),
+            subject: subject.clone(),
+            timeout: self.ack_timeout(),
+        };
+        let stored = self.bus().publish_stored(&subject, &bytes);
         tokio::select! {
-            () = refused => Err(SdkError::SubmitRefused {
-                module: self.module().clone(),
-                seat: seat.seat().clone(),
-                kind: kind.clone(),
-                subject: subject.clone(),
-            }),
+            () = refused => Err(refused_now()),
             r = tokio::time::timeout(self.ack_timeout(), stored) => match r {
-                Ok(Ok(_)) => Ok(envelope.id),
-                Ok(Err(e)) if e.kind() != PublishErrorKind::TimedOut => Err(fail(crate::chain(&e))),
-                Ok(Err(_)) | Err(_) => Err(SdkError::SubmitNoAck {
-                    seat: seat.seat().clone(),
-                    kind: kind.clone(),
-                    subject: subject.clone(),
-                    timeout: self.ack_timeout(),
-                }),
+                Ok(Ok(())) => Ok(envelope.id),
+                Ok(Err(e)) if e.is_access_refused() => Err(refused_now()),
+                Ok(Err(e)) if crate::error::timed_out(&e) => Err(no_ack()),
+                // On AMQP, work no worker queue takes (the seat's holder's
+                // queue is made when the seat is registered) says so here.
+                Ok(Err(e)) => Err(fail(crate::chain(&e))),
+                Err(_) => Err(no_ack()),
             },
         }
     }
@@ -155,50 +158,54 @@ impl WorkQueue {
     /// The next piece of work. A delivery that is not an envelope is
     /// terminated and returned as [`SdkError::Malformed`].
     pub async fn next(&mut self) -> Option<Result<Work, SdkError>> {
-        let message = match self.bound.next().await? {
-            Ok(m) => m,
+        let delivery = match self.bound.next().await? {
+            Ok(d) => d,
             Err(e) => return Some(Err(e)),
         };
-        let subject = message.subject.to_string();
-        let delivered = message.info().map(|i| i.delivered).unwrap_or(1);
-        match event::parse(&message.payload) {
+        let subject = delivery.subject.clone();
+        let delivered = i64::try_from(delivery.deliveries).unwrap_or(i64::MAX);
+        match event::parse(&delivery.payload) {
             Ok(envelope) => Some(Ok(Work {
                 kind: subject.rsplit('.').next().unwrap_or_default().to_string(),
                 subject,
                 envelope,
                 delivered,
-                message,
+                delivery,
             })),
-            Err(e) => Some(Err(terminate(&message, subject, e.to_string()).await)),
+            Err(e) => Some(Err(terminate(delivery, subject, e.to_string()).await)),
         }
     }
 }
 
 impl Work {
-    /// Done: confirmed by the server, so once this returns the work is gone
-    /// from the queue.
+    /// Done: confirmed by the server on NATS, so once this returns the work
+    /// is gone from the queue (AMQP confirms no acknowledgement).
     pub async fn ack(self) -> Result<(), SdkError> {
-        let r = self.message.double_ack().await;
-        self.settled("acknowledge", r)
+        let subject = self.subject.clone();
+        settled("acknowledge", subject, self.delivery.ack_confirmed().await)
     }
 
     /// Not now: the work comes round again after `delay` (to this holder
     /// or, if it has moved, to the next).
     pub async fn hand_back(self, delay: Duration) -> Result<(), SdkError> {
-        let r = self.message.ack_with(AckKind::Nak(Some(delay))).await;
-        self.settled("hand back", r)
+        self.settle("hand back", Settle::Retry { after: delay })
+            .await
     }
 
     /// Never: the work is dropped and not redelivered.
     pub async fn term(self) -> Result<(), SdkError> {
-        let r = self.message.ack_with(AckKind::Term).await;
-        self.settled("terminate", r)
+        self.settle("terminate", Settle::Terminate).await
     }
 
-    /// Still working: restarts the ack wait.
+    /// Still working: restarts the ack wait (nothing to restart on AMQP).
     pub async fn progress(&self) -> Result<(), SdkError> {
-        let r = self.message.ack_with(AckKind::Progress).await;
-        self.settled("extend", r)
+        let r = self.delivery.in_progress().await;
+        settled("extend", self.subject.clone(), r)
+    }
+
+    async fn settle(self, what: &'static str, how: Settle) -> Result<(), SdkError> {
+        let subject = self.subject.clone();
+        settled(what, subject, self.delivery.settle(how).await)
     }
 
     /// Runs `work` while extending the claim every [`PROGRESS_EVERY`], so
@@ -229,18 +236,14 @@ impl Work {
             }
         }
     }
+}
 
-    fn settled(
-        &self,
-        what: &'static str,
-        r: Result<(), async_nats::Error>,
-    ) -> Result<(), SdkError> {
-        r.map_err(|e| SdkError::Ack {
-            what,
-            subject: self.subject.clone(),
-            reason: e.to_string(),
-        })
-    }
+fn settled(what: &'static str, subject: String, r: Result<(), SeamError>) -> Result<(), SdkError> {
+    r.map_err(|e| SdkError::Ack {
+        what,
+        subject,
+        reason: crate::chain(&e),
+    })
 }
 
 impl std::fmt::Debug for WorkQueue {

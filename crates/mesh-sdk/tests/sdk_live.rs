@@ -5,53 +5,18 @@
 //! progress keeps a claim, a termination ends redelivery, a consumer's
 //! group shares events — is asserted here.
 
-use std::path::Path;
+mod support;
+
 use std::time::Duration;
 
 use mesh_core::authority::{self, PrincipalKind};
-use mesh_core::catalogue::{Aliases, Catalogue};
-use mesh_core::names::Name;
 use mesh_core::records::{Assignment, ControllerSpec, Records};
-use mesh_core::{jetstream, manifest, subjects};
+use mesh_core::{jetstream, subjects};
 use mesh_sdk::{Module, ModuleEnv, SeatAddress};
 use mesh_testkit::PermissionedBus;
 use mesh_testkit::bus::nkey_seed_for;
 use serde_json::json;
-
-const WORKER: &str = r#"
-[module]
-name = "worker"
-[[seat]]
-name = "jobs"
-scope = "mesh"
-protocol = "json"
-accepts = ["job"]
-emits = ["done"]
-[holds]
-seats = ["jobs"]
-"#;
-
-const GREETER: &str = r#"
-[module]
-name = "greeter"
-[tools]
-serves = ["greet"]
-[uses]
-seats = ["jobs"]
-[events]
-emits = ["greeted"]
-"#;
-
-const LISTENER: &str = r#"
-[module]
-name = "listener"
-[events]
-consumes = ["greeter.greeted"]
-"#;
-
-fn n(s: &str) -> Name {
-    Name::new(s).unwrap()
-}
+use support::{MODULES, catalogue, n, write_seed};
 
 struct World {
     bus: PermissionedBus,
@@ -63,21 +28,13 @@ struct World {
 /// seat worker's ack wait shortened to `ack_wait` so a lost claim shows
 /// within a test.
 async fn world(ack_wait: u64) -> World {
-    let manifests = [
-        ("worker/mesh.toml", WORKER),
-        ("greeter/mesh.toml", GREETER),
-        ("listener/mesh.toml", LISTENER),
-    ]
-    .iter()
-    .map(|(p, t)| manifest::parse(p, t).unwrap())
-    .collect();
-    let catalogue = Catalogue::build(manifests, Aliases::new());
+    let catalogue = catalogue();
     let mut records = Records {
         nodes: vec![n("n1"), n("n2")],
         ..Records::default()
     };
     for node in ["n1", "n2"] {
-        for m in ["worker", "greeter", "listener"] {
+        for m in MODULES {
             records.assignments.push(Assignment::new(n(node), n(m)));
         }
     }
@@ -127,12 +84,6 @@ impl World {
         let mut s = self.js.get_stream("SEAT_jobs").await.unwrap();
         s.info().await.unwrap().state.messages
     }
-}
-
-fn write_seed(path: &Path, seed: &str) {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::write(path, seed).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

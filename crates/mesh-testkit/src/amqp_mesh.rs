@@ -24,6 +24,19 @@ pub struct AmqpMesh {
 
 impl AmqpMesh {
     pub async fn start(principals: Vec<Principal>, objects: Objects) -> AmqpMesh {
+        AmqpMesh::start_announced(principals, objects, BTreeMap::new()).await
+    }
+
+    /// [`AmqpMesh::start`], the users named in `announced` made with the
+    /// password hash given there (what a principal announces:
+    /// `mesh_bus::seam::announce` of its seed), the rest with a password
+    /// of the test's. An announced user connects with its own seed; the
+    /// mesh knows no password of it ([`AmqpMesh::config`] panics).
+    pub async fn start_announced(
+        principals: Vec<Principal>,
+        objects: Objects,
+        announced: BTreeMap<String, String>,
+    ) -> AmqpMesh {
         let rmq = RabbitMq::start().expect("rabbitmq starts");
         let mgmt = management(&rmq);
         let rendered: Vec<_> = principals
@@ -34,13 +47,18 @@ impl AmqpMesh {
             let mut rng = rand::rng();
             let mut out = BTreeMap::new();
             for r in &rendered {
-                let password: String = (0..20)
-                    .map(|_| char::from(b'a' + rng.random_range(0..26u8)))
-                    .collect();
-                let hash = amqp::password_hash(rng.random(), password.as_bytes());
+                let hash = match announced.get(&r.user) {
+                    Some(hash) => hash.clone(),
+                    None => {
+                        let password: String = (0..20)
+                            .map(|_| char::from(b'a' + rng.random_range(0..26u8)))
+                            .collect();
+                        out.insert(r.user.clone(), Secret::new(password.clone()));
+                        amqp::password_hash(rng.random(), password.as_bytes())
+                    }
+                };
                 mgmt.apply(r, &hash, r.user == authority::CONTROLLER)
                     .unwrap_or_else(|e| panic!("{e}"));
-                out.insert(r.user.clone(), Secret::new(password));
             }
             out
         })
@@ -66,7 +84,9 @@ impl AmqpMesh {
     pub fn config(&self, user: &str) -> AmqpConfig {
         let password = match user {
             ADMIN => Secret::new(self.rmq.admin_password()),
-            _ => self.passwords[user].clone(),
+            _ => self.passwords.get(user).cloned().unwrap_or_else(|| {
+                panic!("{user} announced its own hash: it connects with its seed")
+            }),
         };
         AmqpConfig {
             host: "127.0.0.1".into(),

@@ -255,6 +255,31 @@ impl AmqpSide {
         Ok(Deliveries::amqp(consumer))
     }
 
+    pub(super) async fn consumer_exists(&self, c: &ConsumerSpec) -> Result<bool, SeamError> {
+        let queue = amqp::queue(c);
+        let action = format!("look up {queue}");
+        // Its own channel: a missing queue is a 404, which closes it.
+        let ch = self.channel(&action).await?;
+        let declared = ch
+            .queue_declare(
+                queue.as_str().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await;
+        match declared {
+            Ok(_) => {
+                let _ = ch.close(200, "looked up".into()).await;
+                Ok(true)
+            }
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(SeamError::amqp(action)(e)),
+        }
+    }
+
     pub(super) async fn subscribe(&self, subject: &str) -> Result<Messages, SeamError> {
         let action = format!("subscribe to {subject}");
         let ch = self.channel(&action).await?;
@@ -293,4 +318,11 @@ impl AmqpSide {
             .map_err(SeamError::amqp(action))?;
         Ok(Messages::Amqp(consumer))
     }
+}
+
+/// The broker's 404: the object named does not exist.
+fn is_not_found(e: &lapin::Error) -> bool {
+    use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
+    matches!(e.kind(), lapin::ErrorKind::ProtocolError(p)
+        if *p.kind() == AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND))
 }

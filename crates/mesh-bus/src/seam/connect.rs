@@ -91,8 +91,22 @@ pub fn amqp_config(cfg: &BusConfig) -> Result<AmqpConfig, SeamConnectError> {
 impl Bus {
     /// Connects as `cfg`'s principal to the bus its addresses name.
     pub async fn connect(cfg: &BusConfig) -> Result<Bus, SeamConnectError> {
+        Bus::connect_with(cfg, |opts| opts).await
+    }
+
+    /// [`Bus::connect`], letting a NATS client add behaviour on top of what
+    /// is decided here ([`crate::connect_with`]): an event callback hearing
+    /// the server refuse (NATS says it on the connection, not on the
+    /// operation; AMQP on the operation, so it needs none), a reconnect
+    /// policy.
+    pub async fn connect_with(
+        cfg: &BusConfig,
+        nats: impl FnOnce(async_nats::ConnectOptions) -> async_nats::ConnectOptions,
+    ) -> Result<Bus, SeamConnectError> {
         match kind_of(cfg)? {
-            BusKind::Nats => Ok(Bus::Nats(NatsSide::new(crate::connect(cfg).await?))),
+            BusKind::Nats => Ok(Bus::Nats(NatsSide::new(
+                crate::connect_with(cfg, nats).await?,
+            ))),
             BusKind::Amqp => {
                 let conn = crate::amqp::connect(&amqp_config(cfg)?).await?;
                 let side = AmqpSide::new(conn, &cfg.principal);

@@ -27,6 +27,31 @@ impl NatsSide {
         &self.js
     }
 
+    pub(super) async fn consumer_exists(&self, c: &ConsumerSpec) -> Result<bool, SeamError> {
+        use async_nats::jetstream::ErrorCode;
+        use async_nats::jetstream::stream::ConsumerErrorKind;
+        let asked = self
+            .js
+            .get_consumer_from_stream::<push::Config, _, _>(&c.name, &c.stream)
+            .await;
+        match asked {
+            Ok(_) => Ok(true),
+            // A consumer cannot outlive its stream: a missing stream is a
+            // missing consumer too.
+            Err(e)
+                if matches!(e.kind(), ConsumerErrorKind::JetStream(j)
+                    if [ErrorCode::CONSUMER_NOT_FOUND, ErrorCode::STREAM_NOT_FOUND]
+                        .contains(&j.error_code())) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(SeamError::nats(format!(
+                "look up consumer {} on {}",
+                c.name, c.stream
+            ))(Box::new(e))),
+        }
+    }
+
     pub(super) async fn publish_stored(
         &self,
         subject: &str,
@@ -102,13 +127,21 @@ impl NatsSide {
         Ok(Deliveries::Nats(Box::new(messages)))
     }
 
-    pub(super) async fn subscribe(&self, subject: &str) -> Result<Messages, SeamError> {
+    pub(super) async fn subscribe(
+        &self,
+        subject: &str,
+        group: Option<&str>,
+    ) -> Result<Messages, SeamError> {
         let action = || format!("subscribe to {subject}");
-        let s = self
-            .client
-            .subscribe(subject.to_string())
-            .await
-            .map_err(|e| SeamError::nats(action())(Box::new(e)))?;
+        let subscribed = match group {
+            Some(g) => {
+                self.client
+                    .queue_subscribe(subject.to_string(), g.to_string())
+                    .await
+            }
+            None => self.client.subscribe(subject.to_string()).await,
+        };
+        let s = subscribed.map_err(|e| SeamError::nats(action())(Box::new(e)))?;
         // Written to the server before this returns; it takes the SUB in
         // order with this connection's later messages, but another
         // connection's publish may come first (async-nats's flush does not

@@ -89,6 +89,13 @@ impl ConsumerSpec {
         }
     }
 
+    /// Consumer `name` of `stream` as its owner knows it, to bind it: the
+    /// controller made it with its filters and group, which binding takes
+    /// from the bus's copy, not from here.
+    pub fn to_bind(stream: &str, name: &str) -> ConsumerSpec {
+        ConsumerSpec::new(stream, name)
+    }
+
     /// The subject its owner must be granted to acknowledge a delivery.
     pub fn ack_subject(&self) -> String {
         subjects::js_ack(&self.stream, &self.name)
