@@ -555,7 +555,6 @@ impl Term<'_> {
         ]
         .into_iter()
         .chain(fetches.map(|f| tokio::spawn(artifact_fetches::serve(ctx.clone(), f))))
-        .into_iter()
         .map(AbortOnDrop)
         .collect();
         info!(url = %genesis.local_url(), "controller running");
