@@ -228,16 +228,6 @@ async fn run_mesh(args: &UpArgs, signals: &Signals, dir: &Path) -> anyhow::Resul
     }
     // The programs built here go into the artifact store before the
     // controller opens the records (SQLite has one writer).
-    // A mesh on RabbitMQ keeps no artifacts yet: what runs from one is
-    // left unassigned, and said so.
-    if genesis.bus == BusKind::Amqp {
-        for p in std::mem::take(&mut prepared.programs) {
-            output::note(format_args!(
-                "up: {} left unassigned: it runs a program from the artifact store, and a mesh on RabbitMQ keeps no artifacts yet",
-                p.module
-            ));
-        }
-    }
     let put = or_signal(
         signals,
         put_programs(dir, &genesis, &url, &prepared.programs),

@@ -120,6 +120,77 @@ fn stop_at(moment: Moment, signal: i32) {
     assert_nothing_left(&up, &recorded, &what);
 }
 
+/// A port P for `mesh up --bus amqp` whose RabbitMQ ports (P + 10000,
+/// + 20000, + 30000) are all free too.
+fn free_amqp_port() -> u16 {
+    (20_000..35_000u16)
+        .step_by(7)
+        .find(|p| {
+            (0..4).all(|i| std::net::TcpListener::bind(("127.0.0.1", p + i * 10_000)).is_ok())
+        })
+        .expect("a free run of ports")
+}
+
+#[test]
+fn mesh_up_on_rabbitmq_runs_every_example_module_and_a_group_signal_leaves_nothing() {
+    let _one = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let port = free_amqp_port().to_string();
+    let launch = up::Launch {
+        port: Some(port),
+        extra: &["--bus", "amqp"],
+        ..up::Launch::default()
+    };
+    let mut up = Up::spawn(
+        root,
+        root,
+        Some(&root.join(".mesh")),
+        &Mesh::examples(),
+        launch,
+    );
+    up.wait_reported();
+    let log = up.log();
+    assert!(log.contains("up: broker on amqps://127.0.0.1:"), "{log}");
+    // Every example module, each running the program `mesh up` put (the
+    // controller keeps it and handed it to the host piece by piece).
+    let modules = module_pids(&up.dir.join("host"));
+    let names: Vec<&str> = modules.keys().map(String::as_str).collect();
+    assert_eq!(names, MODULES, "{log}");
+    let reported = up
+        .log()
+        .lines()
+        .find(|l| l.starts_with("up: node local reports"))
+        .unwrap()
+        .to_string();
+    for m in MODULES {
+        assert!(reported.contains(&format!("{m} running")), "{reported}");
+    }
+    // The modules speak to each other through RabbitMQ: the recorder hears
+    // the ticker's events.
+    let recorder = up.dir.join("host/modules/recorder/log");
+    assert!(
+        wait_until(Duration::from_secs(60), || std::fs::read_to_string(
+            &recorder
+        )
+        .unwrap_or_default()
+        .contains("heard mesh.mod.ticker.event.tick")),
+        "the recorder heard no tick on RabbitMQ"
+    );
+    let recorded = up.recorded();
+    assert!(
+        recorded.iter().any(|r| r.what == "broker"),
+        "RabbitMQ's pid recorded: {recorded:?}"
+    );
+    up.signal_group(libc::SIGINT);
+    let status = up.wait_exit();
+    assert!(status.success(), "{status}\n{}", up.log());
+    assert!(up.log().contains("up: stopped"), "{}", up.log());
+    // No beam.smp, no epmd, no module: nothing under the case's directory
+    // nor any recorded process.
+    assert_nothing_left(&up, &recorded, "mesh up --bus amqp, SIGINT to the group");
+}
+
 #[test]
 fn a_signal_to_the_whole_group_stops_mesh_up_at_any_moment_leaving_nothing() {
     let _one = serial();

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use mesh_controller::Genesis;
+use mesh_controller::genesis::BusKind;
 use mesh_core::names::Name;
 
 use super::LOCAL_NODE;
@@ -193,8 +194,15 @@ pub(super) async fn put_programs(
     let node = Name::new(LOCAL_NODE).expect("a valid name");
     let work = dir.join("programs");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    let client = crate::bus::controller_client(genesis).await?;
-    jetstream_ready(&client).await?;
+    // On RabbitMQ the controller keeps them itself (no object store).
+    let client = match genesis.bus {
+        BusKind::Nats => {
+            let c = crate::bus::controller_client(genesis).await?;
+            jetstream_ready(&c).await?;
+            Some(c)
+        }
+        BusKind::Amqp => None,
+    };
     let store = authority::open_store_to_write(url).await?;
     let mut assigned = Vec::new();
     let result = async {
@@ -208,17 +216,32 @@ pub(super) async fn put_programs(
             } else {
                 p.path.as_path()
             };
-            let js = async_nats::jetstream::new(client.clone());
-            let put = crate::artifact::put_file(
-                &store,
-                async { anyhow::Ok(js) },
-                &p.module,
-                &p.artifact,
-                file,
-                None,
-                usize::from(genesis.replicas),
-            )
-            .await
+            let put = match &client {
+                Some(client) => {
+                    let js = async_nats::jetstream::new(client.clone());
+                    crate::artifact::put_file(
+                        &store,
+                        async { anyhow::Ok(js) },
+                        &p.module,
+                        &p.artifact,
+                        file,
+                        None,
+                        usize::from(genesis.replicas),
+                    )
+                    .await
+                }
+                None => {
+                    mesh_controller::artifacts::keep_file(
+                        &store,
+                        dir,
+                        &p.module,
+                        &p.artifact,
+                        file,
+                        None,
+                    )
+                    .await
+                }
+            }
             .with_context(|| format!("putting {} for module {}", p.path.display(), p.module))?;
             let _ = std::fs::remove_file(&shipped);
             store

@@ -262,9 +262,12 @@ impl Up {
     /// The broker's and each module's recorded process, while they run.
     pub fn recorded(&self) -> Vec<Recorded> {
         let mut out = Vec::new();
-        let broker = std::fs::read_to_string(self.dir.join("broker/nats.pid")).unwrap_or_default();
-        if let Ok(pid) = broker.trim().parse() {
-            out.extend(Recorded::of("broker", pid));
+        // nats-server's, or RabbitMQ's (a mesh on AMQP).
+        for file in ["broker/nats.pid", "rabbitmq/pid"] {
+            let broker = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
+            if let Ok(pid) = broker.trim().parse() {
+                out.extend(Recorded::of("broker", pid));
+            }
         }
         for (module, pid) in module_pids(&self.dir.join("host")) {
             out.extend(Recorded::of(&module, pid));
