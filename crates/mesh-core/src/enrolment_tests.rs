@@ -371,3 +371,30 @@ fn a_request_announces_hashes_of_its_own_keys_only() {
         }
     ));
 }
+
+#[test]
+fn spare_keys_are_distinct_user_keys_and_never_the_hosts_own() {
+    let refused = |r: &EnrolRequest| EnrolRequest::parse("mesh.control.enrol.n1", &r.to_json());
+    let mut own = request("n1");
+    own.spare_keys = vec![own.host_key.clone()];
+    assert!(matches!(
+        refused(&own),
+        Err(BadMessage::Key {
+            field: "spare_keys",
+            ..
+        })
+    ));
+    let mut twice = request("n1");
+    let k = nkeys::KeyPair::new_user().public_key();
+    twice.spare_keys = vec![k.clone(), k];
+    assert!(matches!(
+        refused(&twice),
+        Err(BadMessage::Key {
+            field: "spare_keys",
+            ..
+        })
+    ));
+    let mut fine = request("n1");
+    fine.spare_keys = vec![nkeys::KeyPair::new_user().public_key()];
+    assert!(refused(&fine).is_ok());
+}

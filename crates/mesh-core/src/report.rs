@@ -202,6 +202,24 @@ mod tests {
     }
 
     #[test]
+    fn a_report_id_is_1_to_64_of_letters_digits_underscore_and_dash() {
+        let parse = |id: &str| {
+            let r = Report {
+                id: id.into(),
+                ..report()
+            };
+            Report::parse("mesh.control.report.n1", &r.to_json())
+        };
+        for ok in ["a", "A-b_9", &"x".repeat(64)] {
+            assert!(parse(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", &"x".repeat(65), "a.b", "a b", "é"] {
+            let e = parse(bad).unwrap_err().to_string();
+            assert!(e.contains("report id"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn a_report_announces_hashes_of_its_module_and_spare_keys_only() {
         let hash =
             crate::authority::amqp::announced_hash(&nkeys::KeyPair::new_user().seed().unwrap());
