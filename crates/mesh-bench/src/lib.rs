@@ -21,6 +21,7 @@ mod facts;
 mod idle;
 mod ingest;
 mod mesh;
+mod on_amqp;
 mod raw;
 mod stats;
 mod table;
@@ -65,7 +66,7 @@ pub fn mesh_binary() -> anyhow::Result<PathBuf> {
 }
 
 /// How far apart the simulated hosts are started at setup: 500 a second.
-const HOST_START_EVERY: Duration = Duration::from_millis(2);
+pub(crate) const HOST_START_EVERY: Duration = Duration::from_millis(2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -110,6 +111,10 @@ pub struct BenchArgs {
     /// one would measure that disk's fsyncs, not the mesh).
     #[arg(long)]
     pub hosts_dir: Option<PathBuf>,
+    /// The bus the mesh runs on: NATS (every phase), or AMQP (RabbitMQ:
+    /// the fan-out, the update, the broker restarted, raw publish-confirm).
+    #[arg(long, default_value = "nats", value_parser = parse_bus)]
+    pub bus: mesh_core::bus::BusKind,
     /// The nats-server binary (default: `MESH_NATS_SERVER`, then PATH).
     #[arg(long, env = "MESH_NATS_SERVER")]
     pub nats_server: Option<PathBuf>,
@@ -198,8 +203,27 @@ pub struct Results {
     pub problems: Vec<String>,
 }
 
+fn parse_bus(s: &str) -> Result<mesh_core::bus::BusKind, String> {
+    s.parse()
+}
+
 pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     mesh_cli::logging::init_quiet();
+    if args.bus == mesh_core::bus::BusKind::Amqp {
+        let r = mesh_cli::logging::daemon_runtime()?.block_on(amqp_bench(args))?;
+        match args.output {
+            ListFormat::Json => output::print(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&r).context("results as JSON")?
+            ))?,
+            ListFormat::Text => output::print(&on_amqp::table(&r))?,
+        }
+        return Ok(if r.problems.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
     let results = mesh_cli::logging::daemon_runtime()?.block_on(bench(args))?;
     match args.output {
         ListFormat::Json => output::print(&format!(
@@ -215,12 +239,44 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn ms(d: Duration) -> f64 {
+pub(crate) fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn note(what: std::fmt::Arguments<'_>) {
+pub(crate) fn note(what: std::fmt::Arguments<'_>) {
     output::note(format_args!("bench: {what}"));
+}
+
+/// The mesh on RabbitMQ ([`on_amqp`]), in its own work and hosts
+/// directories as [`bench`] makes them.
+async fn amqp_bench(args: &BenchArgs) -> anyhow::Result<on_amqp::AmqpResults> {
+    let n = args.hosts.max(1);
+    facts::raise_fd_limit();
+    let (_tmp, work, hosts_tmp) = work_dirs(args)?;
+    on_amqp::bench(n, &work, hosts_tmp.path()).await
+}
+
+/// The work directory (`--dir`, else a temporary one, returned to be kept
+/// while it is used) and the simulated hosts' directory: `--hosts-dir`,
+/// else /dev/shm when it exists (each real host has a disk of its own;
+/// 10,000 sharing one would measure that disk's fsyncs, not the mesh).
+fn work_dirs(args: &BenchArgs) -> anyhow::Result<(tempfile::TempDir, PathBuf, tempfile::TempDir)> {
+    let tmp = tempfile::Builder::new().prefix("mesh-bench-").tempdir()?;
+    let work = args.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&work)?;
+    let shm = PathBuf::from("/dev/shm");
+    let hosts = match &args.hosts_dir {
+        Some(d) => tempfile::Builder::new()
+            .prefix("mesh-bench-hosts-")
+            .tempdir_in(d)?,
+        None if shm.is_dir() => tempfile::Builder::new()
+            .prefix("mesh-bench-hosts-")
+            .tempdir_in(&shm)?,
+        None => tempfile::Builder::new()
+            .prefix("hosts-")
+            .tempdir_in(&work)?,
+    };
+    Ok((tmp, work, hosts))
 }
 
 async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
@@ -234,22 +290,8 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
         ));
     }
     let nats = mesh_cli::up::nats_server_path(args.nats_server.as_deref())?;
-    let tmp = tempfile::Builder::new().prefix("mesh-bench-").tempdir()?;
-    let work = args.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
-    std::fs::create_dir_all(&work)?;
+    let (_tmp, work, hosts_tmp) = work_dirs(args)?;
     let dir = work.join("mesh");
-    let shm = PathBuf::from("/dev/shm");
-    let hosts_tmp = match &args.hosts_dir {
-        Some(d) => tempfile::Builder::new()
-            .prefix("mesh-bench-hosts-")
-            .tempdir_in(d)?,
-        None if shm.is_dir() => tempfile::Builder::new()
-            .prefix("mesh-bench-hosts-")
-            .tempdir_in(&shm)?,
-        None => tempfile::Builder::new()
-            .prefix("hosts-")
-            .tempdir_in(&work)?,
-    };
     let mut problems = Vec::new();
 
     // The store of the mesh, and PostgreSQL for the ingestion.
@@ -538,7 +580,7 @@ async fn bench(args: &BenchArgs) -> anyhow::Result<Results> {
 
 /// Waits until each node's report answering its declaration made since
 /// `before` (a change just committed) is recorded.
-async fn until_reported(
+pub(crate) async fn until_reported(
     store: &Store,
     nodes: &[Name],
     before: i64,

@@ -306,7 +306,17 @@ pub async fn record_named_hosts(
                     controller_key.clone(),
                 )?;
                 let spares = mesh_host::spare::top_up(&d)?;
-                Ok::<_, mesh_host::StateError>((state, keys.host_key().to_string(), spares))
+                // What a mesh on RabbitMQ admits the host and its modules by.
+                let mut hashes = mesh_host::spare::hashes(&d, &spares);
+                hashes.insert(
+                    keys.host_key().to_string(),
+                    mesh_core::authority::amqp::announced_hash(keys.nkey_seed().expose()),
+                );
+                Ok::<_, mesh_host::StateError>((
+                    state,
+                    keys.host_key().to_string(),
+                    (spares, hashes),
+                ))
             })
             .collect::<Result<Vec<_>, _>>()
     })
@@ -324,9 +334,12 @@ pub async fn record_named_hosts(
     store.apply_fleet(&change).await?;
     let spares: Vec<_> = made
         .iter()
-        .map(|(state, _, spares)| (state.node.clone(), spares.clone()))
+        .map(|(state, _, (spares, _))| (state.node.clone(), spares.clone()))
         .collect();
     store.record_spare_keys(&spares).await?;
+    let hashes: BTreeMap<String, String> =
+        made.iter().flat_map(|(_, _, (_, h))| h.clone()).collect();
+    store.record_amqp_hashes(&hashes).await?;
     Ok(made.into_iter().map(|(s, _, _)| s).collect())
 }
 

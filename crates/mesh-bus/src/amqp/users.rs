@@ -89,8 +89,49 @@ pub fn observe(m: &Management) -> Result<Vec<ObservedUser>, ManagementError> {
     Ok(by_user.into_values().collect())
 }
 
-/// Makes each step in order.
+/// Makes the steps: the users and permissions in one import, then the
+/// deletions (last, as planned). An import the broker refuses is made again
+/// step by step, so the refusal names the user and the permission.
 pub fn apply(m: &Management, steps: &[UserStep]) -> Result<(), ManagementError> {
+    let users: Vec<(&str, &str, bool)> = steps
+        .iter()
+        .filter_map(|s| match s {
+            UserStep::PutUser {
+                name,
+                password_hash,
+                administrator,
+            } => Some((name.as_str(), password_hash.as_str(), *administrator)),
+            _ => None,
+        })
+        .collect();
+    let permissions: Vec<_> = steps
+        .iter()
+        .filter_map(|s| match s {
+            UserStep::SetPermissions { permissions } => Some(permissions),
+            _ => None,
+        })
+        .collect();
+    if (users.len() + permissions.len()) > 1 {
+        match m.import(&users, &permissions) {
+            Ok(()) => return delete(m, steps),
+            Err(ManagementError::Refused { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    one_by_one(m, steps)
+}
+
+fn delete(m: &Management, steps: &[UserStep]) -> Result<(), ManagementError> {
+    for step in steps {
+        if let UserStep::DeleteUser { name } = step {
+            m.delete_user(name)?;
+        }
+    }
+    Ok(())
+}
+
+/// Each step in order, each its own request.
+fn one_by_one(m: &Management, steps: &[UserStep]) -> Result<(), ManagementError> {
     for step in steps {
         match step {
             UserStep::PutUser {

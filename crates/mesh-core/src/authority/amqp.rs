@@ -221,8 +221,25 @@ pub fn render(p: &Principal, objects: &Objects) -> AmqpPermissions {
         // Binding is checked against topic read even for the one who
         // configures: the controller binds each queue by exactly its keys
         // (as on NATS it alone creates consumers).
+        // Every node's declaration queue is bound by one shape of key: one
+        // alternative for them all (a thousand literal ones make a regex
+        // RabbitMQ refuses), matching literal names only, never a wildcard.
+        let nodes = crate::subjects::ALL_DECLARATIONS;
+        let mut nodes_rendered = false;
         for q in topology(objects) {
             for key in q.bindings {
+                if fits(nodes, &key) {
+                    if !std::mem::replace(&mut nodes_rendered, true) {
+                        let regex = literal_words(nodes);
+                        topic_read.insert(regex.clone());
+                        renderings.push(Rendering {
+                            grant: "binds",
+                            subject: format!("{nodes} (each node's queue, by its own name)"),
+                            rendered: Rendered::TopicRead { regex },
+                        });
+                    }
+                    continue;
+                }
                 let regex = literal_name(&key);
                 topic_read.insert(regex.clone());
                 renderings.push(Rendering {
@@ -272,6 +289,29 @@ pub fn render(p: &Principal, objects: &Objects) -> AmqpPermissions {
 
 /// Every principal's inbox, the prefix of [`crate::subjects::inbox`].
 const INBOXES: &str = "_INBOX";
+
+/// Whether the literal `key` is one `pattern` (with `*` for one word)
+/// names.
+fn fits(pattern: &str, key: &str) -> bool {
+    let (p, k): (Vec<&str>, Vec<&str>) = (pattern.split('.').collect(), key.split('.').collect());
+    p.len() == k.len()
+        && p.iter()
+            .zip(&k)
+            .all(|(p, k)| *p == *k || (*p == "*" && !k.is_empty() && *k != "*" && *k != "#"))
+}
+
+/// A subject pattern as a regex over literal keys: `*` any one literal word
+/// (no `*` or `#` in it), every other token itself.
+fn literal_words(pattern: &str) -> String {
+    pattern
+        .split('.')
+        .map(|t| match t {
+            "*" => "[^.*#]+".to_string(),
+            t => literal(t),
+        })
+        .collect::<Vec<_>>()
+        .join(r"\.")
+}
 
 /// A queue name as a regex matching only itself.
 fn literal_name(name: &str) -> String {
