@@ -292,12 +292,14 @@ const INBOXES: &str = "_INBOX";
 
 /// Whether the literal `key` is one `pattern` (with `*` for one word)
 /// names.
-fn fits(pattern: &str, key: &str) -> bool {
+pub(crate) fn fits(pattern: &str, key: &str) -> bool {
     let (p, k): (Vec<&str>, Vec<&str>) = (pattern.split('.').collect(), key.split('.').collect());
     p.len() == k.len()
-        && p.iter()
-            .zip(&k)
-            .all(|(p, k)| *p == *k || (*p == "*" && !k.is_empty() && *k != "*" && *k != "#"))
+        && p.iter().zip(&k).all(|(p, k)| match *p {
+            // A literal word only: a wildcard key keeps a grant of its own.
+            "*" => !k.is_empty() && *k != "*" && *k != "#",
+            p => p == *k,
+        })
 }
 
 /// A subject pattern as a regex over literal keys: `*` any one literal word

@@ -478,3 +478,52 @@ fn announced_hashes_are_for_the_messages_own_keys_each_a_hash() {
             .contains("not base64")
     );
 }
+
+#[test]
+fn the_controller_binds_every_nodes_queue_by_one_shape_said_once() {
+    let r = rendered(CONTROLLER);
+    let node_binds: Vec<_> = r
+        .renderings
+        .iter()
+        .filter(|g| g.grant == "binds" && g.subject.starts_with("mesh.node.*.declaration"))
+        .collect();
+    assert_eq!(node_binds.len(), 1, "{node_binds:?}");
+    assert!(matches(&r.topic_read, "mesh.node.n1.declaration"));
+    assert!(matches(&r.topic_read, "mesh.node.any-node.declaration"));
+    assert!(!matches(&r.topic_read, "mesh.node.*.declaration"));
+    assert!(!matches(&r.topic_read, "mesh.node.#.declaration"));
+    assert!(!matches(&r.topic_read, "mesh.node.n1.n2.declaration"));
+}
+
+#[test]
+fn a_single_nodes_queue_is_bound_by_the_shape_too() {
+    let mut o = objects();
+    o.consumers.retain(|c| {
+        !c.filter_subjects
+            .iter()
+            .any(|f| f == "mesh.node.n2.declaration")
+    });
+    let ps = principals();
+    let r = amqp::render(find(&ps, CONTROLLER), &o);
+    assert!(
+        matches(&r.topic_read, "mesh.node.n1.declaration"),
+        "{}",
+        r.topic_read
+    );
+}
+
+#[test]
+fn a_key_fits_a_shape_only_as_a_literal_word_in_the_wildcards_place() {
+    let shape = "mesh.node.*.declaration";
+    assert!(amqp::fits(shape, "mesh.node.n1.declaration"));
+    for not in [
+        "mesh.node.*.declaration",
+        "mesh.node.#.declaration",
+        "mesh.node..declaration",
+        "mesh.node.n1.n2.declaration",
+        "mesh.node.n1.report",
+        "mesh.seat.n1.declaration",
+    ] {
+        assert!(!amqp::fits(shape, not), "{not}");
+    }
+}
