@@ -63,13 +63,18 @@ pub(super) async fn check_controller_key(
     match recorded {
         Some(mesh_core::users_file::UserCredential::NKey(k)) if k == genesis.controller_nkey => {
             // What RabbitMQ admits it by (the hash genesis gave the broker).
-            let seed = read_seed(genesis, genesis::NKEY_SEED)?;
-            store
-                .record_amqp_hashes(&std::collections::BTreeMap::from([(
-                    k,
-                    mesh_core::authority::amqp::announced_hash(seed.expose()),
-                )]))
-                .await?;
+            // On RabbitMQ only: two controllers of `mesh up --ha` starting
+            // at once would both write it, and PostgreSQL ends one of them
+            // as a deadlock.
+            if genesis.bus == BusKind::Amqp {
+                let seed = read_seed(genesis, genesis::NKEY_SEED)?;
+                store
+                    .record_amqp_hashes(&std::collections::BTreeMap::from([(
+                        k,
+                        mesh_core::authority::amqp::announced_hash(seed.expose()),
+                    )]))
+                    .await?;
+            }
             Ok(())
         }
         other => Err(DaemonError::ForeignStore {
