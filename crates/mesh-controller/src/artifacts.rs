@@ -162,22 +162,35 @@ where
             file.display()
         )));
     }
+    record(store, reference, size, version, stored.nuid, stored.existed).await
+}
+
+/// Records the artifact stored (or kept) under `nuid` as `version` of its
+/// module: what [`put_file`] and [`keep_file`] did.
+async fn record(
+    store: &Store,
+    reference: Reference,
+    size: u64,
+    version: String,
+    nuid: String,
+    existed: bool,
+) -> Result<Put, ArtifactError> {
     let recorded = store
         .record_upload(&mesh_store::Upload {
-            module: module.clone(),
+            module: reference.module.clone(),
             version: version.clone(),
-            name: name.clone(),
-            sha256: sha256.clone(),
+            name: reference.artifact.clone(),
+            sha256: reference.sha256.clone(),
             size,
-            nuid: stored.nuid.clone(),
+            nuid,
         })
         .await?;
     Ok(Put {
+        sha256: reference.sha256.clone(),
         reference,
         size,
-        sha256,
         version,
-        existed: stored.existed,
+        existed,
         recorded,
     })
 }

@@ -51,25 +51,9 @@ pub async fn keep_file(
             file.display()
         )));
     }
-    let recorded = store
-        .record_upload(&mesh_store::Upload {
-            module: module.clone(),
-            version: version.clone(),
-            name: name.clone(),
-            sha256: sha256.clone(),
-            size,
-            // No object store: the id names the copy kept here.
-            nuid: hex::encode(rand::random::<[u8; 11]>()),
-        })
-        .await?;
-    Ok(Put {
-        reference,
-        size,
-        sha256,
-        version,
-        existed,
-        recorded,
-    })
+    // No object store: the id names the copy kept here.
+    let nuid = hex::encode(rand::random::<[u8; 11]>());
+    super::record(store, reference, size, version, nuid, existed).await
 }
 
 /// `len` bytes of the kept artifact `sha256` from `offset`.
