@@ -78,7 +78,16 @@ async fn converge(
             })
             .collect();
         let steps = plan(&w, &users::observe(&m).unwrap());
-        users::apply(&m, &steps).unwrap();
+        let applied = users::apply(&m, &steps).unwrap();
+        // More than one user or permission is one request, never refused
+        // into one request each (minutes at a thousand hosts).
+        let puts = steps
+            .iter()
+            .filter(|s| !matches!(s, UserStep::DeleteUser { .. }))
+            .count();
+        if puts > 1 {
+            assert_eq!(applied, users::Applied::Imported, "{:?}", names(&steps));
+        }
         steps
     })
     .await

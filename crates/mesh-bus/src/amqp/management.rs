@@ -30,7 +30,8 @@ pub enum ManagementError {
     #[error("{path} holds no PEM certificate; give the CA the broker's certificate is signed by")]
     NoCertificate { path: PathBuf },
     #[error(
-        "the management API refused to {action} (HTTP {status}: {reason}); the user it is called as needs the administrator tag"
+        "the management API refused to {action} (HTTP {status}: {reason}){}",
+        if matches!(status, 401 | 403) { "; the user it is called as needs the administrator tag" } else { "" }
     )]
     Refused {
         action: String,
@@ -86,6 +87,10 @@ impl Management {
             .tls_config(tls)
             .http_status_as_error(false)
             .timeout_global(Some(TIMEOUT))
+            // A connection per request: the API's server closes an idle
+            // one without a word, and a request sent down it fails
+            // (requests are few: a composition is four or five).
+            .max_idle_connections(0)
             .build()
             .new_agent();
         let token = base64::engine::general_purpose::STANDARD
@@ -114,6 +119,13 @@ impl Management {
         let result = match (method, body) {
             ("GET", _) => self.agent.get(&url).header("authorization", auth).call(),
             ("DELETE", _) => self.agent.delete(&url).header("authorization", auth).call(),
+            // A definitions import is a POST (the API answers a PUT there
+            // 405); a user or a permission is a PUT.
+            ("POST", Some(body)) => self
+                .agent
+                .post(&url)
+                .header("authorization", auth)
+                .send_json(body),
             (_, Some(body)) => self
                 .agent
                 .put(&url)

@@ -89,10 +89,22 @@ pub fn observe(m: &Management) -> Result<Vec<ObservedUser>, ManagementError> {
     Ok(by_user.into_values().collect())
 }
 
+/// How [`apply`] made the steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// The users and permissions in one definitions import, then the
+    /// deletions.
+    Imported,
+    /// Each step its own request: a plan of one step, or an import the
+    /// API refused (its answer, for the log: a thousand users made one by
+    /// one take minutes).
+    OneByOne { import_refused: Option<String> },
+}
+
 /// Makes the steps: the users and permissions in one import, then the
 /// deletions (last, as planned). An import the broker refuses is made again
 /// step by step, so the refusal names the user and the permission.
-pub fn apply(m: &Management, steps: &[UserStep]) -> Result<(), ManagementError> {
+pub fn apply(m: &Management, steps: &[UserStep]) -> Result<Applied, ManagementError> {
     let users: Vec<(&str, &str, bool)> = steps
         .iter()
         .filter_map(|s| match s {
@@ -111,14 +123,15 @@ pub fn apply(m: &Management, steps: &[UserStep]) -> Result<(), ManagementError> 
             _ => None,
         })
         .collect();
+    let mut import_refused = None;
     if (users.len() + permissions.len()) > 1 {
         match m.import(&users, &permissions) {
-            Ok(()) => return delete(m, steps),
-            Err(ManagementError::Refused { .. }) => {}
+            Ok(()) => return delete(m, steps).map(|()| Applied::Imported),
+            Err(e @ ManagementError::Refused { .. }) => import_refused = Some(e.to_string()),
             Err(e) => return Err(e),
         }
     }
-    one_by_one(m, steps)
+    one_by_one(m, steps).map(|()| Applied::OneByOne { import_refused })
 }
 
 fn delete(m: &Management, steps: &[UserStep]) -> Result<(), ManagementError> {

@@ -101,7 +101,17 @@ impl Composition for AmqpUsers {
             for step in &steps {
                 tracing::debug!(step = ?step_name(step), "users on RabbitMQ");
             }
-            mesh_bus::amqp::users::apply(&management, &steps)?;
+            let applied = mesh_bus::amqp::users::apply(&management, &steps)?;
+            if let mesh_bus::amqp::users::Applied::OneByOne {
+                import_refused: Some(why),
+            } = applied
+            {
+                tracing::warn!(
+                    steps = steps.len(),
+                    error = %why,
+                    "users on RabbitMQ made one by one: the definitions import was refused"
+                );
+            }
             Ok::<usize, mesh_bus::amqp::ManagementError>(steps.len())
         })
         .await;
