@@ -36,6 +36,9 @@ pub struct AmqpResults {
     /// it reconnected, recorded.
     pub storm: Spread,
     pub storm_not_reported: usize,
+    /// From RabbitMQ's stop begun to it listening again (what NATS's
+    /// restart figure starts after).
+    pub listening_ms: f64,
     pub raw: Option<RawAmqp>,
     /// The fan-out's rate as a fraction of raw publish-confirm's.
     pub ratio: Option<f64>,
@@ -142,6 +145,7 @@ pub async fn bench(n: usize, work: &Path, hosts_dir: &Path) -> anyhow::Result<Am
         broker.boot().map(|()| broker)
     });
     let broker = restarting.await??;
+    let listening_ms = (mesh_store::now_ms() - stopped_ms) as f64;
     let (storm, storm_not_reported) = reported_after(&store, n, stopped_ms).await?;
     if storm_not_reported > 0 {
         problems.push(format!(
@@ -186,6 +190,7 @@ pub async fn bench(n: usize, work: &Path, hosts_dir: &Path) -> anyhow::Result<Am
         update,
         storm,
         storm_not_reported,
+        listening_ms,
         raw,
         ratio,
         problems,
@@ -303,9 +308,10 @@ pub fn table(r: &AmqpResults) -> String {
     }
     let _ = writeln!(
         out,
-        "  restart      each host's report after RabbitMQ restarted: {} ({} never)",
+        "  restart      each host's report after RabbitMQ's stop began: {} ({} never); listening again after {:.0} ms",
         spread(&r.storm),
-        r.storm_not_reported
+        r.storm_not_reported,
+        r.listening_ms
     );
     match &r.raw {
         Some(raw) => {
