@@ -21,4 +21,4 @@ pub use connect::{
 pub use objects::{AssertError, ServerError, assert_objects};
 pub use reconnect::Reconnects;
 pub use refusals::{Denied, Refusal, Refusals};
-pub use tls::{CertPin, PinError, PinMismatch, fingerprint_of_pem_file};
+pub use tls::{CertPin, PinError, PinMismatch, fingerprint_of_pem_file, pin_mismatch};

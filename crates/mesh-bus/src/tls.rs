@@ -238,6 +238,45 @@ impl ServerCertVerifier for PinVerifier {
     }
 }
 
+/// The pin verifier's refusal, wherever the client put it: rustls reports it
+/// as an I/O error whose inner error is the rustls error.
+pub fn pin_mismatch<'a>(err: &'a (dyn std::error::Error + 'static)) -> Option<&'a PinMismatch> {
+    let mut cur: Option<&'a (dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(p) = e.downcast_ref::<PinMismatch>() {
+            return Some(p);
+        }
+        if let Some(r) = e.downcast_ref::<rustls::Error>()
+            && let Some(p) = rustls_pin(r)
+        {
+            return Some(p);
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && let Some(inner) = io.get_ref()
+        {
+            if let Some(r) = inner.downcast_ref::<rustls::Error>()
+                && let Some(p) = rustls_pin(r)
+            {
+                return Some(p);
+            }
+            if let Some(p) = inner.downcast_ref::<PinMismatch>() {
+                return Some(p);
+            }
+        }
+        cur = e.source();
+    }
+    None
+}
+
+fn rustls_pin(e: &rustls::Error) -> Option<&PinMismatch> {
+    match e {
+        rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other)) => {
+            other.0.downcast_ref::<PinMismatch>()
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,6 +37,7 @@ pub mod plan;
 pub mod progress;
 pub mod registering;
 pub mod remote;
+pub mod rollout;
 pub mod seats;
 pub mod secret;
 pub mod shutdown;
@@ -180,6 +181,10 @@ pub enum Command {
   mesh status --dir /var/lib/mesh
   mesh status --http 127.0.0.1:7420 --output json")]
     Status(status::StatusArgs),
+    /// Move a mesh from RabbitMQ onto NATS: `check` says whether it can,
+    /// naming each missing thing and its next step.
+    #[command(after_help = "Example:\n  mesh rollout check")]
+    Rollout(rollout::RolloutArgs),
     /// Every declared seat and role: scope, accepts, emits, holders by node.
     #[command(after_help = "Examples:
   mesh seats
@@ -298,6 +303,7 @@ where
         Command::BuildMachine(args) => build::run_build_machine(&args),
         Command::Nodes(args) => node::run_list(&args),
         Command::Status(args) => status::run(&args),
+        Command::Rollout(args) => rollout::run(&args),
         Command::Seats(args) => seats::run(&args),
         Command::Modules(args) => listings::run_modules(&args),
         Command::Reports(args) => listings::run_reports(&args),
@@ -476,8 +482,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 58,
-            "mesh, version, check, init, authority (2), up, controller, node (2), status, seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), secret (4), audit, login, context (2), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
+            seen, 60,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, rollout (1), seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), secret (4), audit, login, context (2), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
         );
     }
 }

@@ -42,13 +42,18 @@ const ASK_WITHIN: Duration = Duration::from_secs(3);
 /// `GET path` on `addr`: the status code and body. HTTP/1.0 keeps it to
 /// one exchange that the server ends by closing.
 pub fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    http_get_within(addr, path, ASK_WITHIN)
+}
+
+/// [`http_get`], waiting up to `within` for the answer.
+pub fn http_get_within(addr: &str, path: &str, within: Duration) -> std::io::Result<(u16, String)> {
     let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
     let sock: SocketAddr = addr
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| bad("no address"))?;
     let mut s = TcpStream::connect_timeout(&sock, ASK_WITHIN)?;
-    s.set_read_timeout(Some(ASK_WITHIN))?;
+    s.set_read_timeout(Some(within))?;
     s.set_write_timeout(Some(ASK_WITHIN))?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
     let mut raw = Vec::new();
@@ -135,34 +140,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
     let status = crate::block_on(async {
         let store = open_existing_store(&url).await?;
         let read = async {
-            let ours = our_key(&store, dir.as_deref()).await?;
-            // The active controller where its lease says it serves, then
-            // where a controller of this directory wrote it serves (a
-            // standby's answer still names the active one), then the
-            // default; `--http` alone when given.
-            let mut addrs = Vec::new();
-            match &args.http {
-                Some(a) => addrs.push(a.clone()),
-                None => {
-                    let lease = store.lease_record().await?;
-                    addrs.extend(lease.and_then(|l| l.http));
-                    addrs.extend(dir.as_deref().and_then(mesh_controller::http::served_at));
-                    addrs.push(mesh_controller::http::DEFAULT_ADDR.to_string());
-                    addrs.dedup();
-                }
-            }
-            // None answering as this mesh's: what the first one said.
-            let views = addrs.iter().map(|a| ask_controller(a, ours.as_deref()));
-            let mut first = None;
-            let mut controller = None;
-            for v in views {
-                if v.reachable && v.other_mesh.is_none() {
-                    controller = Some(v);
-                    break;
-                }
-                first.get_or_insert(v);
-            }
-            let controller = controller.or(first).unwrap_or_default();
+            let controller = find_controller(&store, dir.as_deref(), args.http.as_deref()).await?;
             let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
             let mut status = views::status(&store, now, controller).await?;
             status.servers = servers(dir.as_deref());
@@ -177,6 +155,39 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
         ListFormat::Text => print_text(&status)?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// This mesh's controller as it says of itself: the active one where its
+/// lease says it serves, then where a controller of this directory wrote
+/// it serves (a standby's answer still names the active one), then the
+/// default; `http` alone when given. None answering as this mesh's: what
+/// the first one said.
+pub(crate) async fn find_controller(
+    store: &mesh_store::Store,
+    dir: Option<&Path>,
+    http: Option<&str>,
+) -> anyhow::Result<ControllerView> {
+    let ours = our_key(store, dir).await?;
+    let mut addrs = Vec::new();
+    match http {
+        Some(a) => addrs.push(a.to_string()),
+        None => {
+            let lease = store.lease_record().await?;
+            addrs.extend(lease.and_then(|l| l.http));
+            addrs.extend(dir.and_then(mesh_controller::http::served_at));
+            addrs.push(mesh_controller::http::DEFAULT_ADDR.to_string());
+            addrs.dedup();
+        }
+    }
+    let mut first = None;
+    for a in &addrs {
+        let v = ask_controller(a, ours.as_deref());
+        if v.reachable && v.other_mesh.is_none() {
+            return Ok(v);
+        }
+        first.get_or_insert(v);
+    }
+    Ok(first.unwrap_or_default())
 }
 
 /// Each server of a clustered bus and whether it listens on its client

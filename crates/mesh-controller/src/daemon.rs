@@ -22,6 +22,7 @@ mod on_amqp;
 mod operations;
 mod renamed;
 mod report;
+mod rollout;
 mod sealing;
 mod seen;
 mod watch;
@@ -195,6 +196,14 @@ impl crate::http::Running for Ctx {
 
     fn lag(&self) -> &crate::http::ApplyLag {
         &self.lag
+    }
+
+    fn rollout(
+        &self,
+    ) -> std::pin::Pin<
+        Box<dyn Future<Output = Result<mesh_core::rollout::Readiness, String>> + Send + '_>,
+    > {
+        Box::pin(async move { rollout::check(self).await.map_err(|e| error_chain(&e)) })
     }
 }
 
@@ -555,6 +564,11 @@ impl Term<'_> {
         ]
         .into_iter()
         .chain(fetches.map(|f| tokio::spawn(artifact_fetches::serve(ctx.clone(), f))))
+        // A mesh on RabbitMQ prepares the NATS server it may move onto.
+        .chain(
+            (genesis.bus == mesh_core::bus::BusKind::Amqp)
+                .then(|| tokio::spawn(rollout::keep_ahead(ctx.clone()))),
+        )
         .map(AbortOnDrop)
         .collect();
         info!(url = %genesis.local_url(), "controller running");

@@ -103,6 +103,16 @@ pub(crate) trait Running: Send + Sync {
     fn window_open(&self) -> bool;
     fn counters(&self) -> crate::CountersView;
     fn lag(&self) -> &ApplyLag;
+    /// `mesh rollout check` of this mesh now (the records and one dial).
+    fn rollout(
+        &self,
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<mesh_core::rollout::Readiness, String>>
+                + Send
+                + '_,
+        >,
+    >;
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

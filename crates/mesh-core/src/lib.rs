@@ -40,6 +40,7 @@ pub mod placeholders;
 pub mod records;
 pub mod report;
 pub mod revisions;
+pub mod rollout;
 pub mod sealed;
 pub mod secret;
 pub mod spare_keys;

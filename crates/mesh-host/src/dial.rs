@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use async_nats::{Client, ConnectErrorKind, ConnectOptions};
-use mesh_bus::{BusConfig, ConnectError, PinMismatch, connect_with};
+use mesh_bus::{BusConfig, ConnectError, connect_with};
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
@@ -65,46 +65,7 @@ pub(crate) fn classify(err: ConnectError) -> Failure {
     }
 }
 
-/// The pin verifier's refusal, wherever the client put it: rustls reports it
-/// as an I/O error whose inner error is the rustls error.
-pub(crate) fn pin_mismatch<'a>(
-    err: &'a (dyn std::error::Error + 'static),
-) -> Option<&'a PinMismatch> {
-    let mut cur: Option<&'a (dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = cur {
-        if let Some(p) = e.downcast_ref::<PinMismatch>() {
-            return Some(p);
-        }
-        if let Some(r) = e.downcast_ref::<rustls::Error>()
-            && let Some(p) = rustls_pin(r)
-        {
-            return Some(p);
-        }
-        if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && let Some(inner) = io.get_ref()
-        {
-            if let Some(r) = inner.downcast_ref::<rustls::Error>()
-                && let Some(p) = rustls_pin(r)
-            {
-                return Some(p);
-            }
-            if let Some(p) = inner.downcast_ref::<PinMismatch>() {
-                return Some(p);
-            }
-        }
-        cur = e.source();
-    }
-    None
-}
-
-fn rustls_pin(e: &rustls::Error) -> Option<&PinMismatch> {
-    match e {
-        rustls::Error::InvalidCertificate(rustls::CertificateError::Other(other)) => {
-            other.0.downcast_ref::<PinMismatch>()
-        }
-        _ => None,
-    }
-}
+pub(crate) use mesh_bus::pin_mismatch;
 
 /// Tries each config in turn, waiting a jittered backoff between rounds,
 /// until one connects, a failure is fatal, or `deadline` passes (`None`:

@@ -2,6 +2,7 @@
 //! status --output json` and the controller's JSON API serialize these very
 //! structures, so a script reading one reads the other.
 
+pub mod rollout;
 mod seats;
 mod status;
 

@@ -176,7 +176,12 @@ pub(crate) async fn follow(
                     if work.assert_objects {
                         renamed = mesh_core::jetstream::renamed::renamed(&d.catalogue);
                     }
-                    if work.assert_objects && asserted.as_ref() != Some(&d.objects) {
+                    // On RabbitMQ the composition (below) declares every
+                    // queue after the users it needs: a new node's queue is
+                    // bound by a key the controller's own permissions allow
+                    // only once composed, so asserting here first is refused.
+                    let here = ctx.bus.nats().is_some();
+                    if here && work.assert_objects && asserted.as_ref() != Some(&d.objects) {
                         match ctx.assert_objects(&d.objects).await {
                             Ok(()) => {
                                 info!("bus objects asserted");

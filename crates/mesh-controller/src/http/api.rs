@@ -24,6 +24,7 @@ pub(super) fn routes() -> Router<Arc<Shared>> {
         .route("/api/catalogue", get(catalogue))
         .route("/api/reports/{node}", get(reports))
         .route("/api/audit", get(audit))
+        .route("/api/rollout/check", get(rollout_check))
         .route("/graph.svg", get(graph))
 }
 
@@ -69,6 +70,22 @@ pub(crate) fn controller_view(shared: &Shared) -> ControllerView {
 async fn status(State(shared): State<Arc<Shared>>) -> Response {
     let controller = controller_view(&shared);
     answer(views::status(&shared.store, now(), controller).await)
+}
+
+/// Asked of the active controller only: a standby's dial would prove
+/// nothing about the mesh's own connection.
+async fn rollout_check(State(shared): State<Arc<Shared>>) -> Response {
+    let Some(running) = shared.running() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this controller is not the active one: ask the active controller (`mesh status` names it)\n",
+        )
+            .into_response();
+    };
+    match running.rollout().await {
+        Ok(r) => Json(r).into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("{e}\n")).into_response(),
+    }
 }
 
 async fn nodes(State(shared): State<Arc<Shared>>) -> Response {

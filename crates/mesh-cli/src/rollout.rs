@@ -1,0 +1,156 @@
+//! `mesh rollout check`: whether this mesh, on RabbitMQ, can move onto
+//! NATS now. The active controller answers (it reads the records and dials
+//! the new bus once); this prints each missing thing with its next step and
+//! exits 0 only when there is none. It changes nothing: ask as often as you
+//! like while the mesh serves.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use clap::{Args, Subcommand};
+use mesh_core::rollout::Readiness;
+
+use crate::authority::open_existing_store;
+use crate::output::{self, ListFormat};
+use crate::state::MeshArgs;
+
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    #[command(subcommand)]
+    pub command: RolloutCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RolloutCommand {
+    /// Whether the mesh can move from RabbitMQ onto NATS now: each missing
+    /// thing and its next step (exit 0 only when ready, 1 otherwise).
+    #[command(after_help = "Examples:
+  mesh rollout check
+  mesh rollout check --output json")]
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The controller's HTTP address [default: where the active
+    /// controller's lease says it serves, else where this directory's
+    /// controller wrote it serves].
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+/// The controller's dial of the new bus waits up to 5 s; its reading of
+/// the records is quick.
+const ANSWER_WITHIN: Duration = Duration::from_secs(20);
+
+pub fn run(args: &RolloutArgs) -> anyhow::Result<ExitCode> {
+    match &args.command {
+        RolloutCommand::Check(a) => check(a),
+    }
+}
+
+fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let readiness = ask(args)?;
+    match args.output {
+        ListFormat::Json => output::print_json(&readiness)?,
+        ListFormat::Text => output::print(&text(&readiness))?,
+    }
+    Ok(if readiness.ready {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The active controller's answer.
+fn ask(args: &CheckArgs) -> anyhow::Result<Readiness> {
+    let dir = args.mesh.find().ok();
+    let url = args.mesh.store_url()?;
+    let controller = crate::block_on(async {
+        let store = open_existing_store(&url).await?;
+        let found =
+            crate::status::find_controller(&store, dir.as_deref(), args.http.as_deref()).await;
+        store.close().await;
+        found
+    })??;
+    let at = controller
+        .url
+        .as_deref()
+        .and_then(|u| u.strip_prefix("http://"))
+        .unwrap_or(mesh_controller::http::DEFAULT_ADDR)
+        .to_string();
+    if let Some(key) = &controller.other_mesh {
+        bail!(
+            "the controller at {at} belongs to another mesh (controller key {key}); pass this mesh's with --http"
+        );
+    }
+    if !controller.reachable {
+        bail!(
+            "the controller does not answer at {at}; the check is the active controller's to make: start it with `mesh controller` (or pass its address with --http)"
+        );
+    }
+    let (code, body) = crate::status::http_get_within(&at, "/api/rollout/check", ANSWER_WITHIN)
+        .with_context(|| format!("asking the controller at {at} for the rollout check"))?;
+    if code != 200 {
+        bail!(
+            "the controller at {at} could not check the rollout (HTTP {code}): {}",
+            body.trim()
+        );
+    }
+    serde_json::from_str(&body)
+        .with_context(|| format!("the controller at {at} answered the rollout check with something other than a readiness"))
+}
+
+/// One line per missing thing and its next step, then the verdict.
+fn text(r: &Readiness) -> String {
+    let mut out = String::new();
+    for m in &r.missing {
+        out.push_str(&format!("- {}\n  next: {}\n", m.what, m.next));
+    }
+    if r.ready {
+        out.push_str(
+            "ready: every node can move from RabbitMQ onto NATS (`mesh rollout --confirm`)\n",
+        );
+    } else {
+        out.push_str(&format!(
+            "not ready: {} thing{} to fix before the mesh can move onto NATS\n",
+            r.missing.len(),
+            if r.missing.len() == 1 { "" } else { "s" }
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mesh_core::bus::BusKind;
+    use mesh_core::rollout::Missing;
+
+    #[test]
+    fn each_missing_thing_is_a_line_and_its_next_step() {
+        let r = Readiness {
+            from: BusKind::Amqp,
+            ready: false,
+            missing: vec![Missing {
+                what: "node n2 is down".into(),
+                next: "start `mesh host` on n2".into(),
+            }],
+        };
+        assert_eq!(
+            text(&r),
+            "- node n2 is down\n  next: start `mesh host` on n2\nnot ready: 1 thing to fix before the mesh can move onto NATS\n"
+        );
+        let ready = Readiness {
+            from: BusKind::Amqp,
+            ready: true,
+            missing: vec![],
+        };
+        assert!(text(&ready).starts_with("ready: "));
+    }
+}

@@ -1,0 +1,195 @@
+//! `mesh rollout check` against a live mesh on RabbitMQ (DESIGN
+//! "rollout"): a real RabbitMQ, controller and host, and the NATS server
+//! the mesh would move onto run as a module holding `mesh-broker` from the
+//! user list the controller declares it. The check names each missing
+//! thing with its next step; each is fixed in turn and the check asked
+//! again, until it exits 0. It changes nothing itself.
+
+#[path = "join_live/harness.rs"]
+mod harness;
+#[path = "bus_live/mesh.rs"]
+mod mesh;
+
+use std::process::Output;
+
+use harness::{out_text, wait_until};
+use mesh::{BusMesh, LONG};
+
+/// A NATS server as a module: its configuration (the genesis certificate,
+/// a port of its own) is the test's file; who may connect is the
+/// `bus-users` file the controller declares into the module's directory.
+fn nats_broker(conf: &std::path::Path) -> String {
+    let server = mesh_testkit::nats_server_binary().unwrap();
+    format!(
+        r#"[module]
+name = "nats-broker"
+description = "the NATS server the mesh moves onto"
+
+[run]
+command = ["{}", "--config", "{}"]
+
+[holds]
+seats = ["mesh-broker"]
+
+[[file]]
+name = "bus-users"
+path = "accounts.conf"
+"#,
+        server.display(),
+        conf.display()
+    )
+}
+
+fn check(mesh: &BusMesh) -> (i32, String) {
+    let o: Output = mesh.mesh(&["rollout", "check"]);
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+    )
+}
+
+/// The `what` of each missing thing, as `--output json` gives them.
+fn missing(mesh: &BusMesh) -> Vec<String> {
+    let o = mesh.mesh(&["rollout", "check", "--output", "json"]);
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", out_text(&o)));
+    assert_eq!(r["from"], "amqp", "{r}");
+    assert_eq!(
+        r["ready"].as_bool(),
+        Some(o.status.success()),
+        "exit 0 exactly when ready: {r}"
+    );
+    r["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["what"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Waits until the check lists exactly `want`.
+fn until_missing(mesh: &BusMesh, want: &[&str]) {
+    let mut last = Vec::new();
+    let ok = wait_until(LONG, || {
+        last = missing(mesh);
+        last == want
+    });
+    assert!(
+        ok,
+        "the check never listed exactly {want:#?}; last: {last:#?}\nmodules: {}\ncontroller log:\n{}\nhost log:\n{}",
+        String::from_utf8_lossy(&mesh.mesh(&["modules"]).stdout),
+        mesh.controller().log(),
+        mesh.host_log()
+    );
+}
+
+#[test]
+fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
+    let http = format!("127.0.0.1:{}", mesh_testkit::broker::free_port().unwrap());
+    let mut mesh = BusMesh::with_store("amqp", None, &["--http", &http]);
+    mesh.start_controller();
+    mesh.join("n1");
+    mesh.controller().wait_log("node enrolled node=n1", LONG);
+
+    // Nothing prepared: no server to move onto, said once with its step.
+    let (code, text) = check(&mesh);
+    assert_eq!(code, 1, "{text}");
+    assert_eq!(
+        text,
+        "- no module holds mesh-broker: there is no NATS server in the mesh to move onto\n  next: register a module holding mesh-broker (the example catalogue's nats-broker) and assign it to a node: `mesh assign nats-broker NODE`\nnot ready: 1 thing to fix before the mesh can move onto NATS\n"
+    );
+
+    // A node with a token but no host yet: no credential for the new bus,
+    // the one thing that must stop a move.
+    mesh.ok(&["node", "add", "n2", "--ttl", "10m"]);
+    until_missing(
+        &mesh,
+        &[
+            "no module holds mesh-broker: there is no NATS server in the mesh to move onto",
+            "node n2 holds no credential for the new bus: it would keep running and could not come back",
+        ],
+    );
+    mesh.ok(&["node", "forget", "n2"]);
+
+    // The server as a module on n1, whose address is not recorded yet.
+    let port = mesh_testkit::broker::free_port().unwrap();
+    // A process module works in its directory's `work`, where its files are.
+    let module_dir = mesh.tmp.path().join("host-n1/modules/nats-broker/work");
+    let conf = mesh.tmp.path().join("nats-broker.conf");
+    let broker = mesh.dir.join("broker");
+    std::fs::write(
+        &conf,
+        format!(
+            "listen: \"127.0.0.1:{port}\"\ntls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n}}\njetstream {{\n  store_dir: \"{}\"\n}}\ninclude \"{}\"\n",
+            broker.join("cert.pem").display(),
+            broker.join("key.pem").display(),
+            mesh.tmp.path().join("nats-broker-js").display(),
+            // An include is read relative to the including file.
+            module_dir
+                .strip_prefix(mesh.tmp.path())
+                .unwrap()
+                .join("accounts.conf")
+                .display(),
+        ),
+    )
+    .unwrap();
+    mesh.register_as("nats-broker", &nats_broker(&conf));
+    mesh.ok(&["assign", "nats-broker", "n1"]);
+    until_missing(
+        &mesh,
+        &["the new bus was not dialled: node n1 (holding mesh-broker) has no address recorded"],
+    );
+    // It runs from the user list the controller declared it.
+    let users = std::fs::read_to_string(module_dir.join("accounts.conf")).unwrap();
+    assert!(users.contains("# controller"), "{users}");
+
+    // Its address: dialled, pinned, and the objects asserted ahead.
+    mesh.ok(&[
+        "node",
+        "set",
+        "n1",
+        "--address",
+        "127.0.0.1",
+        "--port",
+        &format!("mesh-broker={port}"),
+    ]);
+    until_missing(&mesh, &[]);
+    let (code, text) = check(&mesh);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(
+        text,
+        "ready: every node can move from RabbitMQ onto NATS (`mesh rollout --confirm`)\n"
+    );
+    assert!(
+        mesh.controller().log().contains(&format!(
+            "the new bus's objects asserted ahead of a move url=tls://127.0.0.1:{port}"
+        )),
+        "{}",
+        mesh.controller().log()
+    );
+
+    // The queues were declared after the users they need, never before:
+    // the controller was refused nothing on RabbitMQ.
+    let log = mesh.controller().log();
+    assert!(!log.contains("ACCESS_REFUSED"), "{log}");
+
+    // A node whose host is stopped before the move is named, and the
+    // mesh is not ready until it is back (or forgotten).
+    mesh.join("n2");
+    until_missing(&mesh, &[]);
+    let stopped = mesh.hosts[1].stop();
+    assert!(stopped.success(), "{stopped:?}");
+    let stale = wait_until(std::time::Duration::from_secs(40), || {
+        missing(&mesh)
+            == [
+                "node n2 is stale: a host not running when the mesh moves is never told the new bus",
+            ]
+    });
+    assert!(stale, "{:#?}", missing(&mesh));
+    let (code, text) = check(&mesh);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("  next: start `mesh host` on n2 (or `mesh node forget n2`) before moving\n"),
+        "{text}"
+    );
+}
