@@ -71,6 +71,8 @@ pub async fn run(
                 reason: None,
                 restarts: 0,
                 nkey: Some(key.clone()),
+                pinned: None,
+                health: None,
             }],
             refused: None,
             address: None,

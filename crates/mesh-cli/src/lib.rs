@@ -18,6 +18,7 @@ pub mod check;
 pub mod completions;
 pub mod context;
 pub mod controller;
+pub mod deploy;
 pub mod events;
 pub mod files;
 pub mod fleet;
@@ -167,6 +168,27 @@ pub enum Command {
   mesh modules
   mesh modules --output json")]
     Modules(listings::ModulesArgs),
+    /// Move a module to a version over its nodes safely: a canary, then
+    /// batches, each waiting for its nodes to stay healthy; a node that
+    /// fails reverts every node touched (the active controller carries it
+    /// out).
+    #[command(after_help = "Examples:
+  mesh deploy web --version v2
+  mesh deploy web --version v3 --canary 1 --batch 25% --healthy-for 10s --deadline 5m
+  mesh deploy web --version v3 --nodes n1,n2 --batch 1 --no-auto-revert")]
+    Deploy(deploy::DeployArgs),
+    /// Deployments, newest first, with where each is.
+    #[command(after_help = "Examples:
+  mesh deployments
+  mesh deployments --module web --output json")]
+    Deployments(deploy::DeploymentsArgs),
+    /// One deployment node by node; pause, resume or revert it.
+    #[command(after_help = "Examples:
+  mesh deployment 3
+  mesh deployment 3 --pause
+  mesh deployment 3 --resume
+  mesh deployment 3 --revert")]
+    Deployment(deploy::DeploymentArgs),
     /// A node's reports, newest first: each module's state, refusals.
     #[command(after_help = "Examples:
   mesh reports n1
@@ -307,6 +329,9 @@ where
         Command::Seats(args) => seats::run(&args),
         Command::Modules(args) => listings::run_modules(&args),
         Command::Reports(args) => listings::run_reports(&args),
+        Command::Deploy(args) => deploy::run_deploy(&args),
+        Command::Deployments(args) => deploy::run_deployments(&args),
+        Command::Deployment(args) => deploy::run_deployment(&args),
         Command::Catalogue(args) => assign::run_catalogue(&args),
         Command::Assign(args) => assign::run_assign(&args, true),
         Command::Unassign(args) => assign::run_assign(&args, false),
@@ -482,8 +507,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 60,
-            "mesh, version, check, init, authority (2), up, controller, node (2), status, rollout (1), seats, nodes, modules, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), secret (4), audit, login, context (2), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
+            seen, 63,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, rollout (1), seats, nodes, modules, deploy, deployments, deployment, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), secret (4), audit, login, context (2), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
         );
     }
 }

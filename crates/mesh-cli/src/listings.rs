@@ -73,16 +73,20 @@ fn print_modules(rows: &[views::ModuleView]) -> anyhow::Result<()> {
         width("NODE", |r| &r.node),
         width("STATE", |r| &r.state),
     );
+    let h = width("HEALTH", |r| r.health.as_deref().unwrap_or("-"));
+    let v = width("VERSION", |r| r.version.as_deref().unwrap_or("-"));
     out.line(format_args!(
-        "{:<m$}  {:<n$}  {:<s$}  {:<8}  REASON",
-        "MODULE", "NODE", "STATE", "RESTARTS"
+        "{:<m$}  {:<n$}  {:<s$}  {:<h$}  {:<v$}  {:<8}  REASON",
+        "MODULE", "NODE", "STATE", "HEALTH", "VERSION", "RESTARTS"
     ))?;
     for r in rows {
         let line = format!(
-            "{:<m$}  {:<n$}  {:<s$}  {:<8}  {}",
+            "{:<m$}  {:<n$}  {:<s$}  {:<h$}  {:<v$}  {:<8}  {}",
             r.module,
             r.node,
             r.state,
+            r.health.as_deref().unwrap_or("-"),
+            r.version.as_deref().unwrap_or("-"),
             r.restarts,
             r.reason.as_deref().unwrap_or("-")
         );
@@ -117,9 +121,10 @@ pub fn run_reports(args: &ReportsArgs) -> anyhow::Result<ExitCode> {
                     }
                     for m in &r.modules {
                         out.line(format_args!(
-                            "    {:<24} {:<10} restarts {:<3} {}",
+                            "    {:<24} {:<10} {:<9} restarts {:<3} {}",
                             m.module,
                             m.state,
+                            m.health.as_deref().unwrap_or("-"),
                             m.restarts,
                             m.reason.as_deref().unwrap_or("")
                         ))?;

@@ -45,9 +45,11 @@ fn modules_are_listed_under_a_header_and_as_json_as_before() {
     assert_eq!(
         rows,
         [
-            vec!["MODULE", "NODE", "STATE", "RESTARTS", "REASON"],
-            vec!["echo", "n1", "unreported", "0", "-"],
-            vec!["greeter", "n1", "unreported", "0", "-"],
+            vec![
+                "MODULE", "NODE", "STATE", "HEALTH", "VERSION", "RESTARTS", "REASON"
+            ],
+            vec!["echo", "n1", "unreported", "-", "-", "0", "-"],
+            vec!["greeter", "n1", "unreported", "-", "-", "0", "-"],
         ],
         "{text}"
     );

@@ -207,6 +207,8 @@ async fn echo_on_two_of_three(backend: Backend) {
             reason: None,
             restarts: 0,
             nkey: Some(nkeys::KeyPair::new_user().public_key()),
+            pinned: None,
+            health: None,
         }],
         refused: None,
         address: None,

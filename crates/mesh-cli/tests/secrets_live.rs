@@ -523,6 +523,8 @@ async fn secrets_reach_only_the_module_and_rotate_the_module_that_uses_them() {
             secrets: Some("d".into()),
             key: None,
             artifacts: vec![],
+            pinned: None,
+            health: None,
         }],
         bus: None,
         sealed_by: Some(genesis.xkey.clone()),

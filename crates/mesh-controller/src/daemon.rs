@@ -14,6 +14,7 @@ mod built;
 mod connect;
 mod control;
 mod declare;
+mod deploy;
 mod enrol;
 mod keys;
 mod lease;
@@ -561,6 +562,7 @@ impl Term<'_> {
             tokio::spawn(seen::hear(ctx.clone(), heartbeats, seen.clone())),
             tokio::spawn(seen::flush_every(ctx.clone(), seen.clone())),
             tokio::spawn(operations::serve(ctx.clone(), operations)),
+            tokio::spawn(deploy::drive(ctx.clone())),
         ]
         .into_iter()
         .chain(fetches.map(|f| tokio::spawn(artifact_fetches::serve(ctx.clone(), f))))

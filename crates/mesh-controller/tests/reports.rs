@@ -21,6 +21,8 @@ fn report(id: &str, sequence: u64, state: ModuleState, reason: Option<&str>) -> 
             reason: reason.map(str::to_string),
             restarts: 0,
             nkey: None,
+            pinned: None,
+            health: None,
         }],
         refused: None,
         // Only the late report says where the node is.

@@ -94,6 +94,35 @@ pub struct ModuleDecl {
     /// and fills the placeholders with its cached file.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<ArtifactDecl>,
+    /// The version its assignment pinned, which the host reports running
+    /// (a deployment waits for it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
+    /// The manifest's `[health]`, placeholders filled; none: healthy once
+    /// it has run for the default `healthy_after`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<HealthDecl>,
+}
+
+/// How the host checks a module (DESIGN "health and deploys").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthDecl {
+    pub check: CheckDecl,
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+    pub healthy_after_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", deny_unknown_fields)]
+pub enum CheckDecl {
+    /// `GET` this URL, answered 2xx.
+    Http(String),
+    /// Connect to this `HOST:PORT`.
+    Tcp(String),
+    /// Run this argv (in the container, for a container module): exit 0.
+    Exec(Vec<String>),
 }
 
 impl ModuleDecl {
@@ -330,6 +359,8 @@ mod tests {
                 secrets: None,
                 key: None,
                 artifacts: Vec::new(),
+                pinned: None,
+                health: None,
             }],
             bus: None,
             sealed_by: None,

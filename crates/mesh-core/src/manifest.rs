@@ -51,12 +51,20 @@
 //! [[file]]                        # a file the mesh writes for this module
 //! name = "bus-users"              # a Name; `${file:bus-users}` is its path
 //! path = "accounts.conf"          # relative to the module's directory, no `..`
+//!
+//! [health]                        # optional: how its host tells it is well
+//! http = "http://127.0.0.1:8080/healthz"  # one of: http (2xx), tcp = "HOST:PORT", exec = [argv]
+//! interval = "2s"                 # default 2s
+//! timeout = "1s"                  # default 1s; at most the interval
+//! healthy_after = "2s"            # passing this long before `healthy`; default 2s
 //! ```
 //!
 //! Placeholders (`${seat:NAME:PORT}`, `${secret:NAME}`, `${file:NAME}`) are
-//! read in `[run] command` and `[run] env` values; see [`crate::placeholders`].
+//! read in `[run] command` and `[run] env` values, seats and files in
+//! `[health]`; see [`crate::placeholders`].
 
 mod decode;
+mod health_section;
 mod parser;
 pub mod refs;
 mod run_section;
@@ -125,6 +133,8 @@ pub struct Manifest {
     pub uses_seats: Vec<Located<Name>>,
     /// `[[file]]`.
     pub files: Vec<FileDecl>,
+    /// `[health]`.
+    pub health: Option<HealthSection>,
 }
 
 impl Manifest {
@@ -280,6 +290,43 @@ pub fn repository_ok(url: &str) -> Result<(), String> {
     }
 }
 
+/// `[health]`: how a module's host tells it is well (DESIGN "health and
+/// deploys"). A module without it is healthy once it has run for
+/// [`DEFAULT_HEALTHY_AFTER_MS`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSection {
+    pub check: HealthCheck,
+    pub interval_ms: u64,
+    pub timeout_ms: u64,
+    /// How long the check must keep passing before the module is healthy.
+    pub healthy_after_ms: u64,
+    pub pos: Pos,
+}
+
+pub const DEFAULT_INTERVAL_MS: u64 = 2000;
+pub const DEFAULT_TIMEOUT_MS: u64 = 1000;
+pub const DEFAULT_HEALTHY_AFTER_MS: u64 = 2000;
+
+/// One check, run by the module's host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealthCheck {
+    /// `GET` answered 2xx.
+    Http(RunValue),
+    /// A connection accepted at `HOST:PORT`.
+    Tcp(RunValue),
+    /// The program exits 0 (inside the container for a container module).
+    Exec(Vec<RunValue>),
+}
+
+impl HealthCheck {
+    pub fn values(&self) -> &[RunValue] {
+        match self {
+            HealthCheck::Http(v) | HealthCheck::Tcp(v) => std::slice::from_ref(v),
+            HealthCheck::Exec(argv) => argv,
+        }
+    }
+}
+
 /// `[build]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Build {
@@ -317,6 +364,7 @@ impl Manifest {
                 .chain(r.env.iter().map(|e| &e.value))
         });
         run.chain(self.files.iter().filter_map(|f| f.content.as_ref()))
+            .chain(self.health.iter().flat_map(|h| h.check.values()))
     }
 
     /// The secrets this module's run spec and files name (`${secret:..}`).

@@ -50,6 +50,42 @@ pub struct ModuleReport {
     /// The module's NKey public key (`U…`), made by its host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nkey: Option<String>,
+    /// The version its declaration pinned (what runs, once `running`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
+    /// Its health as the host's check says (hosts before health: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<ModuleHealth>,
+}
+
+/// A module's health as its host reports it (DESIGN "health and deploys").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase", deny_unknown_fields)]
+pub enum ModuleHealth {
+    /// Not yet passing for `healthy_after`, and not failing.
+    Starting,
+    /// Passing without a break for `for_ms` when the report was made: the
+    /// receiver counts from when it received it, on its own clock.
+    Healthy { for_ms: u64 },
+    /// The check failed `FAILURES_UNHEALTHY` times in a row (its last
+    /// output), or the process keeps exiting.
+    Unhealthy { reason: String },
+}
+
+/// Checks failed in a row before a module is unhealthy: one slow answer
+/// is not a failed deploy.
+pub const FAILURES_UNHEALTHY: u32 = 3;
+/// A check's output quoted in a report, at most (its tail).
+pub const MAX_HEALTH_REASON: usize = 1024;
+
+impl ModuleHealth {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ModuleHealth::Starting => "starting",
+            ModuleHealth::Healthy { .. } => "healthy",
+            ModuleHealth::Unhealthy { .. } => "unhealthy",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,6 +229,8 @@ mod tests {
                 reason: None,
                 restarts: 0,
                 nkey: Some(nkeys::KeyPair::new_user().public_key()),
+                pinned: None,
+                health: None,
             }],
             refused: None,
             address: None,
@@ -271,6 +309,37 @@ mod tests {
         let json = r.to_json();
         assert!(json.len() > 150_000, "{}", json.len());
         assert_eq!(Report::parse("mesh.control.report.n1", &json).unwrap(), r);
+    }
+
+    #[test]
+    fn health_and_the_pinned_version_travel_and_unknown_states_are_refused() {
+        let mut r = report();
+        r.modules[0].pinned = Some("v2".into());
+        r.modules[0].health = Some(ModuleHealth::Healthy { for_ms: 1500 });
+        let json = String::from_utf8(r.to_json()).unwrap();
+        assert!(
+            json.contains(r#""pinned":"v2","health":{"state":"healthy","for_ms":1500}"#),
+            "{json}"
+        );
+        assert_eq!(
+            Report::parse("mesh.control.report.n1", json.as_bytes()).unwrap(),
+            r
+        );
+        r.modules[0].health = Some(ModuleHealth::Unhealthy {
+            reason: "answered 503".into(),
+        });
+        let back = Report::parse("mesh.control.report.n1", &r.to_json()).unwrap();
+        assert_eq!(
+            back.modules[0].health.as_ref().map(ModuleHealth::as_str),
+            Some("unhealthy")
+        );
+        let bad = json.replace(r#""state":"healthy""#, r#""state":"sick""#);
+        assert!(Report::parse("mesh.control.report.n1", bad.as_bytes()).is_err());
+        // A report without health (a host before it) still reads.
+        r.modules[0].health = None;
+        let json = String::from_utf8(r.to_json()).unwrap();
+        assert!(!json.contains("health"), "{json}");
+        assert_eq!(ModuleHealth::Starting.as_str(), "starting");
     }
 
     #[test]

@@ -128,6 +128,8 @@ pub struct Applier {
     fetch_again: std::sync::Mutex<BTreeMap<Name, (tokio::time::Instant, Duration)>>,
     /// Held while a delivery is taken: the host's stop waits for it.
     taking: Mutex<()>,
+    /// Each started module's health check.
+    health: crate::health::Health,
 }
 
 /// The first wait before an artifact that failed to fetch is tried again,
@@ -152,6 +154,7 @@ impl Applier {
         Ok(Applier {
             state: state.clone(),
             controller,
+            health: crate::health::Health::new(driver.reader()),
             driver,
             applied: Mutex::new(Applied {
                 sequence: None,
@@ -172,6 +175,10 @@ impl Applier {
 
     pub fn driver(&self) -> &Driver {
         &self.driver
+    }
+
+    pub fn health(&self) -> &crate::health::Health {
+        &self.health
     }
 
     /// Removes this node's containers that the kept declaration does not
@@ -397,6 +404,7 @@ impl Applier {
             let restart = matches!(step, ApplyStep::Restart { .. });
             match step {
                 ApplyStep::Stop { module } => {
+                    self.health.forget(&module);
                     if let Err(e) = self.driver.stop(&module).await {
                         tracing::warn!(%module, reason = %e, "stopping");
                     }
@@ -470,11 +478,17 @@ impl Applier {
         match spec {
             Ok(spec) => {
                 self.not_started_lock().remove(&module.name);
-                if let Err(e) = self.driver.start(spec).await {
-                    tracing::warn!(module = %module.name, reason = %e, "starting");
+                let probe = crate::health::Probe::for_module(module.health.as_ref(), &spec);
+                match self.driver.start(spec).await {
+                    // Checked afresh: health seen before was another run's.
+                    Ok(()) => self
+                        .health
+                        .check(&module.name, module.health.as_ref(), probe),
+                    Err(e) => tracing::warn!(module = %module.name, reason = %e, "starting"),
                 }
             }
             Err(e) => {
+                self.health.forget(&module.name);
                 tracing::warn!(module = %module.name, reason = %e, "not started");
                 // Not left running as it was declared before.
                 let _ = self.driver.stop(&module.name).await;

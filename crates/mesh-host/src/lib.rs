@@ -8,6 +8,7 @@ pub mod backoff;
 mod dial;
 pub mod driver;
 pub mod enrol;
+pub mod health;
 pub mod logs;
 pub mod moved;
 pub mod run;

@@ -248,13 +248,20 @@ async fn heartbeats(bus: &Bus, state: &HostState, opts: &HostOptions) {
 
 /// Binds the node's consumer (retrying while it does not exist yet) and
 /// takes its deliveries; binds again when the delivery stream ends.
-/// Reports again whenever a module's state changes (it failed, came up,
-/// was restarted), a little after the change so a burst is one report.
+/// Reports again whenever a module's state or health changes (it failed,
+/// came up, was restarted, its check passed long enough or kept failing),
+/// a little after the change so a burst is one report.
 async fn report_changes(client: &Bus, applier: &Applier) {
     let mut changes = applier.driver().watch();
-    while changes.changed().await.is_ok() {
+    let mut health = applier.health().watch();
+    loop {
+        tokio::select! {
+            r = changes.changed() => if r.is_err() { return },
+            r = health.changed() => if r.is_err() { return },
+        }
         tokio::time::sleep(Duration::from_millis(300)).await;
         changes.borrow_and_update();
+        health.borrow_and_update();
         applier.report(client, None).await;
     }
 }

@@ -68,7 +68,15 @@ pub struct ModuleView {
     pub node: String,
     /// `starting`, `running`, `failed`, `stopped`, or `unreported`.
     pub state: String,
+    /// `starting`, `healthy` or `unhealthy` as its host's check says;
+    /// none before a report (or from a host before health).
+    #[serde(default)]
+    pub health: Option<String>,
+    /// The version the host runs, as its declaration pinned.
+    #[serde(default)]
+    pub version: Option<String>,
     pub restarts: u32,
+    /// Why it failed, else why it is unhealthy (the check's output).
     pub reason: Option<String>,
     /// The declaration the report answers.
     pub sequence: Option<i64>,
@@ -88,6 +96,13 @@ pub struct ReportView {
 pub struct OutcomeView {
     pub module: String,
     pub state: String,
+    #[serde(default)]
+    pub health: Option<String>,
+    #[serde(default)]
+    pub version: Option<String>,
+    /// How long it had been healthy when the report was made.
+    #[serde(default)]
+    pub healthy_for_ms: Option<u64>,
     pub restarts: u32,
     pub reason: Option<String>,
 }
@@ -100,11 +115,21 @@ impl OutcomeView {
             mesh_store::ModuleState::Failed { reason } => ("failed", Some(reason.clone())),
             mesh_store::ModuleState::Stopped => ("stopped", None),
         };
+        let unhealthy = match &o.health {
+            Some(mesh_core::report::ModuleHealth::Unhealthy { reason }) => Some(reason.clone()),
+            _ => None,
+        };
         OutcomeView {
             module: o.module.to_string(),
             state: state.into(),
+            health: o.health.as_ref().map(|h| h.as_str().to_string()),
+            version: o.pinned.clone(),
+            healthy_for_ms: match &o.health {
+                Some(mesh_core::report::ModuleHealth::Healthy { for_ms }) => Some(*for_ms),
+                _ => None,
+            },
             restarts: o.restarts,
-            reason,
+            reason: reason.or(unhealthy),
         }
     }
 }
@@ -167,6 +192,8 @@ pub async fn modules(store: &Store) -> Result<Vec<ModuleView>, ViewError> {
             module: a.module.to_string(),
             node: a.node.to_string(),
             state: o.as_ref().map_or("unreported".into(), |r| r.state.clone()),
+            health: o.as_ref().and_then(|r| r.health.clone()),
+            version: o.as_ref().and_then(|r| r.version.clone()),
             restarts: o.as_ref().map_or(0, |r| r.restarts),
             reason: o.and_then(|r| r.reason),
             sequence: latest.map(|r| r.report.declaration_version),

@@ -174,6 +174,13 @@ pub enum MalformedValue {
     /// A credential's hash.
     #[error("its hash is not one bcrypt can read")]
     Hash(#[source] bcrypt::BcryptError),
+    /// A JSON record (a deployment) that does not read as one.
+    #[error("its {field} is not the JSON mesh writes")]
+    Json {
+        field: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
     /// A person's role.
     #[error("the role of {person} does not read")]
     Role {

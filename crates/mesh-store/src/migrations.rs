@@ -374,10 +374,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "amqp_hashes",
         sql: include_str!("../migrations/0027_amqp_hashes.sql"),
     },
+    Migration {
+        version: 28,
+        name: "health_and_deployments",
+        sql: include_str!("../migrations/0028_health_and_deployments.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 27;
+pub const SCHEMA_VERSION: i64 = 28;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -188,6 +188,10 @@ pub struct ModuleOutcome {
     pub state: ModuleState,
     /// How often the host restarted it.
     pub restarts: u32,
+    /// The version its declaration pinned, as the host said.
+    pub pinned: Option<String>,
+    /// Its health (none from a host before health).
+    pub health: Option<mesh_core::report::ModuleHealth>,
 }
 
 /// What a host said after applying a declaration.

@@ -29,12 +29,13 @@ pub fn path_with_bins() -> std::ffi::OsString {
 }
 
 /// The example modules' programs, built beside `mesh`.
-pub const EXAMPLE_BINS: [&str; 5] = [
+pub const EXAMPLE_BINS: [&str; 6] = [
     "mesh-echo",
     "mesh-ticker",
     "mesh-recorder",
     "mesh-greeter",
     "mesh-worker",
+    "mesh-web",
 ];
 
 /// The example modules and the program each runs as `${artifact:..}`.
@@ -108,6 +109,8 @@ fn ensure_example_built(bins: &Path) {
                 "mesh-echo",
                 "-p",
                 "mesh-example-modules",
+                "-p",
+                "mesh-web",
                 "--bins",
             ])
             .status()

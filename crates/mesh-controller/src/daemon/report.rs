@@ -235,6 +235,8 @@ fn store_report(r: &Report) -> mesh_store::Report {
                     },
                 },
                 restarts: m.restarts,
+                pinned: m.pinned.clone(),
+                health: m.health.clone(),
             })
             .collect(),
         received_at: mesh_store::now_ms(),

@@ -309,6 +309,8 @@ fn decl(
         secrets: None,
         key: None,
         artifacts: Vec::new(),
+        pinned: None,
+        health: None,
     }
 }
 

@@ -103,6 +103,8 @@ mod tests {
             secrets: None,
             key: None,
             artifacts: Vec::new(),
+            pinned: None,
+            health: None,
         }
     }
 

@@ -7,10 +7,11 @@
 use std::collections::BTreeMap;
 
 use super::{
-    BusDecl, DEFAULT_STOP_GRACE_S, Declaration, FileBody, FileDecl, ImageDecl, ModuleDecl, RunDecl,
+    BusDecl, CheckDecl, DEFAULT_STOP_GRACE_S, Declaration, FileBody, FileDecl, HealthDecl,
+    ImageDecl, ModuleDecl, RunDecl,
 };
 use crate::catalogue::Catalogue;
-use crate::manifest::{BROKER_ROLE, BUS_USERS_FILE, Manifest, RunValue};
+use crate::manifest::{BROKER_ROLE, BUS_USERS_FILE, HealthCheck, Manifest, RunValue};
 use crate::names::Name;
 use crate::placeholders::Placeholder;
 use crate::records::Records;
@@ -287,6 +288,30 @@ fn compose_module(
             body,
         });
     }
+    let health = m
+        .health
+        .as_ref()
+        .map(|h| {
+            let check = match &h.check {
+                HealthCheck::Http(v) => CheckDecl::Http(fill(v)?),
+                HealthCheck::Tcp(v) => CheckDecl::Tcp(fill(v)?),
+                HealthCheck::Exec(argv) => {
+                    CheckDecl::Exec(argv.iter().map(fill).collect::<Result<_, _>>()?)
+                }
+            };
+            Ok::<_, ComposeError>(HealthDecl {
+                check,
+                interval_ms: h.interval_ms,
+                timeout_ms: h.timeout_ms,
+                healthy_after_ms: h.healthy_after_ms,
+            })
+        })
+        .transpose()?;
+    let pinned = inputs
+        .records
+        .pins
+        .get(&(node.clone(), module.clone()))
+        .cloned();
     Ok(ModuleDecl {
         name: module.clone(),
         version: inputs
@@ -306,6 +331,8 @@ fn compose_module(
         secrets: (!plaintexts.is_empty()).then(|| inputs.secrets.digest(&plaintexts)),
         key: inputs.keys.get(&(node.clone(), module.clone())).cloned(),
         artifacts,
+        pinned,
+        health,
     })
 }
 

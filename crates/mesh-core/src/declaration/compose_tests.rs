@@ -119,6 +119,51 @@ fn placeholders_are_filled_from_the_records() {
 }
 
 #[test]
+fn the_health_check_is_filled_and_the_pinned_version_declared() {
+    let no_left_out = BTreeMap::new();
+    let echo = format!(
+        "{ECHO}\n[health]\nhttp = \"http://${{seat:store:5432}}/ready\"\ninterval = \"1s\"\ntimeout = \"500ms\"\nhealthy_after = \"3s\"\n"
+    );
+    let c = catalogue(&[&echo, STORE]);
+    let mut r = records(&[("n1", "echo"), ("n2", "store")]);
+    r.pins.insert((n("n1"), n("echo")), "v7".into());
+    let addresses = BTreeMap::from([(n("n2"), "10.0.0.2".to_string())]);
+    let inputs = Inputs {
+        catalogue: &c,
+        records: &r,
+        versions: &BTreeMap::new(),
+        addresses: &addresses,
+        seat_ports: &NO_PORTS,
+        secrets: &NoSecrets,
+        keys: &NO_KEYS,
+        users_file: Err("no composition"),
+        left_out: &no_left_out,
+    };
+    let ms = composed(compose_modules(&inputs, &n("n1")));
+    assert_eq!(
+        ms[0].health,
+        Some(super::HealthDecl {
+            check: super::CheckDecl::Http("http://10.0.0.2:5432/ready".into()),
+            interval_ms: 1000,
+            timeout_ms: 500,
+            healthy_after_ms: 3000,
+        })
+    );
+    assert_eq!(ms[0].pinned.as_deref(), Some("v7"));
+    // The store has neither.
+    let ms = composed(compose_modules(&inputs, &n("n2")));
+    assert_eq!((ms[0].health.as_ref(), ms[0].pinned.as_ref()), (None, None));
+    // A check naming a seat whose holder has no address leaves the module out.
+    let addresses = BTreeMap::new();
+    let inputs = Inputs {
+        addresses: &addresses,
+        ..inputs
+    };
+    let e = refused(compose_modules(&inputs, &n("n1")));
+    assert!(e.to_string().contains("has no address recorded"), "{e}");
+}
+
+#[test]
 fn an_unfilled_placeholder_is_an_error_naming_it() {
     let no_left_out = BTreeMap::new();
     let c = catalogue(&[ECHO, STORE]);
@@ -600,6 +645,8 @@ fn only_a_change_makes_a_new_declaration() {
         secrets: None,
         key: None,
         artifacts: Vec::new(),
+        pinned: None,
+        health: None,
     };
     let bus = |port: u16| {
         Some(BusDecl {

@@ -18,7 +18,7 @@ use crate::diagnostic::{Diagnostic, Kind, LineIndex, Location, suggest};
 use crate::names::Name;
 
 const ROOT: &[&str] = &[
-    "module", "run", "build", "seat", "holds", "events", "tools", "uses", "file",
+    "module", "run", "build", "seat", "holds", "events", "tools", "uses", "file", "health",
 ];
 const MODULE: &[&str] = &["name", "description", "repository"];
 pub(super) const RUN: &[&str] = &[
@@ -47,6 +47,7 @@ const SECTIONS: &[(&str, &[&str])] = &[
     ("[tools]", TOOLS),
     ("[uses]", USES),
     ("[[file]]", FILE),
+    ("[health]", super::health_section::HEALTH),
 ];
 
 const SCOPES: &[&str] = &["node", "mesh"];
@@ -148,6 +149,10 @@ impl Parser<'_> {
             .section(root, "build")
             .and_then(|(t, h)| self.build(t, &h));
         let seats = self.seats(root);
+        let health = self
+            .toml
+            .section(root, "health")
+            .and_then(|(t, h)| self.health(t, &h, &files));
 
         let mut emits = Vec::new();
         let mut consumes = Vec::new();
@@ -188,6 +193,7 @@ impl Parser<'_> {
             uses_tools,
             uses_seats,
             files,
+            health,
         })
     }
 

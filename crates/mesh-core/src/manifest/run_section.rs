@@ -267,6 +267,16 @@ impl Parser<'_> {
                         Some("pass it in a [[file]] (`${file:NAME}`), or in `env` with `secrets-in-environment`".into()),
                     );
                 }
+                Placeholder::Secret { .. } if ctx == Context::Health => {
+                    ok = false;
+                    // A failing check's output goes into reports and records.
+                    self.toml.push(
+                        Kind::BadPlaceholder,
+                        at.clone(),
+                        format!("`{p}` in [health]: a failing check is quoted in reports"),
+                        Some("check an endpoint that needs no secret, or run a script that reads it from a [[file]]".into()),
+                    );
+                }
                 Placeholder::Secret { .. } if ctx == (Context::Env { reason: false }) => {
                     ok = false;
                     self.toml.push(
@@ -313,6 +323,8 @@ pub(super) enum Context {
     /// A `[[file]]`'s content: written 0600 for the module alone, so a
     /// secret belongs here.
     File,
+    /// A `[health]` check's URL, address or argv.
+    Health,
 }
 
 #[cfg(test)]

@@ -15,16 +15,20 @@ impl Applier {
             .map(|m| {
                 let s = status.iter().find(|s| s.module == m.name);
                 let refused = not_started.get(&m.name);
+                let state = match (s, refused) {
+                    (_, Some(_)) => ModuleState::Failed,
+                    (Some(s), None) => s.state,
+                    (None, None) => ModuleState::Stopped,
+                };
+                let reason = refused
+                    .cloned()
+                    .or_else(|| s.and_then(|s| s.reason.clone()));
                 ModuleReport {
                     name: m.name.clone(),
-                    state: match (s, refused) {
-                        (_, Some(_)) => ModuleState::Failed,
-                        (Some(s), None) => s.state,
-                        (None, None) => ModuleState::Stopped,
-                    },
-                    reason: refused
-                        .cloned()
-                        .or_else(|| s.and_then(|s| s.reason.clone())),
+                    state,
+                    health: Some(self.health.of(&m.name, state, reason.as_deref())),
+                    pinned: m.pinned.clone(),
+                    reason,
                     restarts: s.map_or(0, |s| s.restarts),
                     nkey: self.public_key(&m.name),
                 }

@@ -215,6 +215,17 @@ impl Shared {
     }
 }
 
+/// One module's status, read without the driver.
+#[derive(Clone)]
+pub struct StatusReader(Arc<Shared>);
+
+impl StatusReader {
+    pub fn get(&self, module: &Name) -> Option<ModuleStatus> {
+        let statuses = self.0.statuses.lock().unwrap_or_else(|p| p.into_inner());
+        statuses.get(module).cloned()
+    }
+}
+
 /// One module's supervising task.
 struct Task {
     spec: RunSpec,
@@ -411,6 +422,11 @@ impl Driver {
     /// Bumps on every change of a status.
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.shared.changes.subscribe()
+    }
+
+    /// Reads statuses from elsewhere (a health checker), as they change.
+    pub fn reader(&self) -> StatusReader {
+        StatusReader(self.shared.clone())
     }
 
     /// The pid (and process group) of `module`'s running process.

@@ -301,22 +301,32 @@ pub fn needs_action(
             l.reason.clone(),
         );
     }
-    for m in modules.iter().filter(|m| m.state == "failed") {
-        add(
-            format!(
-                "module {} on {} failed{}",
-                m.module,
-                m.node,
-                m.reason
-                    .as_ref()
-                    .map(|r| format!(": {}", first_line(r)))
-                    .unwrap_or_default()
+    let why = |m: &ModuleView| {
+        m.reason
+            .as_ref()
+            .map(|r| format!(": {}", first_line(r)))
+            .unwrap_or_default()
+    };
+    for m in modules {
+        let (what, next) = match (m.state.as_str(), m.health.as_deref()) {
+            ("failed", _) => (
+                format!("module {} on {} failed{}", m.module, m.node, why(m)),
+                format!(
+                    "see `mesh reports {}` and the module's log on {}",
+                    m.node, m.node
+                ),
             ),
-            format!(
-                "see `mesh reports {}` and the module's log on {}",
-                m.node, m.node
+            // Running but failing its check: a deploy would halt on it.
+            (_, Some("unhealthy")) => (
+                format!("module {} on {} is unhealthy{}", m.module, m.node, why(m)),
+                format!(
+                    "its [health] check fails; see `mesh modules` for the check's output and the module's log on {}",
+                    m.node
+                ),
             ),
-        );
+            _ => continue,
+        };
+        add(what, next);
     }
     out
 }
@@ -432,16 +442,38 @@ mod tests {
             module: "echo".into(),
             node: "n1".into(),
             state: "failed".into(),
+            health: Some("unhealthy".into()),
+            version: None,
             restarts: 3,
             reason: Some("exit status 1\nlast lines".into()),
             sequence: Some(2),
         };
-        let a = needs_action(&ctl, &[], &[failed], &[], &[], &[]);
+        let unhealthy = ModuleView {
+            module: "web".into(),
+            state: "running".into(),
+            reason: Some("GET http://127.0.0.1:8080/healthz answered 503: down".into()),
+            ..failed.clone()
+        };
+        let healthy = ModuleView {
+            module: "ok".into(),
+            state: "running".into(),
+            health: Some("healthy".into()),
+            reason: None,
+            ..failed.clone()
+        };
+        let a = needs_action(&ctl, &[], &[failed, unhealthy, healthy], &[], &[], &[]);
         assert_eq!(
             a[0].what,
             "the controller does not answer at http://127.0.0.1:7420"
         );
+        // A failed module is said once, as failed.
         assert_eq!(a[1].what, "module echo on n1 failed: exit status 1");
+        assert_eq!(
+            a[2].what,
+            "module web on n1 is unhealthy: GET http://127.0.0.1:8080/healthz answered 503: down"
+        );
+        assert!(a[2].next.contains("[health] check fails"), "{}", a[2].next);
+        assert_eq!(a.len(), 3, "{a:?}");
     }
 
     #[test]

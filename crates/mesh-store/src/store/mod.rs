@@ -241,6 +241,8 @@ mod compositions;
 pub use compositions::SharedUsersFile;
 mod credentials;
 mod declarations;
+mod deployments;
+pub use deployments::DeploymentRow;
 mod left_out;
 mod modules;
 mod nodes;

@@ -4,18 +4,48 @@
 use std::collections::BTreeMap;
 
 use mesh_core::names::Name;
+use mesh_core::report::ModuleHealth;
 
 use super::{name, not_found};
 use crate::error::{MalformedValue, RefusalKind, StoreError};
 use crate::records::{ModuleOutcome, ModuleState, Recorded, Report, StoredReport};
 use crate::{Millis, Store, with_pool};
 
-fn outcome_from(
-    module: String,
-    state: String,
-    reason: Option<String>,
-    restarts: i64,
-) -> Result<ModuleOutcome, StoreError> {
+/// An outcome row as read: module, state, reason, restarts, pinned,
+/// health, health reason, healthy for (ms).
+type OutcomeRow = (
+    String,
+    String,
+    Option<String>,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+);
+
+fn outcome_from(row: OutcomeRow) -> Result<ModuleOutcome, StoreError> {
+    let (module, state, reason, restarts, pinned, health, health_reason, healthy_for_ms) = row;
+    let health = match health.as_deref() {
+        None => None,
+        Some("starting") => Some(ModuleHealth::Starting),
+        Some("healthy") => Some(ModuleHealth::Healthy {
+            for_ms: u64::try_from(healthy_for_ms.unwrap_or(0)).unwrap_or(0),
+        }),
+        Some("unhealthy") => Some(ModuleHealth::Unhealthy {
+            reason: health_reason.unwrap_or_default(),
+        }),
+        Some(other) => {
+            return Err(StoreError::malformed(
+                "report",
+                MalformedValue::UnknownText {
+                    field: "module health",
+                    found: other.to_string(),
+                    either: ["healthy", "unhealthy"],
+                },
+            ));
+        }
+    };
     let state = match (state.as_str(), reason) {
         ("starting", _) => ModuleState::Starting,
         ("stopped", _) => ModuleState::Stopped,
@@ -38,19 +68,35 @@ fn outcome_from(
         module: name("report", module)?,
         state,
         restarts: u32::try_from(restarts).unwrap_or(u32::MAX),
+        pinned,
+        health,
     })
 }
 
+/// The health columns of an outcome: health, its reason, healthy for (ms).
+fn health_text(h: Option<&ModuleHealth>) -> (Option<&'static str>, Option<&str>, Option<i64>) {
+    match h {
+        None => (None, None, None),
+        Some(h @ ModuleHealth::Starting) => (Some(h.as_str()), None, None),
+        Some(h @ ModuleHealth::Healthy { for_ms }) => (
+            Some(h.as_str()),
+            None,
+            Some(i64::try_from(*for_ms).unwrap_or(i64::MAX)),
+        ),
+        Some(h @ ModuleHealth::Unhealthy { reason }) => (Some(h.as_str()), Some(reason), None),
+    }
+}
+
 /// Rows per multi-row insert: under SQLite's 32,766 bound parameters (6
-/// per report row, 5 per outcome row) and PostgreSQL's 65,535.
+/// per report row, 9 per outcome row) and PostgreSQL's 65,535.
 const REPORTS_PER_STATEMENT: usize = 1000;
 const OUTCOMES_PER_STATEMENT: usize = 1000;
 
 const INSERT_REPORT: &str = "INSERT INTO reports (node, declaration_version, received_at, refused, report_id, epoch) \
      VALUES ($1, $2, $3, $4, $5, $6) \
      ON CONFLICT (node, report_id) DO NOTHING RETURNING id";
-const INSERT_OUTCOME: &str = "INSERT INTO report_outcomes (report_id, module, state, reason, restarts) \
-     VALUES ($1, $2, $3, $4, $5)";
+const INSERT_OUTCOME: &str = "INSERT INTO report_outcomes (report_id, module, state, reason, restarts, pinned, health, health_reason, healthy_for_ms) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 fn state_text(state: &ModuleState) -> (&'static str, Option<&str>) {
     match state {
@@ -151,15 +197,20 @@ impl Store {
                 .collect();
             for chunk in outcomes.chunks(OUTCOMES_PER_STATEMENT) {
                 let mut q = sqlx::QueryBuilder::new(
-                    "INSERT INTO report_outcomes (report_id, module, state, reason, restarts) ",
+                    "INSERT INTO report_outcomes (report_id, module, state, reason, restarts, pinned, health, health_reason, healthy_for_ms) ",
                 );
                 q.push_values(chunk, |mut b, (id, o)| {
                     let (state, reason) = state_text(&o.state);
+                    let (health, health_reason, healthy_for) = health_text(o.health.as_ref());
                     b.push_bind(*id)
                         .push_bind(o.module.as_str())
                         .push_bind(state)
                         .push_bind(reason)
-                        .push_bind(i64::from(o.restarts));
+                        .push_bind(i64::from(o.restarts))
+                        .push_bind(o.pinned.as_deref())
+                        .push_bind(health)
+                        .push_bind(health_reason)
+                        .push_bind(healthy_for);
                 });
                 q.build().execute(&mut *tx).await?;
             }
@@ -214,12 +265,17 @@ impl Store {
                 };
                 for o in &report.outcomes {
                     let (state, reason) = state_text(&o.state);
+                    let (health, health_reason, healthy_for) = health_text(o.health.as_ref());
                     sqlx::query(INSERT_OUTCOME)
                         .bind(id)
                         .bind(o.module.as_str())
                         .bind(state)
                         .bind(reason)
                         .bind(i64::from(o.restarts))
+                        .bind(o.pinned.as_deref())
+                        .bind(health)
+                        .bind(health_reason)
+                        .bind(healthy_for)
                         .execute(&mut *tx)
                         .await?;
                 }
@@ -263,8 +319,9 @@ impl Store {
             let (Some(newest), Some(oldest)) = (rows.first(), rows.last()) else {
                 return Ok((rows, Vec::new()));
             };
-            let outcomes: Vec<(i64, String, String, Option<String>, i64)> = sqlx::query_as(
-                "SELECT o.report_id, o.module, o.state, o.reason, o.restarts FROM report_outcomes o \
+            #[allow(clippy::type_complexity)]
+            let outcomes: Vec<(i64, String, String, Option<String>, i64, Option<String>, Option<String>, Option<String>, Option<i64>)> = sqlx::query_as(
+                "SELECT o.report_id, o.module, o.state, o.reason, o.restarts, o.pinned, o.health, o.health_reason, o.healthy_for_ms FROM report_outcomes o \
                  JOIN reports r ON r.id = o.report_id \
                  WHERE r.node = $1 AND o.report_id BETWEEN $2 AND $3 \
                  ORDER BY o.report_id, o.module",
@@ -277,11 +334,18 @@ impl Store {
             Ok((rows, outcomes))
         })?;
         let mut by_report: BTreeMap<i64, Vec<ModuleOutcome>> = BTreeMap::new();
-        for (id, module, state, reason, restarts) in outcomes {
-            by_report
-                .entry(id)
-                .or_default()
-                .push(outcome_from(module, state, reason, restarts)?);
+        for (id, module, state, reason, restarts, pinned, health, health_reason, for_ms) in outcomes
+        {
+            by_report.entry(id).or_default().push(outcome_from((
+                module,
+                state,
+                reason,
+                restarts,
+                pinned,
+                health,
+                health_reason,
+                for_ms,
+            ))?);
         }
         rows.into_iter()
             .map(

@@ -236,6 +236,8 @@ pub(crate) fn git_running_on_n1(received_at: Millis) -> Report {
             module: n("git"),
             state: ModuleState::Running,
             restarts: 0,
+            pinned: None,
+            health: None,
         }],
         received_at,
         refused: None,

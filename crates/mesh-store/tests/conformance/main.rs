@@ -37,6 +37,7 @@ mod builds;
 mod catalogue;
 mod credentials;
 mod declarations;
+mod deployments;
 mod fixture;
 mod fleet;
 mod lease;

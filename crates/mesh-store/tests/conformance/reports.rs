@@ -21,11 +21,15 @@ async fn reports_round_trip(fx: &Fixture) {
                     reason: "exit status 1".into(),
                 },
                 restarts: 0,
+                pinned: None,
+                health: None,
             },
             ModuleOutcome {
                 module: n("audit-log"),
                 state: ModuleState::Running,
                 restarts: 0,
+                pinned: None,
+                health: None,
             },
         ],
         received_at: 1_700_000_000_123,
@@ -51,11 +55,17 @@ async fn reports_round_trip(fx: &Fixture) {
             module: n("a"),
             state: ModuleState::Starting,
             restarts: 0,
+            pinned: Some("v1".into()),
+            health: Some(mesh_core::report::ModuleHealth::Healthy { for_ms: 1500 }),
         },
         ModuleOutcome {
             module: n("b"),
             state: ModuleState::Stopped,
             restarts: 7,
+            pinned: Some("v2".into()),
+            health: Some(mesh_core::report::ModuleHealth::Unhealthy {
+                reason: "GET http://127.0.0.1:1/ answered 503: down".into(),
+            }),
         },
     ];
     let third = new(s.record_report(&states).await.unwrap());
@@ -170,6 +180,8 @@ async fn a_batch_of_reports_is_recorded_together(fx: &Fixture) {
             module: n("web"),
             state: ModuleState::Running,
             restarts: 0,
+            pinned: None,
+            health: None,
         }],
         received_at: at,
         refused: None,
@@ -236,6 +248,8 @@ async fn a_large_batch_and_its_reads_take_a_handful_of_statements(fx: &Fixture) 
                     module: n(m),
                     state: ModuleState::Running,
                     restarts: 0,
+                    pinned: None,
+                    health: None,
                 })
                 .collect(),
             received_at: 500,
