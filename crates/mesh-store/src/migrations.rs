@@ -53,6 +53,7 @@ impl Migration {
                 &revision_triggers(backend, &[("artifacts", None)]),
             )
             .replace("{{append_only:audit}}", &append_only(backend, "audit"))
+            .replace("{{revision_first}}", &revision_first(backend))
             .replace("{{kind_triggers}}", &kind_triggers(backend, KIND_SOURCES))
             .replace(
                 "{{revision_triggers:amqp_hashes}}",
@@ -194,6 +195,64 @@ fn kind_triggers(backend: BackendKind, sources: &[(&str, Option<&str>, &str)]) -
 }
 
 const BUMP: &str = "UPDATE records_revision SET revision = revision + 1 WHERE id = 1";
+
+/// Every table moving the revision, as the migrations before 29 made
+/// their triggers (`{table}_revision`), and every kind's (`{table}_kind`).
+const ALL_REVISION_SOURCES: &[&[(&str, Option<&str>)]] = &[
+    REVISION_SOURCES,
+    &[
+        ("person_keys", None),
+        ("bus_addresses", None),
+        ("secrets", None),
+        ("node_seat_ports", None),
+        ("artifacts", None),
+        ("amqp_hashes", None),
+    ],
+];
+const ALL_KIND_SOURCES: &[&[(&str, Option<&str>, &str)]] = &[
+    KIND_SOURCES,
+    &[
+        ("amqp_hashes", None, "credentials"),
+        ("artifacts", None, "builds"),
+    ],
+];
+
+/// PostgreSQL's revision and kind triggers made again to fire BEFORE each
+/// statement, the revision's first (`{table}_0revision` sorts before
+/// `{table}_kind`): a writer holds the revision before any row, so two
+/// writers wait in turn instead of each holding what the other wants.
+fn revision_first(backend: BackendKind) -> String {
+    if backend == BackendKind::Sqlite {
+        return String::new();
+    }
+    let events = |columns: &Option<&str>| match columns {
+        Some(c) => format!("INSERT OR DELETE OR UPDATE OF {c}"),
+        None => "INSERT OR DELETE OR UPDATE".to_string(),
+    };
+    let mut out = String::new();
+    for (table, columns) in ALL_REVISION_SOURCES.iter().copied().flatten() {
+        out.push_str(&format!(
+            "DROP TRIGGER IF EXISTS {table}_revision ON {table};
+             CREATE TRIGGER {table}_0revision BEFORE {} ON {table}              FOR EACH STATEMENT EXECUTE FUNCTION mesh_bump_revision();
+",
+            events(columns)
+        ));
+    }
+    out.push_str(
+        "DROP TRIGGER IF EXISTS nodes_address_revision ON nodes;
+         CREATE TRIGGER nodes_0address_revision BEFORE UPDATE OF address ON nodes          FOR EACH STATEMENT EXECUTE FUNCTION mesh_bump_revision();
+",
+    );
+    for (table, columns, kind) in ALL_KIND_SOURCES.iter().copied().flatten() {
+        out.push_str(&format!(
+            "DROP TRIGGER IF EXISTS {table}_kind ON {table};
+             CREATE TRIGGER {table}_kind BEFORE {} ON {table}              FOR EACH STATEMENT EXECUTE FUNCTION mesh_bump_kind('{kind}');
+",
+            events(columns)
+        ));
+    }
+    out
+}
 
 /// The triggers, in each backend's dialect: SQLite's are per row and per
 /// event, PostgreSQL's per statement through one function.
@@ -379,10 +438,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "health_and_deployments",
         sql: include_str!("../migrations/0028_health_and_deployments.sql"),
     },
+    Migration {
+        version: 29,
+        name: "revision_first",
+        sql: include_str!("../migrations/0029_revision_first.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 28;
+pub const SCHEMA_VERSION: i64 = 29;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

@@ -47,5 +47,6 @@ mod open;
 mod outage;
 mod persons;
 mod reports;
+mod revision_order;
 mod schema;
 mod tokens;
