@@ -60,22 +60,18 @@ async fn observe(
     assignments: &[mesh_store::Assignment],
 ) -> Result<BTreeMap<Name, Observed>, StoreError> {
     let module = &d.spec.module;
+    // One read for the fleet: a batch of thousands is not a read each.
+    let newest = ctx.store.newest_outcomes(module).await?;
+    let pins: BTreeMap<&Name, &Option<String>> = assignments
+        .iter()
+        .filter(|a| a.module == *module)
+        .map(|a| (&a.node, &a.version))
+        .collect();
     let mut out = BTreeMap::new();
     for node in &d.spec.nodes {
-        let pinned = assignments
-            .iter()
-            .find(|a| a.node == *node && a.module == *module)
-            .and_then(|a| a.version.clone());
-        let report = ctx.store.latest_report(node).await?;
-        let said = report.as_ref().and_then(|r| {
-            r.report
-                .outcomes
-                .iter()
-                .find(|o| o.module == *module)
-                .map(|o| (o, r.report.received_at))
-        });
-        let (running, health) = match said {
-            Some((o, at)) => (o.pinned.clone(), health(o, at)),
+        let pinned = pins.get(node).and_then(|v| (*v).clone());
+        let (running, health) = match newest.get(node) {
+            Some((o, at)) => (o.pinned.clone(), health(o, *at)),
             None => (None, Health::Starting),
         };
         out.insert(

@@ -297,6 +297,56 @@ impl Store {
         }
     }
 
+    /// `module`'s outcome in each node's newest report, with when that
+    /// report was received: what a deployment observes, in one read for
+    /// the whole fleet. A node whose newest report does not name the
+    /// module is absent.
+    pub async fn newest_outcomes(
+        &self,
+        module: &Name,
+    ) -> Result<BTreeMap<Name, (ModuleOutcome, Millis)>, StoreError> {
+        #[allow(clippy::type_complexity)]
+        let rows: Vec<(
+            String,
+            i64,
+            String,
+            String,
+            Option<String>,
+            i64,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+        )> = with_pool!(self, |pool| {
+            Ok(sqlx::query_as(
+                    "SELECT r.node, r.received_at, o.module, o.state, o.reason, o.restarts, o.pinned, o.health, o.health_reason, o.healthy_for_ms \
+                     FROM (SELECT node, MAX(id) AS id FROM reports GROUP BY node) newest \
+                     JOIN reports r ON r.id = newest.id \
+                     JOIN report_outcomes o ON o.report_id = r.id AND o.module = $1",
+                )
+                .bind(module.as_str())
+                .fetch_all(pool)
+                .await?)
+        })?;
+        rows.into_iter()
+            .map(
+                |(node, at, m, state, reason, restarts, pinned, health, health_reason, for_ms)| {
+                    let o = outcome_from((
+                        m,
+                        state,
+                        reason,
+                        restarts,
+                        pinned,
+                        health,
+                        health_reason,
+                        for_ms,
+                    ))?;
+                    Ok((name("report", node)?, (o, at)))
+                },
+            )
+            .collect()
+    }
+
     /// The newest report from `node`.
     pub async fn latest_report(&self, node: &Name) -> Result<Option<StoredReport>, StoreError> {
         Ok(self.reports(node, 1).await?.into_iter().next())

@@ -72,6 +72,14 @@ async fn reports_round_trip(fx: &Fixture) {
     let got = s.latest_report(&n("n1")).await.unwrap().unwrap();
     assert_eq!(got.id, third);
     assert_eq!(got.report, states);
+    // A module's outcome in each node's newest report, in one read.
+    let newest = s.newest_outcomes(&n("b")).await.unwrap();
+    assert_eq!(
+        newest.get(&n("n1")),
+        Some(&(states.outcomes[1].clone(), states.received_at))
+    );
+    assert_eq!(newest.len(), 1);
+    assert!(s.newest_outcomes(&n("zz")).await.unwrap().is_empty());
     let got = s.reports(&n("n1"), 2).await.unwrap().pop().unwrap();
     assert_eq!(got.id, second);
     assert_eq!(got.report.declaration_version, 4);
