@@ -17,6 +17,7 @@
 //! SQLite and on PostgreSQL.
 
 mod artifact;
+pub mod deploy;
 mod facts;
 mod idle;
 mod ingest;
@@ -115,6 +116,10 @@ pub struct BenchArgs {
     /// the fan-out, the update, the broker restarted, raw publish-confirm).
     #[arg(long, default_value = "nats", value_parser = parse_bus)]
     pub bus: mesh_core::bus::BusKind,
+    /// A deployment over the hosts in batches of 10% with a 1 s healthy
+    /// window, beside a one-shot fan-out, and nothing else.
+    #[arg(long)]
+    pub deploy: bool,
     /// The nats-server binary (default: `MESH_NATS_SERVER`, then PATH).
     #[arg(long, env = "MESH_NATS_SERVER")]
     pub nats_server: Option<PathBuf>,
@@ -217,6 +222,27 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<ExitCode> {
                 serde_json::to_string_pretty(&r).context("results as JSON")?
             ))?,
             ListFormat::Text => output::print(&on_amqp::table(&r))?,
+        }
+        return Ok(if r.problems.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
+    if args.deploy {
+        let r = mesh_cli::logging::daemon_runtime()?.block_on(async {
+            let n = args.hosts.max(1);
+            facts::raise_fd_limit();
+            let nats = mesh_cli::up::nats_server_path(args.nats_server.as_deref())?;
+            let (_tmp, work, hosts_tmp) = work_dirs(args)?;
+            deploy::bench(n, &nats, &work, hosts_tmp.path()).await
+        })?;
+        match args.output {
+            ListFormat::Json => output::print(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&r).context("results as JSON")?
+            ))?,
+            ListFormat::Text => output::print(&deploy::table(&r))?,
         }
         return Ok(if r.problems.is_empty() {
             ExitCode::SUCCESS

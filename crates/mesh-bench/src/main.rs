@@ -12,7 +12,8 @@ use clap::Parser as _;
   mesh-bench
   mesh-bench --hosts 10000
   mesh-bench --hosts 200 --users-nodes 200 --ingest-for 1s --output json
-  mesh-bench --hosts 200 --artifact-hosts 10 --artifact-mib 4 --no-ingest"
+  mesh-bench --hosts 200 --artifact-hosts 10 --artifact-mib 4 --no-ingest
+  mesh-bench --deploy --hosts 10000"
 )]
 struct Cli {
     #[command(flatten)]

@@ -114,3 +114,44 @@ fn a_ci_sized_bench_records_every_report_once() {
         r["problems"]
     );
 }
+
+/// `--deploy` at CI size: every node moved to the new version, in ten
+/// batches, the deployment recorded succeeded (times printed, not asserted).
+#[test]
+fn a_ci_sized_deploy_moves_every_node_in_ten_batches() {
+    mesh_beside_the_bench();
+    let nats = mesh_testkit::nats_server_binary().expect("nats-server (scripts/setup)");
+    let out = Command::new(env!("CARGO_BIN_EXE_mesh-bench"))
+        .args([
+            "--deploy",
+            "--hosts",
+            "50",
+            "--output",
+            "json",
+            "--nats-server",
+        ])
+        .arg(&nats)
+        .env_remove("MESH_STORE")
+        .env_remove("MESH_LOG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    let r: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}); stdout:\n{stdout}\nstderr:\n{stderr}"));
+    eprintln!("{}", serde_json::to_string_pretty(&r).unwrap());
+    assert_eq!(r["fan_out"]["recorded"], 50, "{}", r["fan_out"]);
+    assert_eq!(r["state"], "succeeded", "{r}");
+    assert_eq!(r["on_new_version"], 50, "{r}");
+    assert_eq!(r["batches_ms"].as_array().unwrap().len(), 10, "{r}");
+    // No batch ends before its 1 s window could pass.
+    for b in r["batches_ms"].as_array().unwrap() {
+        assert!(b.as_f64().unwrap() >= 1000.0, "{r}");
+    }
+    assert!(
+        out.status.success(),
+        "the bench found a problem: {}",
+        r["problems"]
+    );
+}
