@@ -214,7 +214,7 @@ async fn follow(store: &Store, id: i64, within: u64, text: bool) -> anyhow::Resu
 }
 
 /// `canary [n1], then [n2 n3], [n4 n5]`.
-fn batches_line(spec: &Spec) -> String {
+pub fn batches_line(spec: &Spec) -> String {
     let show = |b: &Vec<Name>| {
         format!(
             "[{}]",

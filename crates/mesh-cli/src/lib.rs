@@ -507,8 +507,8 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 63,
-            "mesh, version, check, init, authority (2), up, controller, node (2), status, rollout (1), seats, nodes, modules, deploy, deployments, deployment, reports, catalogue (2), assign, unassign, plan (3), fleet (1), host, person (3), secret (4), audit, login, context (2), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
+            seen, 64,
+            "mesh, version, check, init, authority (2), up, controller, node (2), status, rollout (1), seats, nodes, modules, deploy, deployments, deployment, reports, catalogue (2), assign, unassign, plan (4), fleet (1), host, person (3), secret (4), audit, login, context (2), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
         );
     }
 }

@@ -38,6 +38,30 @@ pub enum PlanCommand {
     /// What registering a catalogue (new or changed manifests) would change.
     #[command(after_help = "Example:\n  mesh plan register examples/catalogue")]
     Register(PlanRegisterArgs),
+    /// A deployment's batches, and what it changes once every node is
+    /// moved (declarations, the hosts' grants on the version's artifacts).
+    #[command(after_help = "Examples:
+  mesh plan deploy web --version v2
+  mesh plan deploy web --version v2 --canary 1 --batch 25% --output json")]
+    Deploy(PlanDeployArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlanDeployArgs {
+    pub module: String,
+    #[arg(long)]
+    pub version: String,
+    /// As `mesh deploy --nodes`.
+    #[arg(long, value_delimiter = ',', value_name = "NODE,..")]
+    pub nodes: Vec<String>,
+    /// As `mesh deploy --canary`.
+    #[arg(long, default_value_t = 1)]
+    pub canary: u32,
+    /// As `mesh deploy --batch`.
+    #[arg(long, default_value = "25%", value_parser = crate::deploy::parse_batch)]
+    pub batch: mesh_core::deploy::BatchSize,
+    #[command(flatten)]
+    pub opts: PlanOpts,
 }
 
 #[derive(Debug, Args)]
@@ -101,6 +125,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             },
             &a.opts,
         ),
+        PlanCommand::Deploy(a) => return plan_deploy(a),
         PlanCommand::Register(a) if a.opts.mesh.remote()?.is_some() => {
             (read_for_remote(&a.paths)?, &a.opts)
         }
@@ -120,6 +145,78 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     print_plan(&pending, &opts.mesh, opts.output)
+}
+
+/// `mesh plan deploy`: the batches (from the assignments read here), then
+/// the plan of the deployment's end. JSON: `{"batches": [[node..]..],
+/// "plan": ..}`.
+fn plan_deploy(a: &PlanDeployArgs) -> anyhow::Result<ExitCode> {
+    let module = name("module", &a.module)?;
+    let nodes = a
+        .nodes
+        .iter()
+        .map(|n| name("node", n))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let pending = Pending::Deploy {
+        module: module.clone(),
+        version: a.version.clone(),
+        nodes: nodes.clone(),
+    };
+    if let Some(ctx) = a.opts.mesh.remote()? {
+        // Planned by the active controller; the batches need the
+        // assignments, which are its to read: `mesh deploy` says them.
+        let (_, data) = crate::block_on(crate::remote::ask_current(
+            ctx,
+            mesh_core::operation::Operation::Plan,
+            serde_json::to_value(&pending)?,
+        ))??;
+        match a.opts.output {
+            ListFormat::Json => output::print_json(&data["plan"])?,
+            ListFormat::Text => output::print(data["text"].as_str().unwrap_or_default())?,
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (plan, assigned) = crate::block_on(async {
+        let store = open_existing_store(&a.opts.mesh.store_url()?).await?;
+        let plan = mesh_state::plan::compute(&pending, &store).await;
+        let assignments = store.assignments().await;
+        store.close().await;
+        let assigned: Vec<Name> = assignments?
+            .into_iter()
+            .filter(|x| x.module == module)
+            .map(|x| x.node)
+            .collect();
+        anyhow::Ok((plan?, assigned))
+    })??;
+    let spec = mesh_core::deploy::Spec {
+        module: module.clone(),
+        version: a.version.clone(),
+        nodes: if nodes.is_empty() {
+            assigned.clone()
+        } else {
+            nodes
+        },
+        canary: a.canary,
+        batch: a.batch,
+        healthy_for_ms: 0,
+        deadline_ms: 0,
+        auto_revert: true,
+    };
+    spec.check(&assigned)?;
+    match a.opts.output {
+        ListFormat::Json => output::print(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "batches": spec.batches(), "plan": plan })
+            )?
+        ))?,
+        ListFormat::Text => output::print(&format!(
+            "batches: {}\n{}",
+            crate::deploy::batches_line(&spec),
+            render(&plan)
+        ))?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The manifests of `paths` read here, for the controller to plan their

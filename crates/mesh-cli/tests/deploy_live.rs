@@ -296,6 +296,35 @@ async fn deployments_move_in_healthy_batches_and_revert_by_themselves() {
         "{listed}"
     );
 
+    // The plan of v3: its batches, then each node's declaration and the
+    // hosts' grants on the new version's artifact; nothing is written.
+    let plan = ok(
+        &mesh,
+        &[
+            "plan",
+            "deploy",
+            "web",
+            "--version",
+            "v3",
+            "--canary",
+            "0",
+            "--batch",
+            "2",
+        ],
+    );
+    assert!(plan.starts_with("batches: [n1 n2], [n3 n4], [n5]\nplan: deploy web at version v3 to every node it is assigned to\n"), "{plan}");
+    for n in NODES {
+        assert!(plan.contains(&format!("node {n}:")), "{n}: {plan}");
+        assert!(
+            plan.contains(&format!("principal host_{n}:")),
+            "{n}: {plan}"
+        );
+    }
+    assert!(plan.contains("update web"), "{plan}");
+    let o = mesh.mesh(&["plan", "deploy", "web", "--version", "v9"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("module web has no version v9"));
+    wait_healthy(&mesh, &NODES, "v1");
+
     // 2. v3 in batches of 2 with a 3 s window: each batch starts after the
     // one before stayed healthy 3 s, on the controller's clock.
     let id = deploy(

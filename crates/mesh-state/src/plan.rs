@@ -320,6 +320,48 @@ fn apply(
             }
             Ok(None)
         }
+        Pending::Deploy {
+            module,
+            version,
+            nodes,
+        } => {
+            if catalogue.module(module).is_none() {
+                return refused!(
+                    "module {module} is not registered; register its catalogue first with `mesh catalogue register DIR`"
+                );
+            }
+            if !records
+                .artifacts
+                .contains_key(&(module.clone(), version.clone()))
+            {
+                return refused!(
+                    "module {module} has no version {version}; `mesh artifact list --module {module}` lists its versions"
+                );
+            }
+            let assigned: Vec<Name> = records
+                .assignments
+                .iter()
+                .filter(|a| a.module == *module)
+                .map(|a| a.node.clone())
+                .collect();
+            let nodes = if nodes.is_empty() { &assigned } else { nodes };
+            if nodes.is_empty() {
+                return refused!(
+                    "module {module} is assigned to no node: a deployment moves the nodes running it (`mesh assign {module} NODE` first)"
+                );
+            }
+            for node in nodes {
+                if !assigned.contains(node) {
+                    return refused!(
+                        "module {module} is not assigned to node {node}: a deployment moves only the nodes running it (`mesh assign {module} {node}` first)"
+                    );
+                }
+                records
+                    .pins
+                    .insert((node.clone(), module.clone()), version.clone());
+            }
+            Ok(None)
+        }
         Pending::Unassign { module, node } => {
             let a = Assignment::new(node.clone(), module.clone());
             let before = records.assignments.len();

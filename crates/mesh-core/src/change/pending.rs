@@ -30,6 +30,14 @@ pub enum Pending {
     Register {
         sources: BTreeMap<Name, String>,
     },
+    /// A deployment's end: `module` pinned to `version` on `nodes` (none
+    /// named: every node it is assigned to).
+    Deploy {
+        module: Name,
+        version: String,
+        #[serde(default)]
+        nodes: Vec<Name>,
+    },
 }
 
 impl std::fmt::Display for Pending {
@@ -51,6 +59,25 @@ impl std::fmt::Display for Pending {
                 }
             }
             Pending::Unassign { module, node } => write!(f, "unassign {module} from {node}"),
+            Pending::Deploy {
+                module,
+                version,
+                nodes,
+            } => {
+                write!(f, "deploy {module} at version {version}")?;
+                match nodes.as_slice() {
+                    [] => write!(f, " to every node it is assigned to"),
+                    nodes => write!(
+                        f,
+                        " to {}",
+                        nodes
+                            .iter()
+                            .map(Name::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                }
+            }
             Pending::Register { sources } => write!(
                 f,
                 "register {}",
