@@ -455,14 +455,15 @@ pub fn heard(
     t0_ms: i64,
 ) -> Heard {
     let mut h = Heard::default();
-    let mut count: BTreeMap<&Name, usize> = BTreeMap::new();
+    // One report recorded twice: the same id twice (a host reports again
+    // when a module's health changes: another report, not a duplicate).
+    // A report without an id stands for its declaration.
+    let mut seen: std::collections::BTreeSet<(&Name, Option<&str>)> = Default::default();
     for r in reports {
         if versions.get(&r.node) != Some(&r.declaration_version) {
             continue;
         }
-        let c = count.entry(&r.node).or_default();
-        *c += 1;
-        if *c == 2 {
+        if !seen.insert((&r.node, r.report_id.as_deref())) && !h.twice.contains(&r.node) {
             h.twice.push(r.node.clone());
         }
         h.first_ms

@@ -479,13 +479,18 @@ async fn operate(store: &Store, args: &DeploymentArgs) -> anyhow::Result<Shown> 
 /// Carries out `steps`; false when the state changed since it was read.
 async fn carry_out(store: &Store, row: &DeploymentRow, steps: Vec<Step>) -> anyhow::Result<bool> {
     let d = &row.deployment;
+    // Every pin in one change of the records, before the state.
+    let pins: Vec<(Name, String)> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Pin { node, version } => Some((node.clone(), version.clone())),
+            Step::Record { .. } => None,
+        })
+        .collect();
+    store.pin_assigned(&d.spec.module, &pins).await?;
     for step in steps {
         match step {
-            Step::Pin { node, version } => {
-                store
-                    .assign_version(&node, &d.spec.module, Some(&version))
-                    .await?;
-            }
+            Step::Pin { .. } => {}
             Step::Record { state } => {
                 let now = Deployment { state, ..d.clone() };
                 if !store.update_deployment(row.id, d, &now).await? {

@@ -145,6 +145,51 @@ impl Store {
         refused.map_err(StoreError::SeatHeld)
     }
 
+    /// Moves the pin of `module` on each node of `pins` to its version, in
+    /// one transaction (one change of the records, one composition, however
+    /// many nodes: a deployment's batch). Only assignments that exist move:
+    /// a node unassigned meanwhile is not assigned again. Each version must
+    /// be recorded. Returns how many pins moved.
+    pub async fn pin_assigned(
+        &self,
+        module: &Name,
+        pins: &[(Name, String)],
+    ) -> Result<usize, StoreError> {
+        if pins.is_empty() {
+            return Ok(0);
+        }
+        let versions: std::collections::BTreeSet<&str> =
+            pins.iter().map(|(_, v)| v.as_str()).collect();
+        with_pool!(self, |pool| {
+            let mut tx = self.begin_write_on(pool).await?;
+            for v in &versions {
+                must_exist!(
+                    tx,
+                    "version",
+                    format!("{v} of module {module}"),
+                    "SELECT rev FROM module_versions WHERE module = $1 AND rev = $2",
+                    module.as_str(),
+                    *v
+                );
+            }
+            let mut moved = 0;
+            for (node, version) in pins {
+                moved += sqlx::query(
+                    "UPDATE assignments SET version = $3 WHERE node = $1 AND module = $2 \
+                     AND (version IS NULL OR version <> $3)",
+                )
+                .bind(node.as_str())
+                .bind(module.as_str())
+                .bind(version)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            }
+            tx.commit().await?;
+            Ok(usize::try_from(moved).unwrap_or(usize::MAX))
+        })
+    }
+
     /// Unassigns `module` from `node`, deleting that module's credential on
     /// the node. Returns whether it was assigned.
     pub async fn unassign(&self, node: &Name, module: &Name) -> Result<bool, StoreError> {
