@@ -469,37 +469,12 @@ async fn operate(store: &Store, args: &DeploymentArgs) -> anyhow::Result<Shown> 
         } else {
             Vec::new()
         };
-        if carry_out(store, &row, steps).await? {
+        let nothing_to_record = steps.is_empty();
+        if nothing_to_record || store.carry_out_deployment(&row, steps).await?.is_some() {
             return show(store, read(store.deployment(id).await?)?).await;
         }
     }
     bail!("deployment #{id} kept changing while it was being written; ask again")
-}
-
-/// Carries out `steps`; false when the state changed since it was read.
-async fn carry_out(store: &Store, row: &DeploymentRow, steps: Vec<Step>) -> anyhow::Result<bool> {
-    let d = &row.deployment;
-    // Every pin in one change of the records, before the state.
-    let pins: Vec<(Name, String)> = steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Pin { node, version } => Some((node.clone(), version.clone())),
-            Step::Record { .. } => None,
-        })
-        .collect();
-    store.pin_assigned(&d.spec.module, &pins).await?;
-    for step in steps {
-        match step {
-            Step::Pin { .. } => {}
-            Step::Record { state } => {
-                let now = Deployment { state, ..d.clone() };
-                if !store.update_deployment(row.id, d, &now).await? {
-                    return Ok(false);
-                }
-            }
-        }
-    }
-    Ok(true)
 }
 
 async fn show(store: &Store, row: DeploymentRow) -> anyhow::Result<Shown> {

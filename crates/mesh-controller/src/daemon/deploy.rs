@@ -104,61 +104,35 @@ fn health(o: &ModuleOutcome, received_at: i64) -> Health {
     }
 }
 
-/// Carries out `steps` in order, every pin of them in one change of the
-/// records (one composition for a whole batch); stops at a state someone
-/// else wrote meanwhile (an operator's pause): the next tick reads it.
+/// Carries out `steps` through the store (every pin in one change of the
+/// records), saying each.
 async fn carry_out(ctx: &Ctx, row: &DeploymentRow, steps: Vec<Step>) -> Result<(), StoreError> {
     let d = &row.deployment;
     let module = &d.spec.module;
-    let (pins, records): (Vec<Step>, Vec<Step>) = steps
-        .into_iter()
-        .partition(|s| matches!(s, Step::Pin { .. }));
-    let pins: Vec<(Name, String)> = pins
-        .into_iter()
+    let pins: Vec<(&Name, &String)> = steps
+        .iter()
         .filter_map(|s| match s {
             Step::Pin { node, version } => Some((node, version)),
             Step::Record { .. } => None,
         })
         .collect();
-    if !pins.is_empty() {
-        let moved = ctx.store.pin_assigned(module, &pins).await?;
-        let nodes: Vec<&str> = pins.iter().map(|(n, _)| n.as_str()).collect();
-        for (node, version) in &pins {
-            tracing::info!(deployment = row.id, %module, %node, %version, "deployment moved a node");
-        }
-        tracing::debug!(
-            deployment = row.id,
-            moved,
-            nodes = nodes.len(),
-            "pins moved in one change"
-        );
+    for (node, version) in pins {
+        tracing::info!(deployment = row.id, %module, %node, %version, "deployment moved a node");
     }
-    for step in records {
-        let Step::Record { state } = step else {
-            continue;
-        };
-        let now = Deployment {
-            state: state.clone(),
-            ..d.clone()
-        };
-        if !ctx.store.update_deployment(row.id, d, &now).await? {
-            return Ok(());
+    match ctx.store.carry_out_deployment(row, steps).await? {
+        Some(State::Running { batch, .. }) => {
+            tracing::info!(deployment = row.id, %module, batch, "deployment began a batch")
         }
-        match &state {
-            State::Running { batch, .. } => {
-                tracing::info!(deployment = row.id, %module, batch, "deployment began a batch")
-            }
-            State::Succeeded => {
-                tracing::info!(deployment = row.id, %module, version = %d.spec.version, "deployment succeeded")
-            }
-            State::Halted { node, reason } => {
-                tracing::warn!(deployment = row.id, %module, %node, %reason, "deployment halted")
-            }
-            State::Reverted { node, reason } => {
-                tracing::warn!(deployment = row.id, %module, node = ?node, %reason, "deployment reverted")
-            }
-            State::Paused { .. } => {}
+        Some(State::Succeeded) => {
+            tracing::info!(deployment = row.id, %module, version = %d.spec.version, "deployment succeeded")
         }
+        Some(State::Halted { node, reason }) => {
+            tracing::warn!(deployment = row.id, %module, %node, %reason, "deployment halted")
+        }
+        Some(State::Reverted { node, reason }) => {
+            tracing::warn!(deployment = row.id, %module, node = ?node, %reason, "deployment reverted")
+        }
+        Some(State::Paused { .. }) | None => {}
     }
     Ok(())
 }

@@ -5,7 +5,7 @@
 //! an operator's pause and the controller's step never overwrite each
 //! other: the loser reads again.
 
-use mesh_core::deploy::{Deployment, State};
+use mesh_core::deploy::{Deployment, State, Step};
 use mesh_core::names::Name;
 
 use crate::error::{MalformedValue, RefusalKind};
@@ -127,6 +127,40 @@ impl Store {
             tx.commit().await?;
             Ok(done == 1)
         })
+    }
+
+    /// Carries out `steps` of deployment `row` (read as it is): every pin
+    /// in one change of the records (one composition for a whole batch),
+    /// then the state, written only over the one read. The state recorded,
+    /// or none when there was none to record or someone wrote another
+    /// meanwhile (an operator's pause: read it again).
+    pub async fn carry_out_deployment(
+        &self,
+        row: &DeploymentRow,
+        steps: Vec<Step>,
+    ) -> Result<Option<State>, StoreError> {
+        let d = &row.deployment;
+        let mut pins = Vec::new();
+        let mut states = Vec::new();
+        for step in steps {
+            match step {
+                Step::Pin { node, version } => pins.push((node, version)),
+                Step::Record { state } => states.push(state),
+            }
+        }
+        self.pin_assigned(&d.spec.module, &pins).await?;
+        let mut recorded = None;
+        for state in states {
+            let now = Deployment {
+                state: state.clone(),
+                ..d.clone()
+            };
+            if !self.update_deployment(row.id, d, &now).await? {
+                return Ok(None);
+            }
+            recorded = Some(state);
+        }
+        Ok(recorded)
     }
 
     /// Deployment `id`.
