@@ -7,15 +7,21 @@
 //! state they were read as, so the controller's next step never undoes
 //! them.
 
-use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use mesh_core::deploy::{self, BatchSize, Deployment, Spec, State, Step};
+use mesh_core::deploy::{BatchSize, Deployment, Spec, State};
 use mesh_core::duration::{parse_span, show_span};
 use mesh_core::names::Name;
-use mesh_store::{DeploymentRow, Store, StoreError};
+use mesh_core::operation::Operation;
+use mesh_core::operation::wire::{
+    DeployArgs as DeployRequest, DeploymentChange, DeploymentChangeArgs,
+    DeploymentsArgs as DeploymentsRequest, Reply,
+};
+use mesh_state::deployments::{self, Listed, Shown};
+use mesh_state::operations::OperationError;
+use mesh_store::Store;
 use serde::Serialize;
 
 use crate::authority::{open_existing_store, open_store_to_write};
@@ -109,8 +115,129 @@ fn name(what: &str, s: &str) -> anyhow::Result<Name> {
     Name::new(s).with_context(|| format!("{s:?} is not a {what} name"))
 }
 
-fn now_ms() -> u64 {
-    u64::try_from(mesh_store::now_ms()).unwrap_or(0)
+/// Where deployments are made and read: the store on the controller's
+/// machine (the change audited as the local user), or the active
+/// controller asked as the current context's person.
+enum Records {
+    Local(Store),
+    Remote(Box<crate::remote::Asker>),
+}
+
+impl Records {
+    async fn open(mesh: &MeshArgs, write: bool) -> anyhow::Result<Records> {
+        if let Some(ctx) = mesh.remote()? {
+            return Ok(Records::Remote(Box::new(
+                crate::remote::Asker::connect(ctx).await?,
+            )));
+        }
+        let url = mesh.store_url()?;
+        Ok(Records::Local(if write {
+            open_store_to_write(&url).await?
+        } else {
+            open_existing_store(&url).await?
+        }))
+    }
+
+    async fn close(self) {
+        if let Records::Local(store) = self {
+            store.close().await;
+        }
+    }
+
+    /// A remote answer's data, or its refusal as the error.
+    async fn ask<T: serde::de::DeserializeOwned>(
+        asker: &crate::remote::Asker,
+        op: Operation,
+        args: impl Serialize,
+    ) -> anyhow::Result<T> {
+        match asker.ask(op, serde_json::to_value(args)?).await? {
+            Reply::Done { data, .. } => serde_json::from_value(data)
+                .with_context(|| format!("the controller's answer to `{op}` does not read")),
+            Reply::Refused { reason } => bail!("refused: {reason}"),
+        }
+    }
+
+    async fn deploy(&self, spec: Spec) -> anyhow::Result<(i64, Deployment)> {
+        match self {
+            Records::Local(store) => {
+                let args = serde_json::to_value(DeployRequest { spec: spec.clone() })?;
+                let made = deployments::deploy(store, spec).await.map_err(refusal)?;
+                crate::audit::record_local(store, Operation::Deploy, args).await?;
+                Ok(made)
+            }
+            Records::Remote(asker) => {
+                let made: Made =
+                    Self::ask(asker, Operation::Deploy, DeployRequest { spec }).await?;
+                Ok((made.id, made.deployment))
+            }
+        }
+    }
+
+    async fn change(&self, id: i64, change: DeploymentChange) -> anyhow::Result<Shown> {
+        match self {
+            Records::Local(store) => {
+                let who = crate::audit::local_user();
+                let shown = deployments::change(store, id, change, &who)
+                    .await
+                    .map_err(refusal)?;
+                let args = serde_json::to_value(DeploymentChangeArgs { id, change })?;
+                crate::audit::record_local(store, Operation::DeploymentChange, args).await?;
+                Ok(shown)
+            }
+            Records::Remote(asker) => {
+                Self::ask(
+                    asker,
+                    Operation::DeploymentChange,
+                    DeploymentChangeArgs { id, change },
+                )
+                .await
+            }
+        }
+    }
+
+    async fn shown(&self, id: i64) -> anyhow::Result<Shown> {
+        match self {
+            Records::Local(store) => deployments::shown(store, id).await.map_err(refusal),
+            Records::Remote(asker) => {
+                let args = DeploymentsRequest {
+                    id: Some(id),
+                    ..Default::default()
+                };
+                Self::ask(asker, Operation::Deployments, args).await
+            }
+        }
+    }
+
+    async fn listed(&self, module: Option<Name>, limit: u32) -> anyhow::Result<Vec<Listed>> {
+        match self {
+            Records::Local(store) => deployments::listed(store, module.as_ref(), limit)
+                .await
+                .map_err(refusal),
+            Records::Remote(asker) => {
+                let args = DeploymentsRequest {
+                    id: None,
+                    module,
+                    limit: Some(limit),
+                };
+                Self::ask(asker, Operation::Deployments, args).await
+            }
+        }
+    }
+}
+
+/// A refused operation as the command's error: its words alone.
+fn refusal(e: OperationError) -> anyhow::Error {
+    match e {
+        OperationError::Refused(why) => anyhow::anyhow!(why),
+        e => anyhow::Error::new(e),
+    }
+}
+
+/// What `deploy` answers with.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct Made {
+    pub id: i64,
+    pub deployment: Deployment,
 }
 
 pub fn run_deploy(args: &DeployArgs) -> anyhow::Result<ExitCode> {
@@ -120,13 +247,23 @@ pub fn run_deploy(args: &DeployArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|n| name("node", n))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let spec = Spec {
+        module,
+        version: args.version.clone(),
+        nodes,
+        canary: args.canary,
+        batch: args.batch,
+        healthy_for_ms: args.healthy_for,
+        deadline_ms: args.deadline,
+        auto_revert: !args.no_auto_revert,
+    };
     crate::block_on(async {
-        let store = open_store_to_write(&args.mesh.store_url()?).await?;
-        let made = record(&store, args, module, nodes).await;
+        let records = Records::open(&args.mesh, true).await?;
+        let made = records.deploy(spec).await;
         let (id, d) = match made {
             Ok(made) => made,
             Err(e) => {
-                store.close().await;
+                records.close().await;
                 return Err(e);
             }
         };
@@ -150,11 +287,11 @@ pub fn run_deploy(args: &DeployArgs) -> anyhow::Result<ExitCode> {
             ))?,
         }
         if !args.wait {
-            store.close().await;
+            records.close().await;
             return Ok(ExitCode::SUCCESS);
         }
-        let ended = follow(&store, id, args.timeout, text).await;
-        store.close().await;
+        let ended = follow(&records, id, args.timeout, text).await;
+        records.close().await;
         let d = ended?;
         if !text {
             print_json(&serde_json::json!({ "id": id, "deployment": d }))?;
@@ -168,15 +305,11 @@ pub fn run_deploy(args: &DeployArgs) -> anyhow::Result<ExitCode> {
 
 /// Reads deployment `id` until it ends (or `within` passes), saying each
 /// state it reaches; the deployment as it ended.
-async fn follow(store: &Store, id: i64, within: u64, text: bool) -> anyhow::Result<Deployment> {
+async fn follow(records: &Records, id: i64, within: u64, text: bool) -> anyhow::Result<Deployment> {
     let until = std::time::Instant::now() + std::time::Duration::from_millis(within);
     let mut said: Option<State> = None;
     loop {
-        let row = store
-            .deployment(id)
-            .await?
-            .with_context(|| format!("deployment #{id} is gone from the store"))?;
-        let d = row.deployment;
+        let d = records.shown(id).await?.deployment;
         let same = match (&said, &d.state) {
             // A batch is said once, however its start is recorded.
             (Some(State::Running { batch: a, .. }), State::Running { batch: b, .. }) => a == b,
@@ -193,7 +326,7 @@ async fn follow(store: &Store, id: i64, within: u64, text: bool) -> anyhow::Resu
                         });
                         format!("batch {} of {}: {nodes}", batch + 1, batches.len())
                     }
-                    other => format!("deployment #{id} {}", state_line(other)),
+                    other => format!("deployment #{id} {other}"),
                 };
                 output::print(&format!("{line}\n"))?;
             }
@@ -205,7 +338,7 @@ async fn follow(store: &Store, id: i64, within: u64, text: bool) -> anyhow::Resu
         if std::time::Instant::now() >= until {
             bail!(
                 "deployment #{id} is still {} after {}; it carries on (`mesh deployment {id}`)",
-                state_line(&d.state),
+                d.state,
                 show_span(within)
             );
         }
@@ -232,105 +365,6 @@ pub fn batches_line(spec: &Spec) -> String {
     parts.join(", ")
 }
 
-async fn record(
-    store: &Store,
-    args: &DeployArgs,
-    module: Name,
-    nodes: Vec<Name>,
-) -> anyhow::Result<(i64, Deployment)> {
-    if store.module(&module).await?.is_none() {
-        bail!("module {module} is not registered; `mesh catalogue register DIR` registers it");
-    }
-    let versions = store.versions().await?;
-    if !versions.contains_key(&(module.clone(), args.version.clone())) {
-        bail!(
-            "module {module} has no version {}; `mesh artifact list --module {module}` lists its versions",
-            args.version
-        );
-    }
-    let assignments: Vec<_> = store
-        .assignments()
-        .await?
-        .into_iter()
-        .filter(|a| a.module == module)
-        .collect();
-    let assigned: Vec<Name> = assignments.iter().map(|a| a.node.clone()).collect();
-    let spec = Spec {
-        module: module.clone(),
-        version: args.version.clone(),
-        nodes: if nodes.is_empty() {
-            assigned.clone()
-        } else {
-            nodes
-        },
-        canary: args.canary,
-        batch: args.batch,
-        healthy_for_ms: args.healthy_for,
-        deadline_ms: args.deadline,
-        auto_revert: !args.no_auto_revert,
-    };
-    spec.check(&assigned)?;
-    if args.deadline < args.healthy_for {
-        bail!(
-            "the deadline ({}) is shorter than the healthy window ({}): no batch could pass; give a longer --deadline",
-            show_span(args.deadline),
-            show_span(args.healthy_for)
-        );
-    }
-    let previous: BTreeMap<Name, String> = assignments
-        .iter()
-        .filter(|a| spec.nodes.contains(&a.node))
-        .filter_map(|a| a.version.clone().map(|v| (a.node.clone(), v)))
-        .collect();
-    let d = Deployment {
-        spec,
-        previous,
-        state: State::Running {
-            batch: 0,
-            started_ms: now_ms(),
-        },
-    };
-    match store.create_deployment(&d).await {
-        Ok(id) => Ok((id, d)),
-        Err(StoreError::AlreadyExists { key, .. }) => bail!(
-            "deployment {key} is still running; wait for it (`mesh deployments --module {module}`), or stop it with `mesh deployment ID --revert`"
-        ),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// One node of a deployment as shown.
-#[derive(Debug, Serialize)]
-struct NodeRow {
-    node: String,
-    batch: usize,
-    pinned: Option<String>,
-    running: Option<String>,
-    health: Option<String>,
-    reason: Option<String>,
-}
-
-#[derive(Debug, Serialize)]
-struct Shown {
-    id: i64,
-    deployment: Deployment,
-    nodes: Vec<NodeRow>,
-}
-
-fn state_line(s: &State) -> String {
-    match s {
-        State::Running { batch, .. } => format!("running batch {}", batch + 1),
-        State::Paused { batch } => format!("paused at batch {}", batch + 1),
-        State::Succeeded => "succeeded".into(),
-        State::Halted { node, reason } => format!("halted at {node}: {reason}"),
-        State::Reverted {
-            node: Some(node),
-            reason,
-        } => format!("reverted at {node}: {reason}"),
-        State::Reverted { node: None, reason } => format!("reverted: {reason}"),
-    }
-}
-
 pub fn run_deployments(args: &DeploymentsArgs) -> anyhow::Result<ExitCode> {
     let module = args
         .module
@@ -338,17 +372,12 @@ pub fn run_deployments(args: &DeploymentsArgs) -> anyhow::Result<ExitCode> {
         .map(|m| name("module", m))
         .transpose()?;
     crate::block_on(async {
-        let store = open_existing_store(&args.mesh.store_url()?).await?;
-        let rows = store.deployments(module.as_ref(), args.limit).await;
-        store.close().await;
+        let records = Records::open(&args.mesh, false).await?;
+        let rows = records.listed(module, args.limit).await;
+        records.close().await;
         let rows = rows?;
         match args.output {
-            ListFormat::Json => print_json(
-                &rows
-                    .iter()
-                    .map(|r| serde_json::json!({"id": r.id, "deployment": r.deployment, "created_at": r.created_at, "updated_at": r.updated_at}))
-                    .collect::<Vec<_>>(),
-            )?,
+            ListFormat::Json => print_json(&rows)?,
             ListFormat::Text => {
                 let mut out = output::Stdout::lock();
                 if rows.is_empty() {
@@ -362,7 +391,7 @@ pub fn run_deployments(args: &DeploymentsArgs) -> anyhow::Result<ExitCode> {
                         s.module,
                         s.version,
                         s.nodes.len(),
-                        state_line(&r.deployment.state)
+                        r.deployment.state
                     ))?;
                 }
                 out.flush()?;
@@ -373,15 +402,22 @@ pub fn run_deployments(args: &DeploymentsArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_deployment(args: &DeploymentArgs) -> anyhow::Result<ExitCode> {
+    let change = if args.pause {
+        Some(DeploymentChange::Pause)
+    } else if args.resume {
+        Some(DeploymentChange::Resume)
+    } else if args.revert {
+        Some(DeploymentChange::Revert)
+    } else {
+        None
+    };
     crate::block_on(async {
-        let url = args.mesh.store_url()?;
-        let store = if args.pause || args.resume || args.revert {
-            open_store_to_write(&url).await?
-        } else {
-            open_existing_store(&url).await?
+        let records = Records::open(&args.mesh, change.is_some()).await?;
+        let shown = match change {
+            Some(c) => records.change(args.id, c).await,
+            None => records.shown(args.id).await,
         };
-        let shown = operate(&store, args).await;
-        store.close().await;
+        records.close().await;
         let shown = shown?;
         match args.output {
             ListFormat::Json => print_json(&shown)?,
@@ -390,10 +426,7 @@ pub fn run_deployment(args: &DeploymentArgs) -> anyhow::Result<ExitCode> {
                 let mut out = output::Stdout::lock();
                 out.line(format_args!(
                     "deployment #{} of {} to {}: {}",
-                    shown.id,
-                    d.spec.module,
-                    d.spec.version,
-                    state_line(&d.state)
+                    shown.id, d.spec.module, d.spec.version, d.state
                 ))?;
                 out.line(format_args!(
                     "  {}; each batch healthy for {} within {}{}",
@@ -422,97 +455,6 @@ pub fn run_deployment(args: &DeploymentArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ExitCode::SUCCESS)
     })?
-}
-
-/// Pauses, resumes or reverts `args.id` if asked, then reads it with each
-/// node's pin and newest report.
-async fn operate(store: &Store, args: &DeploymentArgs) -> anyhow::Result<Shown> {
-    let id = args.id;
-    let read = |row: Option<DeploymentRow>| {
-        row.with_context(|| format!("there is no deployment #{id}; `mesh deployments` lists them"))
-    };
-    // Tried again when the controller wrote its step in between.
-    for _ in 0..10 {
-        let row = read(store.deployment(id).await?)?;
-        let d = &row.deployment;
-        let steps = if args.pause {
-            match d.state {
-                State::Running { batch, .. } => vec![Step::Record {
-                    state: State::Paused { batch },
-                }],
-                State::Paused { .. } => Vec::new(),
-                _ => bail!(
-                    "deployment #{id} is {}: only a running one pauses",
-                    state_line(&d.state)
-                ),
-            }
-        } else if args.resume {
-            match d.state {
-                State::Paused { batch } => vec![Step::Record {
-                    state: State::Running {
-                        batch,
-                        started_ms: now_ms(),
-                    },
-                }],
-                State::Running { .. } => Vec::new(),
-                _ => bail!(
-                    "deployment #{id} is {}: only a paused one resumes",
-                    state_line(&d.state)
-                ),
-            }
-        } else if args.revert {
-            if matches!(d.state, State::Reverted { .. }) {
-                Vec::new()
-            } else {
-                deploy::revert(d, &format!("asked by {}", crate::audit::local_user()))
-            }
-        } else {
-            Vec::new()
-        };
-        let nothing_to_record = steps.is_empty();
-        if nothing_to_record || store.carry_out_deployment(&row, steps).await?.is_some() {
-            return show(store, read(store.deployment(id).await?)?).await;
-        }
-    }
-    bail!("deployment #{id} kept changing while it was being written; ask again")
-}
-
-async fn show(store: &Store, row: DeploymentRow) -> anyhow::Result<Shown> {
-    let d = &row.deployment;
-    let assignments = store.assignments().await?;
-    let mut nodes = Vec::new();
-    for (batch, members) in d.spec.batches().iter().enumerate() {
-        for node in members {
-            let pinned = assignments
-                .iter()
-                .find(|a| a.node == *node && a.module == d.spec.module)
-                .and_then(|a| a.version.clone());
-            let report = store.latest_report(node).await?;
-            let o = report
-                .as_ref()
-                .and_then(|r| r.report.outcomes.iter().find(|o| o.module == d.spec.module));
-            let reason = o.and_then(|o| match (&o.state, &o.health) {
-                (mesh_store::ModuleState::Failed { reason }, _) => Some(reason.clone()),
-                (_, Some(mesh_core::report::ModuleHealth::Unhealthy { reason })) => {
-                    Some(reason.clone())
-                }
-                _ => None,
-            });
-            nodes.push(NodeRow {
-                node: node.to_string(),
-                batch,
-                pinned,
-                running: o.and_then(|o| o.pinned.clone()),
-                health: o.and_then(|o| o.health.as_ref().map(|h| h.as_str().to_string())),
-                reason,
-            });
-        }
-    }
-    Ok(Shown {
-        id: row.id,
-        deployment: row.deployment,
-        nodes,
-    })
 }
 
 #[cfg(test)]

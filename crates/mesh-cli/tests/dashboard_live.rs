@@ -60,8 +60,8 @@ async fn the_dashboard_of_a_live_mesh_shows_its_nodes_and_modules() {
     mesh.assign("echo", "dash-node", true);
     assert!(
         wait_until(LONG, || http_get(&addr, "/api/modules")
-            .is_ok_and(|(_, b)| b.contains("\"running\""))),
-        "echo never running"
+            .is_ok_and(|(_, b)| b.contains("\"healthy\""))),
+        "echo never healthy"
     );
 
     let url = format!("http://{addr}/");
@@ -78,6 +78,8 @@ async fn the_dashboard_of_a_live_mesh_shows_its_nodes_and_modules() {
         "<td>dash-node</td>",
         "<td>echo</td>",
         "<td class=\"running\">running</td>",
+        // echo has no [health]: healthy once running its default window.
+        "<td class=\"healthy\">healthy</td>",
         "<td>git-server</td>",
     ] {
         assert!(
@@ -86,6 +88,7 @@ async fn the_dashboard_of_a_live_mesh_shows_its_nodes_and_modules() {
         );
     }
     assert!(dom.contains("<h2>Catalogue</h2>"), "{dom}");
+    assert!(dom.contains("<h2>Deployments</h2>"), "{dom}");
     // The audit trail: the assignment made above, by the local user.
     assert!(dom.contains("<h2>Audit trail</h2>"), "{dom}");
     assert!(

@@ -5,7 +5,9 @@
 //! one moves in batches, each after the one before stayed healthy for its
 //! window (asserted from the reports' own times); the active controller
 //! SIGKILLed mid-way, the standby finishes, moving no node twice; a
-//! version that exits at once is caught and reverted.
+//! version that exits at once is caught and reverted. Persons on their
+//! own machines deploy, pause and revert through the active controller,
+//! as their roles allow, each change audited in their name.
 
 #[path = "join_live/harness.rs"]
 mod harness;
@@ -14,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use harness::{Backend, Daemon, Mesh, module_pid, ok, stripped, wait_bound, wait_until};
+use harness::{Backend, Daemon, Mesh, at_home, module_pid, ok, stripped, wait_bound, wait_until};
 
 const LONG: Duration = Duration::from_secs(90);
 const NODES: [&str; 5] = ["n1", "n2", "n3", "n4", "n5"];
@@ -167,6 +169,41 @@ fn web_reports(mesh: &Mesh, node: &str) -> Vec<(i64, serde_json::Value)> {
 }
 
 /// Lines of `d`'s log saying it moved a node to `version`, by node.
+/// A person's own machine: a home of their own where `mesh login` spent
+/// the token the mesh's administrator issued for `role`.
+fn person(mesh: &Mesh, name: &str, role: &str) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let out = mesh.mesh(&["person", "add", name, "--role", role]);
+    assert!(out.status.success(), "{}", harness::out_text(&out));
+    std::fs::write(home.path().join("login.token"), &out.stdout).unwrap();
+    let mut cmd = std::process::Command::new("sh");
+    let out = at_home(&mut cmd, home.path())
+        .args([
+            "-c",
+            &format!("exec {} login < login.token", harness::mesh_bin()),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "login: {}", harness::out_text(&out));
+    home
+}
+
+fn person_mesh(home: &tempfile::TempDir, args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(harness::mesh_bin());
+    at_home(&mut cmd, home.path()).args(args).output().unwrap()
+}
+
+/// `mesh ARGS` on a person's machine, which must succeed: its stdout.
+fn as_person(home: &tempfile::TempDir, args: &[&str]) -> String {
+    let out = person_mesh(home, args);
+    assert!(
+        out.status.success(),
+        "mesh {args:?}: {}",
+        harness::out_text(&out)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn moved(d: &Daemon, version: &str) -> Vec<String> {
     d.log()
         .lines()
@@ -442,6 +479,80 @@ async fn deployments_move_in_healthy_batches_and_revert_by_themselves() {
     );
     assert_eq!(d["deployment"]["state"]["node"], "n1");
     wait_healthy(&mesh, &NODES, "v4");
+
+    // 5. From persons' own machines, through the (now active) standby: an
+    // operator deploys, pauses and reverts; a viewer reads and is refused
+    // a change, by the server; each change is in the trail in the
+    // person's name.
+    let ops = person(&mesh, "ops", "operator");
+    let eve = person(&mesh, "eve", "viewer");
+    let out = as_person(
+        &ops,
+        &[
+            "deploy",
+            "web",
+            "--version",
+            "v3",
+            "--canary",
+            "1",
+            "--healthy-for",
+            "1m",
+            "--deadline",
+            "5m",
+            "--output",
+            "json",
+        ],
+    );
+    let made: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let id = made["id"].as_i64().unwrap().to_string();
+    assert_eq!(
+        made["deployment"]["spec"]["nodes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5,
+        "{made}"
+    );
+    let listed = as_person(&eve, &["deployments", "--module", "web"]);
+    assert!(
+        listed.contains(&format!("#{id}")) && listed.contains("running batch 1"),
+        "{listed}"
+    );
+    let o = person_mesh(&eve, &["deployment", &id, "--pause"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains(
+                "person eve may not ask for `deployment-change` (it takes the operator role"
+            ),
+        "{err}"
+    );
+    let paused = as_person(&ops, &["deployment", &id, "--pause"]);
+    assert!(
+        paused.starts_with(&format!("deployment #{id} of web to v3: paused at batch 1")),
+        "{paused}"
+    );
+    let reverted = as_person(&ops, &["deployment", &id, "--revert"]);
+    assert!(
+        reverted.contains("reverted: asked by person ops"),
+        "{reverted}"
+    );
+    wait_healthy(&mesh, &NODES, "v4");
+    let trail = mesh.mesh(&["audit", "--output", "json"]);
+    let trail: Vec<serde_json::Value> = serde_json::from_slice(&trail.stdout).unwrap();
+    for (op, args) in [
+        ("deploy", "\"version\":\"v3\""),
+        ("deployment-change", "\"change\":\"pause\""),
+        ("deployment-change", "\"change\":\"revert\""),
+    ] {
+        assert!(
+            trail.iter().any(|r| r["who"] == "person ops"
+                && r["operation"] == op
+                && r["arguments"].to_string().contains(args)
+                && r["outcome"] == "done"),
+            "no {op} {args} by ops in the trail: {trail:#?}"
+        );
+    }
 
     standby.stop();
     for mut h in hosts {

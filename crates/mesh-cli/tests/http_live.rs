@@ -129,6 +129,22 @@ async fn metrics_move_when_reports_arrive_and_the_api_says_what_the_listings_say
         ) == 1.0),
         "n1 never counted ready"
     );
+    // echo has no [health]: healthy once running its default window,
+    // counted from n1's newest report; nothing unhealthy, said as 0.
+    assert!(
+        wait_until(LONG, || value(
+            &scrape(&addr),
+            "mesh_modules",
+            Some(("health", "healthy"))
+        ) >= 1.0),
+        "echo never counted healthy"
+    );
+    let now = scrape(&addr);
+    assert_eq!(
+        value(&now, "mesh_modules", Some(("health", "unhealthy"))),
+        0.0
+    );
+    assert_eq!(value(&now, "mesh_deployments_running", None), 0.0);
 
     // The JSON API prints the listings' very structures.
     let nodes: Vec<NodeView> = get_json(&addr, "/api/nodes");

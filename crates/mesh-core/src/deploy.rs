@@ -134,6 +134,23 @@ pub enum State {
     },
 }
 
+/// As listings say it: `running batch 2`, `reverted at n1: …`.
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            State::Running { batch, .. } => write!(f, "running batch {}", batch + 1),
+            State::Paused { batch } => write!(f, "paused at batch {}", batch + 1),
+            State::Succeeded => f.write_str("succeeded"),
+            State::Halted { node, reason } => write!(f, "halted at {node}: {reason}"),
+            State::Reverted {
+                node: Some(node),
+                reason,
+            } => write!(f, "reverted at {node}: {reason}"),
+            State::Reverted { node: None, reason } => write!(f, "reverted: {reason}"),
+        }
+    }
+}
+
 /// The record: what was asked, each node's version before, and where it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deployment {

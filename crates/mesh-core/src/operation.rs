@@ -13,10 +13,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// Reads the mesh: status, nodes, modules, plans, logs, events.
+    /// Reads the mesh: status, nodes, modules, plans, logs, events,
+    /// deployments.
     Viewer,
     /// Plus changes to what runs: assignments, secrets,
-    /// artifacts, builds.
+    /// artifacts, builds, deployments.
     Operator,
     /// Plus who is in the mesh: persons, nodes, the catalogue, the broker,
     /// and the audit trail.
@@ -99,10 +100,13 @@ pub enum Operation {
     PersonRemove,
     BrokerSetAddress,
     Audit,
+    Deployments,
+    Deploy,
+    DeploymentChange,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 21] = [
+    pub const ALL: [Operation; 24] = [
         Operation::Status,
         Operation::Nodes,
         Operation::Modules,
@@ -124,6 +128,9 @@ impl Operation {
         Operation::PersonRemove,
         Operation::BrokerSetAddress,
         Operation::Audit,
+        Operation::Deployments,
+        Operation::Deploy,
+        Operation::DeploymentChange,
     ];
 
     /// The subject token: the command's words joined by `-`.
@@ -150,6 +157,9 @@ impl Operation {
             Operation::PersonRemove => "person-remove",
             Operation::BrokerSetAddress => "broker-set-address",
             Operation::Audit => "audit",
+            Operation::Deployments => "deployments",
+            Operation::Deploy => "deploy",
+            Operation::DeploymentChange => "deployment-change",
         }
     }
 
@@ -157,10 +167,9 @@ impl Operation {
     pub fn role(self) -> Role {
         use Operation::*;
         match self {
-            Status | Nodes | Modules | Plan | Logs | Events => Role::Viewer,
-            Assign | Unassign | SecretSet | SecretRotate | SecretRemove | ArtifactPut | Build => {
-                Role::Operator
-            }
+            Status | Nodes | Modules | Plan | Logs | Events | Deployments => Role::Viewer,
+            Assign | Unassign | SecretSet | SecretRotate | SecretRemove | ArtifactPut | Build
+            | Deploy | DeploymentChange => Role::Operator,
             Register | NodeAdd | NodeForget | NodeSet | PersonAdd | PersonRemove
             | BrokerSetAddress | Audit => Role::Admin,
         }
@@ -171,7 +180,7 @@ impl Operation {
         use Operation::*;
         !matches!(
             self,
-            Status | Nodes | Modules | Plan | Logs | Events | Audit
+            Status | Nodes | Modules | Plan | Logs | Events | Audit | Deployments
         )
     }
 }

@@ -5,6 +5,7 @@
 //! read the mesh differently.
 
 pub mod catalogue;
+pub mod deployments;
 pub mod derived;
 pub mod operations;
 pub mod plan;

@@ -139,6 +139,18 @@ pub fn out_text(o: &Output) -> String {
     )
 }
 
+/// `cmd` as a person runs it at `home`: their directory and config home,
+/// nothing naming a mesh in the environment.
+pub fn at_home<'c>(cmd: &'c mut Command, home: &Path) -> &'c mut Command {
+    cmd.current_dir(home)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env_remove("MESH_DIR")
+        .env_remove("MESH_STORE")
+        .env_remove("MESH_STORE_FILE")
+        .env_remove("MESH_CONTEXT")
+}
+
 /// `mesh ARGS` against `mesh`, which must succeed: its output.
 pub fn ok(mesh: &Mesh, args: &[&str]) -> String {
     let o = mesh.mesh(args);

@@ -43,17 +43,7 @@ impl Machine {
     }
 }
 
-/// `cmd` as a person runs it at `home`: their directory and config home,
-/// nothing naming a mesh in the environment.
-pub fn at_home<'c>(cmd: &'c mut Command, home: &Path) -> &'c mut Command {
-    cmd.current_dir(home)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env_remove("MESH_DIR")
-        .env_remove("MESH_STORE")
-        .env_remove("MESH_STORE_FILE")
-        .env_remove("MESH_CONTEXT")
-}
+pub use super::harness::at_home;
 
 /// A person with `role`: their key made on their machine, recorded by the
 /// mesh's administrator (on the controller's machine), logged in there.
@@ -258,6 +248,10 @@ pub fn rows(m: &Machine, mesh: &Mesh) -> Vec<Row> {
                     .ok_or(out.to_string())
             },
         ),
+        // The table makes no deployment: the read answers that there is none.
+        row(Operation::Deployments, &["deployments"], |_, out| {
+            starts(out, "no deployment recorded")
+        }),
         row(Operation::Assign, &["assign", "echo", "n1"], |mesh, out| {
             starts(out, "assigned echo to n1")?;
             let rows = local_json(mesh, &["modules", "--output", "json"]);

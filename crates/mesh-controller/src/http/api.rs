@@ -24,6 +24,7 @@ pub(super) fn routes() -> Router<Arc<Shared>> {
         .route("/api/catalogue", get(catalogue))
         .route("/api/reports/{node}", get(reports))
         .route("/api/audit", get(audit))
+        .route("/api/deployments", get(deployments))
         .route("/api/rollout/check", get(rollout_check))
         .route("/graph.svg", get(graph))
 }
@@ -94,6 +95,18 @@ async fn nodes(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn modules(State(shared): State<Arc<Shared>>) -> Response {
     answer(views::modules(&shared.store).await)
+}
+
+async fn deployments(State(shared): State<Arc<Shared>>, Query(q): Query<Limit>) -> Response {
+    let limit = q.limit.map_or(20, |l| l.clamp(1, 1000));
+    match mesh_state::deployments::listed(&shared.store, None, limit).await {
+        Ok(rows) => Json(rows).into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{}\n", crate::chain::error_chain(&e)),
+        )
+            .into_response(),
+    }
 }
 
 async fn seats(State(shared): State<Arc<Shared>>) -> Response {

@@ -42,14 +42,25 @@ async function get(path) {
   return r.json();
 }
 
+// As `mesh deployments` says it.
+function deploymentState(s) {
+  switch (s.state) {
+    case "running": return "running batch " + (s.batch + 1);
+    case "paused": return "paused at batch " + (s.batch + 1);
+    case "halted": return "halted at " + s.node + ": " + s.reason;
+    case "reverted": return "reverted" + (s.node ? " at " + s.node : "") + ": " + s.reason;
+    default: return s.state;
+  }
+}
+
 function list(v) {
   return (v || []).join(", ");
 }
 
 async function refresh() {
-  const [status, nodes, modules, seats, catalogue, audit] = await Promise.all([
+  const [status, nodes, modules, seats, catalogue, audit, deployments] = await Promise.all([
     get("/api/status"), get("/api/nodes"), get("/api/modules"), get("/api/seats"), get("/api/catalogue"),
-    get("/api/audit?limit=20"),
+    get("/api/audit?limit=20"), get("/api/deployments?limit=10"),
   ]);
   const ready = document.getElementById("ready");
   // Green only when nothing needs action: a failed module is not "ready".
@@ -78,7 +89,12 @@ async function refresh() {
     n.node, n.state, el("td", n.liveness, n.liveness), ago(n.last_seen_at), el("td", n.host_key || "-", "mono"),
   ]);
   fill("modules", modules, (m) => [
-    m.module, m.node, el("td", m.state, m.state), m.restarts, m.sequence === null ? "-" : m.sequence, m.reason || "",
+    m.module, m.node, el("td", m.state, m.state), el("td", m.health || "-", m.health || ""), m.version || "-",
+    m.restarts, m.sequence === null ? "-" : m.sequence, m.reason || "",
+  ]);
+  fill("deployments", deployments, (d) => [
+    "#" + d.id, d.deployment.spec.module, d.deployment.spec.version, d.deployment.spec.nodes.length,
+    el("td", deploymentState(d.deployment.state), d.deployment.state.state), ago(d.updated_at),
   ]);
   fill("seats", seats, (s) => [
     s.seat, s.kind, s.scope, list(s.accepts), list(s.emits),

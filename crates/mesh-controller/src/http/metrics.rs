@@ -65,6 +65,11 @@ impl ApplyLag {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HealthLabel {
+    health: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
     state: String,
 }
@@ -100,6 +105,10 @@ struct Figures {
     ready: bool,
     /// Nodes by liveness; none when the store could not be read.
     nodes: Option<Vec<(&'static str, usize)>>,
+    /// Modules by health in their hosts' newest reports, and deployments
+    /// under way; none when the store could not be read.
+    health: Option<std::collections::BTreeMap<String, i64>>,
+    deploying: Option<usize>,
     lag: Histogram,
 }
 
@@ -124,6 +133,21 @@ pub(crate) async fn render(shared: &Shared) -> Result<String, std::fmt::Error> {
             None
         }
     };
+    let health = shared
+        .store
+        .health_counts()
+        .await
+        .inspect_err(
+            |e| warn!(error = %crate::chain::error_chain(e), "health not counted for /metrics"),
+        )
+        .ok();
+    let deploying = shared
+        .store
+        .active_deployments()
+        .await
+        .inspect_err(|e| warn!(error = %crate::chain::error_chain(e), "deployments not counted for /metrics"))
+        .ok()
+        .map(|d| d.len());
     let composer = shared.composer_status();
     encode(&Figures {
         counters: ctx.as_ref().map(|c| c.counters()).unwrap_or_default(),
@@ -131,6 +155,8 @@ pub(crate) async fn render(shared: &Shared) -> Result<String, std::fmt::Error> {
         window_open: shared.window_open(),
         ready: shared.not_ready().is_none(),
         nodes,
+        health,
+        deploying,
         lag: ctx
             .as_ref()
             .map_or_else(lag_histogram, |c| c.lag().histogram.clone()),
@@ -246,6 +272,35 @@ fn encode(f: &Figures) -> Result<String, std::fmt::Error> {
         "Nodes by liveness (ready, stale, down, unseen; not_enrolled)",
         nodes,
     );
+    let health = Family::<HealthLabel, Gauge>::default();
+    if let Some(counts) = &f.health {
+        // Every health named, 0 included: an alert on `unhealthy > 0`
+        // needs the series to exist while nothing is unhealthy.
+        for h in ["starting", "healthy", "unhealthy", "unknown"] {
+            health
+                .get_or_create(&HealthLabel { health: h.into() })
+                .set(0);
+        }
+        for (h, n) in counts {
+            health
+                .get_or_create(&HealthLabel { health: h.clone() })
+                .set(*n);
+        }
+    }
+    register(
+        &mut r,
+        "mesh_modules",
+        "Modules by health, as their hosts' newest reports give it (unknown: a host that checks none)",
+        health,
+    );
+    if let Some(n) = f.deploying {
+        gauge(
+            &mut r,
+            "mesh_deployments_running",
+            "Deployments running or paused",
+            i64::try_from(n).unwrap_or(i64::MAX),
+        );
+    }
     register(
         &mut r,
         "mesh_declaration_apply_lag_seconds",
@@ -284,11 +339,21 @@ mod tests {
             window_open: false,
             ready: true,
             nodes: Some(vec![("ready", 1)]),
+            health: Some([("healthy".to_string(), 2)].into()),
+            deploying: Some(0),
             lag: lag_histogram(),
         })
         .unwrap();
         let help: Vec<&str> = text.lines().filter(|l| l.starts_with("# HELP ")).collect();
-        assert!(help.len() >= 18, "{text}");
+        assert!(help.len() >= 20, "{text}");
+        assert!(
+            text.contains("mesh_modules{health=\"healthy\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("mesh_modules{health=\"unhealthy\"} 0\n"),
+            "{text}"
+        );
         for line in help {
             assert!(line.ends_with('.') && !line.ends_with(".."), "{line}");
         }

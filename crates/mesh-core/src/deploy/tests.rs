@@ -443,3 +443,39 @@ fn steps_and_records_are_data() {
     let step = serde_json::to_string(&pin("n1", "v2")).unwrap();
     assert_eq!(step, r#"{"step":"pin","node":"n1","version":"v2"}"#);
 }
+
+#[test]
+fn a_state_reads_as_listings_say_it() {
+    let said = [
+        State::Running {
+            batch: 1,
+            started_ms: 9,
+        },
+        State::Paused { batch: 0 },
+        State::Succeeded,
+        State::Halted {
+            node: n("n2"),
+            reason: "deadline passed".into(),
+        },
+        State::Reverted {
+            node: Some(n("n1")),
+            reason: "unhealthy on v2".into(),
+        },
+        State::Reverted {
+            node: None,
+            reason: "asked by ann".into(),
+        },
+    ]
+    .map(|s| s.to_string());
+    assert_eq!(
+        said,
+        [
+            "running batch 2",
+            "paused at batch 1",
+            "succeeded",
+            "halted at n2: deadline passed",
+            "reverted at n1: unhealthy on v2",
+            "reverted: asked by ann",
+        ]
+    );
+}

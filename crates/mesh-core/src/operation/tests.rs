@@ -13,14 +13,21 @@ fn each_role_includes_the_one_before_it() {
             Operation::Modules,
             Operation::Plan,
             Operation::Logs,
-            Operation::Events
+            Operation::Events,
+            Operation::Deployments
         ]
     );
     assert!(viewer.iter().all(|o| operator.contains(o)));
     assert!(operator.iter().all(|o| admin.contains(o)));
-    assert_eq!(operator.len(), 13);
+    assert_eq!(operator.len(), 16);
     assert_eq!(admin, Operation::ALL);
-    for op in [Operation::Assign, Operation::SecretSet, Operation::Build] {
+    for op in [
+        Operation::Assign,
+        Operation::SecretSet,
+        Operation::Build,
+        Operation::Deploy,
+        Operation::DeploymentChange,
+    ] {
         assert!(
             !Role::Viewer.allows(op) && Role::Operator.allows(op),
             "{op}"
@@ -65,7 +72,8 @@ fn reads_change_nothing() {
             Operation::Plan,
             Operation::Logs,
             Operation::Events,
-            Operation::Audit
+            Operation::Audit,
+            Operation::Deployments
         ]
     );
 }

@@ -296,3 +296,40 @@ pub struct LoginRequest {
     /// The person's new NKey public key (`U…`); its seed never left.
     pub person_key: String,
 }
+
+/// `deploy`: a deployment as `mesh deploy` asks for it; no nodes: every
+/// node the module is assigned to, by name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeployArgs {
+    pub spec: crate::deploy::Spec,
+}
+
+/// What `deployment-change` does to a deployment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeploymentChange {
+    Pause,
+    Resume,
+    Revert,
+}
+
+/// `deployment-change`: one deployment paused, resumed or reverted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentChangeArgs {
+    pub id: i64,
+    pub change: DeploymentChange,
+}
+
+/// `deployments`: one deployment node by node (`id`), or the newest ones.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeploymentsArgs {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<Name>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}

@@ -158,35 +158,11 @@ impl Store {
         if pins.is_empty() {
             return Ok(0);
         }
-        let versions: std::collections::BTreeSet<&str> =
-            pins.iter().map(|(_, v)| v.as_str()).collect();
         with_pool!(self, |pool| {
             let mut tx = self.begin_write_on(pool).await?;
-            for v in &versions {
-                must_exist!(
-                    tx,
-                    "version",
-                    format!("{v} of module {module}"),
-                    "SELECT rev FROM module_versions WHERE module = $1 AND rev = $2",
-                    module.as_str(),
-                    *v
-                );
-            }
-            let mut moved = 0;
-            for (node, version) in pins {
-                moved += sqlx::query(
-                    "UPDATE assignments SET version = $3 WHERE node = $1 AND module = $2 \
-                     AND (version IS NULL OR version <> $3)",
-                )
-                .bind(node.as_str())
-                .bind(module.as_str())
-                .bind(version)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            }
+            let moved = pin_in!(tx, module, pins);
             tx.commit().await?;
-            Ok(usize::try_from(moved).unwrap_or(usize::MAX))
+            Ok(moved)
         })
     }
 

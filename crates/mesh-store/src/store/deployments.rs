@@ -129,11 +129,13 @@ impl Store {
         })
     }
 
-    /// Carries out `steps` of deployment `row` (read as it is): every pin
-    /// in one change of the records (one composition for a whole batch),
-    /// then the state, written only over the one read. The state recorded,
-    /// or none when there was none to record or someone wrote another
-    /// meanwhile (an operator's pause: read it again).
+    /// Carries out `steps` of deployment `row` (read as it is), in one
+    /// change of the records: the state written only over the one read,
+    /// and every pin with it (one composition for a whole batch). The state
+    /// recorded; none when there was none to record, or when someone wrote
+    /// another meanwhile (an operator's pause: read it again) — then
+    /// nothing is pinned either, so a revert's pins never outlive a record
+    /// that says otherwise.
     pub async fn carry_out_deployment(
         &self,
         row: &DeploymentRow,
@@ -148,19 +150,42 @@ impl Store {
                 Step::Record { state } => states.push(state),
             }
         }
-        self.pin_assigned(&d.spec.module, &pins).await?;
-        let mut recorded = None;
-        for state in states {
-            let now = Deployment {
-                state: state.clone(),
-                ..d.clone()
-            };
-            if !self.update_deployment(row.id, d, &now).await? {
-                return Ok(None);
+        let at = now_ms();
+        with_pool!(self, |pool| {
+            let mut tx = self.begin_write_on(pool).await?;
+            let mut was = serde_json::to_string(d).expect("deployment JSON");
+            let mut recorded = None;
+            for state in &states {
+                let now = Deployment {
+                    state: state.clone(),
+                    ..d.clone()
+                };
+                let record = serde_json::to_string(&now).expect("deployment JSON");
+                let done = sqlx::query(
+                    "UPDATE deployments SET record = $1, active = $2, updated_at = $3 \
+                     WHERE id = $4 AND record = $5",
+                )
+                .bind(&record)
+                .bind(i64::from(is_active(state)))
+                .bind(at)
+                .bind(row.id)
+                .bind(&was)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if done != 1 {
+                    tx.rollback().await?;
+                    return Ok(None);
+                }
+                was = record;
+                recorded = Some(state.clone());
             }
-            recorded = Some(state);
-        }
-        Ok(recorded)
+            if !pins.is_empty() {
+                pin_in!(tx, &d.spec.module, &pins);
+            }
+            tx.commit().await?;
+            Ok(recorded)
+        })
     }
 
     /// Deployment `id`.

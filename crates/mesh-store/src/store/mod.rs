@@ -117,6 +117,45 @@ macro_rules! unassign_in {
     }};
 }
 
+/// Pins `$module` to each `($node, $version)` of `$pins` in `$tx` where it
+/// is assigned (a node unassigned meanwhile is not assigned again), each
+/// version checked recorded first; evaluates to how many pins moved. One
+/// statement set for a batch's pins and a deployment's step.
+macro_rules! pin_in {
+    ($tx:ident, $module:expr, $pins:expr) => {{
+        let (module, pins): (
+            &::mesh_core::names::Name,
+            &[(::mesh_core::names::Name, String)],
+        ) = ($module, $pins);
+        let versions: std::collections::BTreeSet<&str> =
+            pins.iter().map(|(_, v)| v.as_str()).collect();
+        for v in &versions {
+            must_exist!(
+                $tx,
+                "version",
+                format!("{v} of module {module}"),
+                "SELECT rev FROM module_versions WHERE module = $1 AND rev = $2",
+                module.as_str(),
+                *v
+            );
+        }
+        let mut moved: u64 = 0;
+        for (node, version) in pins {
+            moved += sqlx::query(
+                "UPDATE assignments SET version = $3 WHERE node = $1 AND module = $2 \
+                 AND (version IS NULL OR version <> $3)",
+            )
+            .bind(node.as_str())
+            .bind(module.as_str())
+            .bind(version)
+            .execute(&mut *$tx)
+            .await?
+            .rows_affected();
+        }
+        usize::try_from(moved).unwrap_or(usize::MAX)
+    }};
+}
+
 /// The `all_tools` flag and the tool rows a person's access is stored as.
 /// The flag, not a "*" row: a "*" among tool rows would read as every tool
 /// to one reader and as a tool named "*" to another.

@@ -347,6 +347,23 @@ impl Store {
             .collect()
     }
 
+    /// How many modules each node's newest report gives each health
+    /// (`starting`, `healthy`, `unhealthy`; `unknown` from a host that
+    /// reports none), in one read for the fleet: what `/metrics` counts.
+    pub async fn health_counts(&self) -> Result<BTreeMap<String, i64>, StoreError> {
+        let rows: Vec<(String, i64)> = with_pool!(self, |pool| {
+            Ok(sqlx::query_as(
+                "SELECT COALESCE(o.health, 'unknown'), COUNT(*) \
+                 FROM (SELECT node, MAX(id) AS id FROM reports GROUP BY node) newest \
+                 JOIN report_outcomes o ON o.report_id = newest.id \
+                 GROUP BY COALESCE(o.health, 'unknown')",
+            )
+            .fetch_all(pool)
+            .await?)
+        })?;
+        Ok(rows.into_iter().collect())
+    }
+
     /// The newest report from `node`.
     pub async fn latest_report(&self, node: &Name) -> Result<Option<StoredReport>, StoreError> {
         Ok(self.reports(node, 1).await?.into_iter().next())

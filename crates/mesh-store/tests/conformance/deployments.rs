@@ -81,4 +81,85 @@ async fn one_active_deployment_per_module_and_no_lost_update(fx: &Fixture) {
     assert!(s.deployment(again + 100).await.unwrap().is_none());
 }
 
-conformance!(one_active_deployment_per_module_and_no_lost_update);
+/// A step's pins and its state are one change: a step read before an
+/// operator's pause pins nothing, and one carried out moves both.
+async fn a_steps_pins_and_state_are_one_change(fx: &Fixture) {
+    let s = &fx.store;
+    s.add_node(&n("n1"), &[]).await.unwrap();
+    s.register_module(&n("web"), "x").await.unwrap();
+    for (v, digit) in [("v1", 'a'), ("v2", 'b')] {
+        let upload = mesh_store::Upload {
+            module: n("web"),
+            version: v.into(),
+            name: n("bin"),
+            sha256: digit.to_string().repeat(64),
+            size: 10,
+            nuid: format!("N{v}"),
+        };
+        assert!(s.record_upload(&upload).await.unwrap());
+    }
+    s.assign_version(&n("n1"), &n("web"), Some("v1"))
+        .await
+        .unwrap();
+    let d = deployment("web", "v2");
+    let id = s.create_deployment(&d).await.unwrap();
+    let read = s.deployment(id).await.unwrap().unwrap();
+    let pinned = || async {
+        s.assignments()
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|a| a.node == n("n1"))
+            .and_then(|a| a.version)
+    };
+    let step = || {
+        vec![
+            mesh_core::deploy::Step::Pin {
+                node: n("n1"),
+                version: "v2".into(),
+            },
+            mesh_core::deploy::Step::Record {
+                state: State::Running {
+                    batch: 1,
+                    started_ms: 5,
+                },
+            },
+        ]
+    };
+    // Paused meanwhile: the step read before records nothing, pins nothing.
+    let mut paused = d.clone();
+    paused.state = State::Paused { batch: 0 };
+    assert!(s.update_deployment(id, &d, &paused).await.unwrap());
+    assert_eq!(s.carry_out_deployment(&read, step()).await.unwrap(), None);
+    assert_eq!(pinned().await.as_deref(), Some("v1"));
+    assert_eq!(s.deployment(id).await.unwrap().unwrap().deployment, paused);
+    // Read again: both land.
+    let read = s.deployment(id).await.unwrap().unwrap();
+    let moved = s.carry_out_deployment(&read, step()).await.unwrap();
+    assert_eq!(
+        moved,
+        Some(State::Running {
+            batch: 1,
+            started_ms: 5
+        })
+    );
+    assert_eq!(pinned().await.as_deref(), Some("v2"));
+    // A version never recorded: refused, and the state is not written.
+    let read = s.deployment(id).await.unwrap().unwrap();
+    let bad = vec![
+        mesh_core::deploy::Step::Pin {
+            node: n("n1"),
+            version: "v9".into(),
+        },
+        mesh_core::deploy::Step::Record {
+            state: State::Succeeded,
+        },
+    ];
+    assert!(s.carry_out_deployment(&read, bad).await.is_err());
+    assert_eq!(s.deployment(id).await.unwrap().unwrap(), read);
+}
+
+conformance!(
+    one_active_deployment_per_module_and_no_lost_update,
+    a_steps_pins_and_state_are_one_change,
+);

@@ -80,6 +80,12 @@ async fn reports_round_trip(fx: &Fixture) {
     );
     assert_eq!(newest.len(), 1);
     assert!(s.newest_outcomes(&n("zz")).await.unwrap().is_empty());
+    // Modules by health in the newest reports: n1's two.
+    let counts = s.health_counts().await.unwrap();
+    assert_eq!(
+        counts.into_iter().collect::<Vec<_>>(),
+        vec![("healthy".to_string(), 1), ("unhealthy".to_string(), 1)]
+    );
     let got = s.reports(&n("n1"), 2).await.unwrap().pop().unwrap();
     assert_eq!(got.id, second);
     assert_eq!(got.report.declaration_version, 4);

@@ -5,9 +5,10 @@
 use mesh_core::names::Name;
 use mesh_core::operation::Operation;
 use mesh_core::operation::wire::{
-    ArtifactPutArgs, AssignArgs, BrokerArgs, BuildArgs, NameArgs, NodeAddArgs, NodeSetArgs,
-    PersonAddArgs, RegisterArgs, Reply, Request, SecretArgs,
+    ArtifactPutArgs, AssignArgs, BrokerArgs, BuildArgs, DeployArgs, DeploymentChangeArgs, NameArgs,
+    NodeAddArgs, NodeSetArgs, PersonAddArgs, RegisterArgs, Reply, Request, SecretArgs,
 };
+use mesh_state::deployments;
 use mesh_state::operations::{self as op_fns, OperationError};
 
 use super::{args, changed, not_served, refused};
@@ -102,6 +103,32 @@ pub(super) async fn carry_out(ctx: &Ctx, person: &Name, op: Operation, request: 
         Operation::BrokerSetAddress => {
             let a: BrokerArgs = args!(op, request);
             return broker_set_address(ctx, &a).await;
+        }
+        Operation::Deploy => {
+            let a: DeployArgs = args!(op, request);
+            return match deployments::deploy(store, a.spec).await {
+                Ok((id, deployment)) => Reply::Done {
+                    said: format!("deployment #{id} recorded"),
+                    revision: store.records_revision().await.ok(),
+                    data: serde_json::json!({ "id": id, "deployment": deployment }),
+                },
+                Err(OperationError::Refused(reason)) => Reply::Refused { reason },
+                Err(e) => refused(e),
+            };
+        }
+        Operation::DeploymentChange => {
+            let a: DeploymentChangeArgs = args!(op, request);
+            return match deployments::change(store, a.id, a.change, &format!("person {person}"))
+                .await
+            {
+                Ok(shown) => Reply::Done {
+                    said: format!("deployment #{} {}", a.id, shown.deployment.state),
+                    revision: store.records_revision().await.ok(),
+                    data: serde_json::to_value(shown).unwrap_or_default(),
+                },
+                Err(OperationError::Refused(reason)) => Reply::Refused { reason },
+                Err(e) => refused(e),
+            };
         }
         other => return not_served(other),
     };

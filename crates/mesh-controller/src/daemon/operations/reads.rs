@@ -14,6 +14,8 @@ use mesh_core::operation::wire::{
     StoredEvent,
 };
 use mesh_core::tool::ToolReply;
+use mesh_state::deployments;
+use mesh_state::operations::OperationError;
 use mesh_state::views::ControllerView;
 
 use super::{args, not_served, read, refused};
@@ -57,6 +59,20 @@ pub(super) async fn carry_out(ctx: &Ctx, op: Operation, request: &Request) -> Re
             Ok(rows) => read(rows),
             Err(e) => refused(e),
         },
+        Operation::Deployments => {
+            let a: mesh_core::operation::wire::DeploymentsArgs = args!(op, request);
+            let answer = match a.id {
+                Some(id) => deployments::shown(store, id).await.map(read),
+                None => deployments::listed(store, a.module.as_ref(), a.limit.unwrap_or(20))
+                    .await
+                    .map(read),
+            };
+            match answer {
+                Ok(reply) => reply,
+                Err(OperationError::Refused(reason)) => Reply::Refused { reason },
+                Err(e) => refused(e),
+            }
+        }
         Operation::Audit => {
             let a: AuditArgs = args!(op, request);
             let filter = mesh_store::AuditFilter {
