@@ -31,7 +31,9 @@ fn catalogue(dir: &Path) -> PathBuf {
         ),
         (
             "boxed",
-            "driver = \"container\"\nimage = \"${artifact:image}\"\ncommand = [\"--count\", \"2\"]\n\n[events]\nemits = [\"tick\"]",
+            // Its check runs inside the container, through the engine: the
+            // ticker refuses the argument, so it is unhealthy, saying so.
+            "driver = \"container\"\nimage = \"${artifact:image}\"\ncommand = [\"--count\", \"2\"]\n\n[events]\nemits = [\"tick\"]\n\n[health]\nexec = [\"/bin/mesh-ticker\", \"--probe\"]\ninterval = \"2s\"\ntimeout = \"2s\"",
         ),
     ] {
         std::fs::create_dir_all(root.join(name)).unwrap();
@@ -524,6 +526,32 @@ async fn code_reaches_the_nodes_through_the_artifact_store() {
     assert_eq!(
         containers(&engine, "n2"),
         [format!("{boxed} boxed running")]
+    );
+    // The exec check ran in the container (no /bin/mesh-ticker on the
+    // host): its exit status and the ticker's own words are the reason.
+    let health = || {
+        let o = mesh.mesh(&["modules", "--output", "json"]);
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).ok()?;
+        rows.into_iter()
+            .find(|r| r["node"] == "n2" && r["module"] == "boxed")
+    };
+    let mut row = None;
+    assert!(
+        wait_until(LONG, || {
+            row = health();
+            row.as_ref().is_some_and(|r| r["health"] == "unhealthy")
+        }),
+        "boxed never unhealthy: {row:?}"
+    );
+    let reason = row.unwrap()["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        reason.contains(&format!(
+            " exec {boxed} /bin/mesh-ticker --probe` exited with status 1"
+        )) && reason.contains("mesh-ticker: unknown argument \"--probe\""),
+        "{reason}"
     );
     cases += 1;
 

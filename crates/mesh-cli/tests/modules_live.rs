@@ -225,6 +225,17 @@ async fn seat_work_waits_comes_round_when_handed_back_and_follows_its_holder() {
     let alice = person(&mesh, "alice", "*");
     mesh.assign("greeter", "n1", true);
     wait_running(&mesh, "n1", "greeter").await;
+    // Its check is `sdk = true`: healthy once it said ready, its tools bound.
+    wait_report(&mesh, "n1", |r| {
+        r.outcomes.iter().any(|o| {
+            o.module.as_str() == "greeter"
+                && matches!(
+                    o.health,
+                    Some(mesh_core::report::ModuleHealth::Healthy { .. })
+                )
+        })
+    })
+    .await;
 
     // Nobody holds jobs yet: the work waits in its stream.
     let submit = |payload: Value| {

@@ -123,6 +123,8 @@ pub enum CheckDecl {
     Tcp(String),
     /// Run this argv (in the container, for a container module): exit 0.
     Exec(Vec<String>),
+    /// The module said ready through the SDK since it started (`"sdk"`).
+    Sdk,
 }
 
 impl ModuleDecl {

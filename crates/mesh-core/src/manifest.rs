@@ -316,6 +316,8 @@ pub enum HealthCheck {
     Tcp(RunValue),
     /// The program exits 0 (inside the container for a container module).
     Exec(Vec<RunValue>),
+    /// `sdk = true`: the module says ready itself, through the SDK.
+    Sdk,
 }
 
 impl HealthCheck {
@@ -323,6 +325,7 @@ impl HealthCheck {
         match self {
             HealthCheck::Http(v) | HealthCheck::Tcp(v) => std::slice::from_ref(v),
             HealthCheck::Exec(argv) => argv,
+            HealthCheck::Sdk => &[],
         }
     }
 }

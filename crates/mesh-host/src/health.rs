@@ -227,6 +227,9 @@ impl Probe {
             CheckDecl::Tcp(address) => Probe::Tcp {
                 address: address.clone(),
             },
+            CheckDecl::Sdk => Probe::Ready {
+                file: spec.workdir.join(crate::driver::READY_FILE),
+            },
             CheckDecl::Exec(argv) => {
                 let argv = match &spec.container {
                     Some(c) => [c.engine.display().to_string(), "exec".into(), c.name()]

@@ -24,6 +24,9 @@ pub const ENV_INBOX_PREFIX: &str = "MESH_INBOX_PREFIX";
 pub const ENV_NODE: &str = "MESH_NODE";
 /// The module's name.
 pub const ENV_MODULE: &str = "MESH_MODULE";
+/// Where [`crate::Module::ready`] says the module is ready (a host that
+/// checks none may set none).
+pub const ENV_READY_FILE: &str = "MESH_READY_FILE";
 
 /// How long [`Module::emit`] waits for the stream's acknowledgement by
 /// default. Short on purpose: a refused publish is answered by silence (the
@@ -46,6 +49,8 @@ pub struct ModuleEnv {
     pub module: Name,
     /// Not from the environment: [`DEFAULT_ACK_TIMEOUT`] unless set here.
     pub ack_timeout: Duration,
+    /// `MESH_READY_FILE`, if the host gave one.
+    pub ready_file: Option<PathBuf>,
 }
 
 const HINT_URLS: &str = "set it to the broker's tls://host:port (NATS) or amqps://host:port (RabbitMQ) addresses, comma-separated, all of one bus (the host sets it when it starts a module)";
@@ -161,6 +166,9 @@ impl ModuleEnv {
             node,
             module,
             ack_timeout: DEFAULT_ACK_TIMEOUT,
+            ready_file: lookup(ENV_READY_FILE)
+                .filter(|v| !v.trim().is_empty())
+                .map(PathBuf::from),
         })
     }
 

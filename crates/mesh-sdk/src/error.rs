@@ -32,6 +32,12 @@ pub enum SdkError {
         "the NKey seed file {path} (MESH_NKEY_FILE) may be read by others (mode {mode:03o}); it must be mode 0600"
     )]
     SeedMode { path: PathBuf, mode: u32 },
+    #[error("could not write the ready file {path} (MESH_READY_FILE)")]
+    Ready {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("the file {path} (MESH_NKEY_FILE) does not hold an NKey user seed (SU…)")]
     BadSeed { path: PathBuf },
     #[error("could not connect to the bus as {principal} at {urls}")]

@@ -19,6 +19,7 @@
 //! | `MESH_INBOX_PREFIX` | the module's private inbox prefix, `_INBOX.module_<node>_<module>`: replies (a JetStream publish's acknowledgement among them) are granted there and nowhere else |
 //! | `MESH_NODE` | the node's name |
 //! | `MESH_MODULE` | the module's name |
+//! | `MESH_READY_FILE` | where [`Module::ready`] writes that the module is ready (its `[health]` says `sdk = true`); the host removes it before each start. Optional |
 //!
 //! [`Module::connect`] reads them ([`ModuleEnv::from_env`]); a missing or
 //! invalid one is an error naming the variable and what to set.

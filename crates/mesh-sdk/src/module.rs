@@ -20,6 +20,7 @@ pub struct Module {
     node: Name,
     module: Name,
     ack_timeout: Duration,
+    ready_file: Option<std::path::PathBuf>,
     /// On NATS, the server's error messages on this connection: a refused
     /// publish is reported there (`Permissions Violation for Publish to
     /// "…"`), not on the publish itself. AMQP refuses the operation itself.
@@ -66,6 +67,7 @@ impl Module {
                         node: env.node.clone(),
                         module: env.module.clone(),
                         ack_timeout: env.ack_timeout,
+                        ready_file: env.ready_file.clone(),
                     });
                 }
                 Err(e) => last = Some(Box::new(e)),
@@ -222,6 +224,22 @@ impl Module {
             module: self.module.clone(),
         }
         .principal_name()
+    }
+
+    /// Says the module is ready: its host's `sdk = true` check (`[health]`)
+    /// passes from now until the process ends. Call it once the module
+    /// serves what it is for (its tools bound, its consumers listening).
+    /// Nothing to do when the host set no `MESH_READY_FILE`.
+    pub fn ready(&self) -> Result<(), SdkError> {
+        let Some(path) = &self.ready_file else {
+            return Ok(());
+        };
+        std::fs::write(path, format!("{}\n", std::process::id())).map_err(|source| {
+            SdkError::Ready {
+                path: path.clone(),
+                source,
+            }
+        })
     }
 
     pub fn node(&self) -> &Name {

@@ -37,6 +37,14 @@ fn a_complete_environment_parses() {
     assert_eq!(env.module.as_str(), "echo");
     assert_eq!(env.principal(), "module_n1_echo");
     assert_eq!(env.ack_timeout, DEFAULT_ACK_TIMEOUT);
+    // No ready file given: the host checks none.
+    assert_eq!(env.ready_file, None);
+    let mut v = vars();
+    v.insert(ENV_READY_FILE, "/state/work/echo/.mesh-ready".into());
+    assert_eq!(
+        parse(&v).unwrap().ready_file,
+        Some(std::path::PathBuf::from("/state/work/echo/.mesh-ready"))
+    );
 }
 
 #[test]

@@ -74,6 +74,7 @@ impl Start {
             node: n("n1"),
             module: n(module),
             ack_timeout: Duration::from_secs(5),
+            ready_file: None,
         };
         Module::connect_with(&env)
             .await

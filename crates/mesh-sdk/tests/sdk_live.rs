@@ -76,6 +76,7 @@ impl World {
             node: n(node),
             module: n(module),
             ack_timeout: Duration::from_secs(5),
+            ready_file: None,
         };
         Module::connect_with(&env).await.unwrap()
     }

@@ -160,6 +160,7 @@ pub fn module_env(mesh: &Mesh, host: &str, module: &str) -> ModuleEnv {
         node: Name::new(host).unwrap(),
         module: Name::new(module).unwrap(),
         ack_timeout: Duration::from_secs(5),
+        ready_file: None,
     }
 }
 

@@ -298,6 +298,7 @@ fn compose_module(
                 HealthCheck::Exec(argv) => {
                     CheckDecl::Exec(argv.iter().map(fill).collect::<Result<_, _>>()?)
                 }
+                HealthCheck::Sdk => CheckDecl::Sdk,
             };
             Ok::<_, ComposeError>(HealthDecl {
                 check,

@@ -1,4 +1,5 @@
-//! `[health]`: one check (`http`, `tcp` or `exec`) and its timings. Its
+//! `[health]`: one check (`http`, `tcp`, `exec`, or `sdk = true`: the
+//! module says ready itself through the SDK) and its timings. Its
 //! strings take `${seat:..}` and `${file:..}` as `[run]` does; a secret
 //! would show in every report of a failing check, so it is refused.
 
@@ -20,11 +21,12 @@ pub(super) const HEALTH: &[&str] = &[
     "http",
     "tcp",
     "exec",
+    "sdk",
     "interval",
     "timeout",
     "healthy_after",
 ];
-const CHECKS: &[&str] = &["http", "tcp", "exec"];
+const CHECKS: &[&str] = &["http", "tcp", "exec", "sdk"];
 /// Checks closer together than this would be the node's main work.
 const MIN_INTERVAL_MS: u64 = 100;
 
@@ -46,7 +48,7 @@ impl Parser<'_> {
                     Kind::MissingField,
                     header.clone(),
                     "[health] names no check".into(),
-                    Some("write one of `http = \"http://127.0.0.1:PORT/PATH\"`, `tcp = \"127.0.0.1:PORT\"` or `exec = [\"program\", \"arg\"]`".into()),
+                    Some("write one of `http = \"http://127.0.0.1:PORT/PATH\"`, `tcp = \"127.0.0.1:PORT\"`, `exec = [\"program\", \"arg\"]` or `sdk = true` (the module says ready through the SDK)".into()),
                 );
                 return None;
             }
@@ -56,12 +58,27 @@ impl Parser<'_> {
                     Kind::BadValue,
                     span.clone(),
                     format!("[health] names a second check, `{second}`"),
-                    Some("keep one of `http`, `tcp` and `exec`: a module has one check".into()),
+                    Some(
+                        "keep one of `http`, `tcp`, `exec` and `sdk`: a module has one check"
+                            .into(),
+                    ),
                 );
                 return None;
             }
         };
         let check = match kind {
+            "sdk" => match v.get_ref() {
+                DeValue::Boolean(true) => HealthCheck::Sdk,
+                _ => {
+                    self.toml.push(
+                        Kind::BadValue,
+                        v.span(),
+                        "`sdk` is a check only as `sdk = true`".into(),
+                        Some("write `sdk = true` (the module calls `ready` of mesh-sdk once it serves), or name another check".into()),
+                    );
+                    return None;
+                }
+            },
             "exec" => {
                 let items = self.toml.argv(v, "exec");
                 if items.is_empty() && matches!(v.get_ref(), DeValue::Array(_)) {
@@ -226,6 +243,27 @@ mod tests {
         let h = m.health.unwrap();
         assert!(matches!(&h.check, HealthCheck::Exec(argv) if argv.len() == 2));
         assert_eq!(h.healthy_after_ms, 0);
+
+        let m = parse(
+            "m.toml",
+            &format!(
+                "{HEAD}sdk = true
+"
+            ),
+        )
+        .unwrap();
+        assert_eq!(m.health.unwrap().check, HealthCheck::Sdk);
+        for bad in ["sdk = false\n", "sdk = \"yes\"\n"] {
+            let d = refused(bad);
+            assert!(
+                d.message.contains("only as `sdk = true`"),
+                "{bad}: {}",
+                d.message
+            );
+            assert_eq!((d.location.line, d.location.col), (9, 7), "{bad}");
+        }
+        let d = refused("sdk = true\ntcp = \"127.0.0.1:1\"\n");
+        assert!(d.message.contains("a second check"), "{}", d.message);
         // No [health]: none.
         assert!(
             parse("m.toml", HEAD.trim_end_matches("[health]\n"))

@@ -65,6 +65,12 @@ impl Applier {
         }
         let work = self.work_dir(&m.name);
         make_dirs(&work)?;
+        let ready = match container {
+            true => format!("{CONTAINER_WORKDIR}/{}", crate::driver::READY_FILE),
+            false => work.join(crate::driver::READY_FILE).display().to_string(),
+        };
+        env.insert("MESH_READY_FILE".into(), ready);
+        env_names.push("MESH_READY_FILE".into());
         // With artifacts named, the command is a template of them.
         let fill = |value: &str| {
             if m.artifacts.is_empty() {

@@ -33,6 +33,11 @@ pub use schedule::{AfterExit, Schedule, state_at_spawn};
 /// Where a module's log and pid record live, under the host's state dir.
 pub const MODULES_DIR: &str = "modules";
 
+/// What a module writes in its working directory to say it is ready
+/// (`MESH_READY_FILE`); removed before each start, so a file there was
+/// written by the process running now.
+pub const READY_FILE: &str = ".mesh-ready";
+
 /// What to run for one module. Debug shows the env's names only: values
 /// may be secrets.
 #[derive(Clone, PartialEq, Eq)]

@@ -316,6 +316,11 @@ fn spawn(spec: &RunSpec, argv: &[String]) -> std::io::Result<Child> {
             "empty command",
         ));
     };
+    // A ready file left by the process before says nothing of this one.
+    match std::fs::remove_file(spec.workdir.join(super::READY_FILE)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     let mut cmd = Command::new(program);
     cmd.args(args).env_clear().envs(&spec.env);
     // The engine reads its configuration under HOME; the container gets

@@ -24,6 +24,11 @@ pub enum Probe {
         argv: Vec<String>,
         within: ExecIn,
     },
+    /// `sdk = true`: the module wrote this file (`ready` of mesh-sdk, at
+    /// `MESH_READY_FILE`); the driver removes it before each start.
+    Ready {
+        file: std::path::PathBuf,
+    },
 }
 
 /// Bytes of an answer or of a program's output read, at most.
@@ -41,6 +46,14 @@ impl Probe {
                     .map(drop)
                     .map_err(|e| format!("tcp {address}: {e}")),
                 Probe::Exec { argv, within } => exec(argv, within).await,
+                Probe::Ready { file } => match tokio::fs::try_exists(file).await {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(
+                        "the module has not said ready since it started (`ready` of mesh-sdk writes MESH_READY_FILE)"
+                            .into(),
+                    ),
+                    Err(e) => Err(format!("reading {}: {e}", file.display())),
+                },
             }
         };
         match tokio::time::timeout(timeout, run).await {
@@ -61,6 +74,7 @@ impl Probe {
             Probe::Http { url } => format!("GET {url}"),
             Probe::Tcp { address } => format!("tcp {address}"),
             Probe::Exec { argv, .. } => format!("`{}`", argv.join(" ")),
+            Probe::Ready { file } => format!("the ready file {}", file.display()),
         }
     }
 }

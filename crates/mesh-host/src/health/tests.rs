@@ -172,3 +172,14 @@ async fn an_exec_check_runs_in_the_modules_environment_and_quotes_its_output() {
         .unwrap_err();
     assert!(e.ends_with("gave no answer within 200ms"), "{e}");
 }
+
+#[tokio::test]
+async fn an_sdk_check_passes_once_the_module_wrote_its_ready_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(crate::driver::READY_FILE);
+    let probe = Probe::Ready { file: file.clone() };
+    let e = probe.run(Duration::from_secs(1)).await.unwrap_err();
+    assert!(e.contains("has not said ready since it started"), "{e}");
+    std::fs::write(&file, "").unwrap();
+    assert_eq!(probe.run(Duration::from_secs(1)).await, Ok(()));
+}

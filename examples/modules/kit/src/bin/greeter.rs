@@ -51,6 +51,8 @@ async fn greeter(args: Vec<String>) -> Result<(), BoxError> {
             async move { submit(&module, req).await.map_err(|e| e.to_string()) }
         })
         .await?;
+    // Its tools answer from here on: what its `sdk = true` check waits for.
+    module.ready()?;
     eprintln!("mesh-greeter: serving greet, count, submit");
     std::future::pending::<()>().await;
     Ok(())
