@@ -204,8 +204,9 @@ pub enum Command {
   mesh status --http 127.0.0.1:7420 --output json")]
     Status(status::StatusArgs),
     /// Move a mesh from RabbitMQ onto NATS: `check` says whether it can,
-    /// naming each missing thing and its next step.
-    #[command(after_help = "Example:\n  mesh rollout check")]
+    /// naming each missing thing and its next step; `--confirm` runs the
+    /// check, refuses unless it passes, and prints the move's plan.
+    #[command(after_help = "Examples:\n  mesh rollout check\n  mesh rollout --confirm")]
     Rollout(rollout::RolloutArgs),
     /// Every declared seat and role: scope, accepts, emits, holders by node.
     #[command(after_help = "Examples:

@@ -16,9 +16,20 @@ use crate::output::{self, ListFormat};
 use crate::state::MeshArgs;
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct RolloutArgs {
     #[command(subcommand)]
-    pub command: RolloutCommand,
+    pub command: Option<RolloutCommand>,
+    /// Move the mesh from RabbitMQ onto NATS: refused unless a check of
+    /// the mesh passes at that moment (it is run first, and its findings
+    /// said); the plan is printed before anything moves.
+    #[arg(long)]
+    pub confirm: bool,
+    /// The controller's HTTP address, as for `mesh rollout check`.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -50,12 +61,44 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(20);
 
 pub fn run(args: &RolloutArgs) -> anyhow::Result<ExitCode> {
     match &args.command {
-        RolloutCommand::Check(a) => check(a),
+        Some(RolloutCommand::Check(a)) => check(a),
+        None if args.confirm => confirm(args),
+        None => bail!(
+            "say what to do: `mesh rollout check` (is the mesh ready to move onto NATS?) or `mesh rollout --confirm` (move it)"
+        ),
     }
 }
 
+/// Runs the check; refuses unless it passes, saying why; prints the plan.
+fn confirm(args: &RolloutArgs) -> anyhow::Result<ExitCode> {
+    let readiness = ask(&args.mesh, args.http.as_deref())?;
+    if !readiness.ready {
+        output::print(&text(&readiness))?;
+        bail!(
+            "refused: the mesh is not ready to move onto NATS ({} above); nothing was changed. Fix each, then `mesh rollout check` until it passes",
+            match readiness.missing.len() {
+                1 => "1 thing".to_string(),
+                n => format!("{n} things"),
+            }
+        );
+    }
+    output::print(&plan_text(&readiness))?;
+    bail!(
+        "not moved: this version carries out no move yet (the controller's half, draining RabbitMQ and moving itself, is not built); nothing was changed"
+    )
+}
+
+/// The steps a confirmed move carries out, numbered.
+fn plan_text(r: &Readiness) -> String {
+    let mut out = String::from("the move, in order:\n");
+    for (i, step) in r.plan.iter().enumerate() {
+        out.push_str(&format!("  {}. {step}\n", i + 1));
+    }
+    out
+}
+
 fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let readiness = ask(args)?;
+    let readiness = ask(&args.mesh, args.http.as_deref())?;
     match args.output {
         ListFormat::Json => output::print_json(&readiness)?,
         ListFormat::Text => output::print(&text(&readiness))?,
@@ -68,13 +111,12 @@ fn check(args: &CheckArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The active controller's answer.
-fn ask(args: &CheckArgs) -> anyhow::Result<Readiness> {
-    let dir = args.mesh.find().ok();
-    let url = args.mesh.store_url()?;
+fn ask(mesh: &MeshArgs, http: Option<&str>) -> anyhow::Result<Readiness> {
+    let dir = mesh.find().ok();
+    let url = mesh.store_url()?;
     let controller = crate::block_on(async {
         let store = open_existing_store(&url).await?;
-        let found =
-            crate::status::find_controller(&store, dir.as_deref(), args.http.as_deref()).await;
+        let found = crate::status::find_controller(&store, dir.as_deref(), http).await;
         store.close().await;
         found
     })??;
@@ -141,6 +183,7 @@ mod tests {
                 what: "node n2 is down".into(),
                 next: "start `mesh host` on n2".into(),
             }],
+            plan: vec![],
         };
         assert_eq!(
             text(&r),
@@ -150,6 +193,7 @@ mod tests {
             from: BusKind::Amqp,
             ready: true,
             missing: vec![],
+            plan: vec![],
         };
         assert!(text(&ready).starts_with("ready: "));
     }

@@ -3,7 +3,9 @@
 //! the mesh would move onto run as a module holding `mesh-broker` from the
 //! user list the controller declares it. The check names each missing
 //! thing with its next step; each is fixed in turn and the check asked
-//! again, until it exits 0. It changes nothing itself.
+//! again, until it exits 0. It changes nothing itself. `--confirm` runs
+//! the check and refuses while it fails, and prints the move's plan; the
+//! host's half of the move is walked with the record the move flips.
 
 #[path = "join_live/harness.rs"]
 mod harness;
@@ -191,5 +193,89 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
     assert!(
         text.contains("  next: start `mesh host` on n2 (or `mesh node forget n2`) before moving\n"),
         "{text}"
+    );
+
+    // `--confirm` runs the check itself: refused while n2 is stale, naming
+    // it, and nothing changed.
+    let o = mesh.mesh(&["rollout", "--confirm"]);
+    let said = out_text(&o);
+    assert!(!o.status.success(), "{said}");
+    assert!(
+        said.contains("- node n2 is stale")
+            && said.contains("refused: the mesh is not ready to move onto NATS (1 thing above); nothing was changed"),
+        "{said}"
+    );
+    // n2 forgotten: ready, and the plan printed before anything moves.
+    mesh.ok(&["node", "forget", "n2"]);
+    until_missing(&mesh, &[]);
+    let o = mesh.mesh(&["rollout", "--confirm"]);
+    let said = out_text(&o);
+    let nats = format!("tls://127.0.0.1:{port}");
+    assert!(
+        said.starts_with(&format!(
+            "the move, in order:\n  1. record the mesh's bus as NATS at {nats} (one record)\n  2. declare the new bus to 1 node over RabbitMQ: n1\n  3. 1 host reconnects to NATS with the key it holds, binds its consumer and reports there\n"
+        )) && said.contains("  6. once every node reports on NATS: remove the mesh's RabbitMQ users"),
+        "{said}"
+    );
+    // This version stops there, saying so.
+    assert!(
+        !o.status.success() && said.contains("not moved: this version carries out no move yet"),
+        "{said}"
+    );
+
+    // The host's half of the move: the record the move flips (the mesh's
+    // bus addresses, NATS's now) declared to n1 over RabbitMQ; its host
+    // applies it, reports there, leaves RabbitMQ and connects to NATS with
+    // the key it already holds, and reports on NATS.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let store = mesh_store::Store::open(&mesh.store_url).await.unwrap();
+        store
+            .set_bus_urls(std::slice::from_ref(&nats))
+            .await
+            .unwrap();
+        store.close().await;
+    });
+    mesh.hosts[0].wait_log("left RabbitMQ", LONG);
+    let host_file = mesh.tmp.path().join("host-n1/host.json");
+    let recorded = std::fs::read_to_string(&host_file).unwrap();
+    assert!(
+        recorded.contains(&nats) && !recorded.contains("amqps://"),
+        "{recorded}"
+    );
+    let report = rt.block_on(async {
+        let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
+        let seed =
+            std::fs::read_to_string(mesh.dir.join(mesh_controller::genesis::NKEY_SEED)).unwrap();
+        let config = mesh_bus::BusConfig {
+            url: nats.clone(),
+            principal: "controller".into(),
+            inbox_prefix: Some(mesh_core::subjects::inbox_prefix("controller")),
+            credential: mesh_bus::ClientCredential::NKey(mesh_bus::Secret::new(seed.trim())),
+            ca_file: None,
+            pin: Some(mesh_bus::CertPin::from_hex(&genesis.cert_sha256).unwrap()),
+        };
+        let bus = mesh_bus::seam::Bus::connect(&config).await.unwrap();
+        let js = async_nats::jetstream::new(bus.nats().unwrap().client().clone());
+        let subject = mesh_core::subjects::report(&mesh_core::names::Name::new("n1").unwrap());
+        for _ in 0..600 {
+            if let Ok(stream) = js.get_stream(mesh_core::subjects::STREAM_CONTROL).await
+                && let Ok(m) = stream.get_last_raw_message_by_subject(&subject).await
+            {
+                return Some(String::from_utf8_lossy(&m.payload).into_owned());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        None
+    });
+    let report =
+        report.unwrap_or_else(|| panic!("no report of n1 on NATS; host log:\n{}", mesh.host_log()));
+    assert!(report.contains("\"node\":\"n1\""), "{report}");
+    let log = mesh.host_log();
+    let left = log.find("left RabbitMQ").unwrap();
+    assert!(
+        log[left..].contains("connected to the bus")
+            && log[left..].contains("bound the node's consumer"),
+        "{log}"
     );
 }

@@ -105,6 +105,9 @@ pub struct Readiness {
     pub from: BusKind,
     pub ready: bool,
     pub missing: Vec<Missing>,
+    /// What `--confirm` carries out, when ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan: Vec<MoveStep>,
 }
 
 /// Whether a principal's grants reach the bus beyond its own inbox (an
@@ -243,12 +246,17 @@ pub fn check(f: &Facts) -> Readiness {
             ),
         );
     }
+    let ready = missing.is_empty();
     Readiness {
         from: f.bus,
-        ready: missing.is_empty(),
+        ready,
+        plan: ready.then(|| plan(f)).flatten().unwrap_or_default(),
         missing,
     }
 }
+
+mod plan;
+pub use plan::{MoveStep, plan};
 
 #[cfg(test)]
 mod tests;

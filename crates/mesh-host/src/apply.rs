@@ -130,6 +130,10 @@ pub struct Applier {
     taking: Mutex<()>,
     /// Each started module's health check.
     health: crate::health::Health,
+    /// Set once a declaration named the other bus (the mesh moved from
+    /// RabbitMQ onto NATS) and its report was sent on the old one: the
+    /// host leaves the old bus and connects to the new with its key.
+    moved: tokio::sync::watch::Sender<bool>,
 }
 
 /// The first wait before an artifact that failed to fetch is tried again,
@@ -170,7 +174,20 @@ impl Applier {
             refusals,
             fetch_again: std::sync::Mutex::new(BTreeMap::new()),
             taking: Mutex::new(()),
+            moved: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// Resolves once a declaration moved the mesh onto the other bus and
+    /// its report went out on this one.
+    pub async fn moved(&self) {
+        let mut moved = self.moved.subscribe();
+        let _ = moved.wait_for(|m| *m).await;
+    }
+
+    /// The addresses a connection is made to now: the recorded ones first.
+    pub fn bus_addresses(&self) -> Vec<String> {
+        self.bus_urls()
     }
 
     pub fn driver(&self) -> &Driver {
@@ -321,7 +338,7 @@ impl Applier {
         }
         match declaration::verify(payload, &self.controller, &self.state.node, applied) {
             Ok(d) => {
-                self.follow_bus(client, &d).await;
+                let moving = self.follow_bus(client, &d).await;
                 self.apply(client, &d).await;
                 if let Err(e) = write_private(&self.state.dir.join(APPLIED_FILE), payload) {
                     tracing::warn!(reason = %e, "the applied declaration was not kept");
@@ -332,6 +349,13 @@ impl Applier {
                     "declaration applied"
                 );
                 self.report(client, None).await;
+                if moving {
+                    tracing::info!(
+                        urls = %self.bus_urls().join(","),
+                        "the mesh moved onto the other bus: leaving this one, connecting there with this host's key"
+                    );
+                    self.moved.send_replace(true);
+                }
             }
             Err(e) => {
                 // Nothing applied; acknowledged, or it would come round
@@ -347,20 +371,30 @@ impl Applier {
     /// becomes the new addresses, then the old ones — the client stays where
     /// it is while the old broker answers and reconnects to the new one
     /// when it stops. The host's key stays; nothing is enrolled again.
-    async fn follow_bus(&self, client: &Bus, d: &Declaration) {
-        let Some(bus) = &d.bus else { return };
+    /// Addresses of the other bus (a mesh moving from RabbitMQ onto NATS)
+    /// replace the old ones outright — modules are given one bus, never
+    /// both — and the result says the host must move itself.
+    async fn follow_bus(&self, client: &Bus, d: &Declaration) -> bool {
+        let Some(bus) = &d.bus else { return false };
         let now = self.bus_urls();
         if bus.urls.is_empty() || now.starts_with(&bus.urls) {
-            return;
+            return false;
         }
+        let other = bus
+            .urls
+            .first()
+            .and_then(|u| mesh_core::bus::BusKind::of_address(&u.to_ascii_lowercase()))
+            .is_some_and(|k| k != client.kind());
         let mut pool = bus.urls.clone();
-        pool.extend(now.into_iter().filter(|u| !bus.urls.contains(u)));
+        if !other {
+            pool.extend(now.into_iter().filter(|u| !bus.urls.contains(u)));
+        }
         if let Err(e) = self.state.record_bus_urls(&bus.urls) {
             tracing::warn!(reason = %e, "the new broker addresses were not recorded");
         }
-        // A RabbitMQ broker is not moved yet: the controller declares no
-        // new addresses for one.
-        if let Some(n) = client.nats() {
+        // A RabbitMQ connection is left and made anew by the host's run
+        // once the move's report is out; a NATS one follows in place.
+        if let Some(n) = client.nats().filter(|_| !other) {
             match n.client().set_server_pool(pool.as_slice()).await {
                 Ok(()) => {
                     tracing::info!(urls = %bus.urls.join(","), "the broker's addresses changed; following them")
@@ -372,6 +406,7 @@ impl Applier {
             .bus
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = pool;
+        other
     }
 
     fn not_started_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Name, String>> {

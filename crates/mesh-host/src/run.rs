@@ -84,7 +84,7 @@ pub async fn run(
     opts: &HostOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), HostError> {
-    let configs: Vec<BusConfig> = state
+    let mut configs: Vec<BusConfig> = state
         .bus_urls
         .iter()
         .map(|u| state.bus_config_for(u))
@@ -105,7 +105,19 @@ pub async fn run(
     )?);
     applier.remove_undeclared_containers().await;
     if on_amqp {
-        return crate::run_amqp::run(state, opts, &configs, applier, shutdown).await;
+        let ended =
+            crate::run_amqp::run(state, opts, &configs, applier.clone(), shutdown.as_mut()).await?;
+        match ended {
+            crate::run_amqp::Ended::Stopped => return Ok(()),
+            // Onto NATS with the same key, the modules still running.
+            crate::run_amqp::Ended::Moved => {
+                configs = applier
+                    .bus_addresses()
+                    .iter()
+                    .map(|u| state.bus_config_for(u))
+                    .collect::<Result<_, _>>()?;
+            }
+        }
     }
 
     let mut backoff = Backoff::new(opts.backoff_start, opts.backoff_max);

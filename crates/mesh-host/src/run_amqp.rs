@@ -16,13 +16,22 @@ use crate::dial;
 use crate::run::{HostError, HostOptions, serve, stop_modules};
 use crate::state::HostState;
 
+/// How a host's time on RabbitMQ ended.
+pub(crate) enum Ended {
+    /// Stopped: its modules with it.
+    Stopped,
+    /// The mesh moved onto NATS: the modules keep running, and the host
+    /// connects there (the addresses are the applier's now).
+    Moved,
+}
+
 pub(crate) async fn run(
     state: &HostState,
     opts: &HostOptions,
     configs: &[BusConfig],
     applier: Arc<Applier>,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), HostError> {
+) -> Result<Ended, HostError> {
     tokio::pin!(shutdown);
     let Some(config) = configs.first() else {
         return Err(HostError::NoAddress {
@@ -50,17 +59,27 @@ pub(crate) async fn run(
                 tracing::warn!(node = %state.node, "bus connection lost; reconnecting");
                 continue;
             }
+            () = applier.moved() => {
+                // The move's report is out (confirmed): nothing more is
+                // said here, and the old broker may be retired. Closed
+                // even while a task still holds the bus.
+                if let Bus::Amqp(a) = &*bus {
+                    let _ = a.connection().close(200, "the mesh moved onto NATS".into()).await;
+                }
+                tracing::info!(node = %state.node, "left RabbitMQ");
+                return Ok(Ended::Moved);
+            }
             () = &mut shutdown => {
                 stop_modules(state, &applier).await;
                 if let Ok(bus) = Arc::try_unwrap(bus) {
                     bus.close().await;
                 }
-                return Ok(());
+                return Ok(Ended::Stopped);
             }
         }
     }
     stop_modules(state, &applier).await;
-    Ok(())
+    Ok(Ended::Stopped)
 }
 
 /// Connects, retrying with backoff; a certificate other than the pinned

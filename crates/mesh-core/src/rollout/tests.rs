@@ -66,8 +66,50 @@ fn a_mesh_with_everything_in_place_is_ready_and_a_module_that_never_speaks_is_no
             from: BusKind::Amqp,
             ready: true,
             missing: vec![],
+            plan: plan(&ready()).unwrap(),
         }
     );
+}
+
+#[test]
+fn the_plan_of_a_ready_mesh_names_each_node_and_each_speaking_module_in_order() {
+    let mut f = ready();
+    // A token not spent is no node of the move (the check names it).
+    f.nodes.push(NodeFacts {
+        node: "n3".into(),
+        liveness: Liveness::NotEnrolled,
+        key: false,
+    });
+    let said: Vec<String> = plan(&f).unwrap().iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        [
+            "record the mesh's bus as NATS at tls://10.0.0.1:4222 (one record)",
+            "declare the new bus to 2 nodes over RabbitMQ: n1, n2",
+            "2 hosts reconnect to NATS with the key each holds, bind their consumers and report there",
+            "restart 1 module onto NATS: ticker on n2",
+            "the controller records every report RabbitMQ still holds (none lost, none twice), then connects to NATS",
+            "once every node reports on NATS: remove the mesh's RabbitMQ users; RabbitMQ runs as no module of this mesh, so stop it yourself then",
+        ]
+    );
+    f.nodes.truncate(1);
+    f.modules.retain(|m| !m.speaks);
+    let said: Vec<String> = plan(&f).unwrap().iter().map(ToString::to_string).collect();
+    assert_eq!(said[1], "declare the new bus to 1 node over RabbitMQ: n1");
+    assert_eq!(
+        said[2],
+        "1 host reconnects to NATS with the key it holds, binds its consumer and reports there"
+    );
+    assert_eq!(said[3], "no module speaks on the bus: none restarts");
+    // Not ready: no plan given.
+    f.dial = Dial::NotDialled { why: "x".into() };
+    assert_eq!(plan(&f), None);
+    assert!(check(&f).plan.is_empty());
+    let json = serde_json::to_string(&MoveStep::Flip {
+        url: "tls://a:1".into(),
+    })
+    .unwrap();
+    assert_eq!(json, r#"{"step":"flip","url":"tls://a:1"}"#);
 }
 
 #[test]
