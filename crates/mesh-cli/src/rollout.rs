@@ -11,7 +11,7 @@ use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use mesh_core::rollout::Readiness;
 
-use crate::authority::open_existing_store;
+use crate::authority::{open_existing_store, open_store_to_write};
 use crate::output::{self, ListFormat};
 use crate::state::MeshArgs;
 
@@ -83,9 +83,25 @@ fn confirm(args: &RolloutArgs) -> anyhow::Result<ExitCode> {
         );
     }
     output::print(&plan_text(&readiness))?;
-    bail!(
-        "not moved: this version carries out no move yet (the controller's half, draining RabbitMQ and moving itself, is not built); nothing was changed"
-    )
+    let Some(mesh_core::rollout::MoveStep::Flip { url }) = readiness.plan.first() else {
+        bail!("the controller's plan names no bus to move onto; nothing was changed");
+    };
+    let urls = vec![url.clone()];
+    crate::block_on(async {
+        let store = open_store_to_write(&args.mesh.store_url()?).await?;
+        let done = async {
+            store.confirm_bus_move(&urls).await?;
+            crate::audit::record_local(&store, "rollout-confirm", serde_json::json!({ "to": urls }))
+                .await
+        }
+        .await;
+        store.close().await;
+        done
+    })??;
+    output::print(&format!(
+        "confirmed: the mesh moves onto NATS at {url}; the controller tells every node now, drains RabbitMQ and moves itself (`mesh nodes` and `mesh status` follow it)\n"
+    ))?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The steps a confirmed move carries out, numbered.

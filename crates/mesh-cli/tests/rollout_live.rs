@@ -205,9 +205,29 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
             && said.contains("refused: the mesh is not ready to move onto NATS (1 thing above); nothing was changed"),
         "{said}"
     );
-    // n2 forgotten: ready, and the plan printed before anything moves.
+    // n2 forgotten: ready; the plan printed, then the move carried out.
     mesh.ok(&["node", "forget", "n2"]);
     until_missing(&mesh, &[]);
+    // Before: the listing sees the mesh's connections to RabbitMQ (asked
+    // as the controller asks the management API).
+    let management = {
+        let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
+        let seed =
+            std::fs::read_to_string(mesh.dir.join(mesh_controller::genesis::NKEY_SEED)).unwrap();
+        mesh_bus::amqp::Management::new(
+            &genesis.management_url().unwrap(),
+            "controller",
+            &mesh_bus::Secret::new(mesh_core::authority::amqp::password_of(seed.trim())),
+            &mesh.dir.join(mesh_controller::genesis::CA_CERT),
+        )
+        .unwrap()
+    };
+    let mut users = Vec::new();
+    let seen = wait_until(LONG, || {
+        users = management.connection_users().unwrap();
+        users.iter().any(|u| u == "controller") && users.iter().any(|u| u == "host_n1")
+    });
+    assert!(seen, "the mesh's connections not listed: {users:?}");
     let o = mesh.mesh(&["rollout", "--confirm"]);
     let said = out_text(&o);
     let nats = format!("tls://127.0.0.1:{port}");
@@ -217,26 +237,17 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
         )) && said.contains("  6. once every node reports on NATS: remove the mesh's RabbitMQ users"),
         "{said}"
     );
-    // This version stops there, saying so.
     assert!(
-        !o.status.success() && said.contains("not moved: this version carries out no move yet"),
+        o.status.success()
+            && said.contains(&format!("confirmed: the mesh moves onto NATS at {nats}")),
         "{said}"
     );
+    let moved_at = std::time::Instant::now();
 
-    // The host's half of the move: the record the move flips (the mesh's
-    // bus addresses, NATS's now) declared to n1 over RabbitMQ; its host
-    // applies it, reports there, leaves RabbitMQ and connects to NATS with
-    // the key it already holds, and reports on NATS.
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let store = mesh_store::Store::open(&mesh.store_url).await.unwrap();
-        store
-            .set_bus_urls(std::slice::from_ref(&nats))
-            .await
-            .unwrap();
-        store.close().await;
-    });
+    // n1's host: told over RabbitMQ, it reports there, leaves, and
+    // connects to NATS with the key it already holds.
     mesh.hosts[0].wait_log("left RabbitMQ", LONG);
+    let rt = tokio::runtime::Runtime::new().unwrap();
     let host_file = mesh.tmp.path().join("host-n1/host.json");
     let recorded = std::fs::read_to_string(&host_file).unwrap();
     assert!(
@@ -278,4 +289,42 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
             && log[left..].contains("bound the node's consumer"),
         "{log}"
     );
+
+    // The controller: what RabbitMQ held recorded, then onto NATS itself.
+    mesh.controller()
+        .wait_log("the old bus drained: moving onto the new one", LONG);
+    mesh.controller().wait_log(
+        "left the old bus: this controller moves onto the new one",
+        LONG,
+    );
+    // It serves on NATS: a module assigned now is declared there and its
+    // report recorded from there.
+    mesh.register_as(
+        "sleeper",
+        "[module]\nname = \"sleeper\"\ndescription = \"runs after the move\"\n\n[run]\ncommand = [\"sleep\", \"3600\"]\n",
+    );
+    mesh.ok(&["assign", "sleeper", "n1"]);
+    assert!(
+        wait_until(LONG, || mesh.state("n1", "sleeper").as_deref()
+            == Some("running")),
+        "sleeper never running after the move; controller log:\n{}\nhost log:\n{}",
+        mesh.controller().log(),
+        mesh.host_log()
+    );
+    println!(
+        "rollout: 1 node moved in {:.1} s",
+        moved_at.elapsed().as_secs_f64()
+    );
+    // The check says there is nothing left to move.
+    let (code, text) = check(&mesh);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("the mesh already runs on NATS"), "{text}");
+    // No process of the mesh is connected to RabbitMQ any more.
+    let gone = wait_until(LONG, || {
+        users = management.connection_users().unwrap();
+        !users
+            .iter()
+            .any(|u| u == "controller" || u.starts_with("host_") || u.starts_with("module_"))
+    });
+    assert!(gone, "still connected to RabbitMQ: {users:?}");
 }

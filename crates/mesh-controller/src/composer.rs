@@ -13,6 +13,7 @@
 
 pub mod amqp;
 mod coalesce;
+pub mod declared;
 pub mod mirror;
 mod publish;
 

@@ -11,6 +11,7 @@
 
 mod artifact_fetches;
 mod built;
+mod bus_move;
 mod connect;
 mod control;
 mod declare;
@@ -327,7 +328,7 @@ pub async fn run(
     )
     .await?;
     check_controller_key(&store, &genesis).await?;
-    let bus = bus_config(&genesis)?;
+    let genesis_bus = bus_config(&genesis)?;
     let keys = Keys {
         signing_key: declare::signing_key(&genesis)?,
         xkey_seed: read_seed(&genesis, genesis::XKEY_SEED)?,
@@ -367,6 +368,7 @@ pub async fn run(
             () = &mut shutdown => break CountersView::default(),
         };
         info!(epoch = taken, "lease taken: this controller is active");
+        let bus = term_bus(&store, &genesis_bus).await;
         let term = Term {
             opts: &opts,
             genesis: &genesis,
@@ -392,6 +394,23 @@ pub async fn run(
     drop(http);
     store.close().await;
     Ok(view)
+}
+
+/// The bus a term connects to: the genesis's, or, once a move onto another
+/// bus is done (the old one drained), the move's addresses, with the same
+/// key.
+async fn term_bus(store: &Store, genesis_bus: &BusConfig) -> BusConfig {
+    match store.bus_move().await {
+        Ok(Some(m)) if m.moved_at.is_some() => BusConfig {
+            url: m.to_urls.join(","),
+            ..genesis_bus.clone()
+        },
+        Ok(_) => genesis_bus.clone(),
+        Err(e) => {
+            warn!(error = %error_chain(&e), "cannot read whether the mesh moved its bus; connecting to the genesis's");
+            genesis_bus.clone()
+        }
+    }
 }
 
 /// The controller's keys, read once at start.
@@ -478,7 +497,16 @@ impl Term<'_> {
         };
         // Only once the lease is this controller's: a standby writes no
         // users file.
+        // A mesh moved onto NATS run as a module: the list reaches its
+        // server in the holder's declaration, not through a file here.
+        let moved = connected.kind() != genesis.bus;
         let (composer, composer_task) = match &connected {
+            mesh_bus::seam::Bus::Nats(_) if moved => {
+                Composer::spawn_with(crate::composer::declared::DeclaredUsers {
+                    store: store.clone(),
+                    spec: opts.controller.clone(),
+                })
+            }
             mesh_bus::seam::Bus::Nats(_) => Composer::spawn(composer_config, source),
             mesh_bus::seam::Bus::Amqp(a) => {
                 Composer::spawn_with(crate::composer::amqp::AmqpUsers::new(
@@ -510,7 +538,7 @@ impl Term<'_> {
             lag: crate::http::ApplyLag::default(),
             covered: live::Covered::new(revision),
             genesis_bus_urls: genesis.bus_urls(),
-            connected_urls: genesis.local_urls(),
+            connected_urls: bus.url.split(',').map(str::to_string).collect(),
             followed_bus: tokio::sync::Mutex::new(genesis.bus_urls()),
             awaiting_spares: std::sync::Mutex::new(Default::default()),
             declare_again: tokio::sync::Notify::new(),
@@ -568,20 +596,39 @@ impl Term<'_> {
         .chain(fetches.map(|f| tokio::spawn(artifact_fetches::serve(ctx.clone(), f))))
         // A mesh on RabbitMQ prepares the NATS server it may move onto.
         .chain(
-            (genesis.bus == mesh_core::bus::BusKind::Amqp)
+            (genesis.bus == mesh_core::bus::BusKind::Amqp && !moved)
                 .then(|| tokio::spawn(rollout::keep_ahead(ctx.clone()))),
         )
         .map(AbortOnDrop)
         .collect();
         info!(url = %genesis.local_url(), "controller running");
+        // On the old bus of a mesh that may move: the move carried out once
+        // confirmed, ending the term; the next connects to the new bus.
+        let moving = async {
+            match ctx.bus {
+                mesh_bus::seam::Bus::Amqp(_) => bus_move::drain_then_move(ctx.clone()).await,
+                mesh_bus::seam::Bus::Nats(_) => std::future::pending().await,
+            }
+        };
+        let mut moved_on = false;
         let ended = tokio::select! {
             () = shutdown.as_mut() => None,
             why = lease::lost(roles) => Some(lease::Ended::Deposed(why)),
             () = ctx.bus.lost() => Some(lease::Ended::Reconnect),
+            () = moving => {
+                moved_on = true;
+                Some(lease::Ended::Reconnect)
+            }
         };
         // Nothing of this term acts after it: not a delivery taken, not a
         // composition written.
         drop(tasks);
+        if moved_on && let mesh_bus::seam::Bus::Amqp(a) = &ctx.bus {
+            // Nothing of the mesh stays on the old bus.
+            let closing = a.connection().close(200, "the mesh moved onto NATS".into());
+            let _ = tokio::time::timeout(CLOSE_WITHIN, closing).await;
+            info!("left the old bus: this controller moves onto the new one");
+        }
         if let Some(ended) = ended {
             return Ok(ended);
         }

@@ -255,7 +255,9 @@ pub fn check(f: &Facts) -> Readiness {
     }
 }
 
+mod moving;
 mod plan;
+pub use moving::{MoveNow, NODES_WITHIN_MS, QUIET_MS, move_now, took};
 pub use plan::{MoveStep, plan};
 
 #[cfg(test)]

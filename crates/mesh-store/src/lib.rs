@@ -34,10 +34,10 @@ pub use migrations::SCHEMA_VERSION;
 pub use records::*;
 pub use secret::{PERSON_BCRYPT_COST, Secret, new_user_key, sha256_digest};
 pub use store::{
-    Actor, Appended, ArtifactRow, AuditEntry, AuditFilter, AuditRow, DeploymentRow, FleetApplied,
-    FleetChange, IssuedLogin, LiveLogin, Outcome, PreparedCredential, PreparedToken, Registration,
-    ReportSeen, SharedUsersFile, Upload, prepare_machine_key, prepare_password, prepare_token,
-    version_ok,
+    Actor, Appended, ArtifactRow, AuditEntry, AuditFilter, AuditRow, BusMove, DeploymentRow,
+    FleetApplied, FleetChange, IssuedLogin, LiveLogin, Outcome, PreparedCredential, PreparedToken,
+    Registration, ReportSeen, SharedUsersFile, Upload, prepare_machine_key, prepare_password,
+    prepare_token, version_ok,
 };
 pub use url::{DEFAULT_URL, redact_url};
 

@@ -443,10 +443,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "revision_first",
         sql: include_str!("../migrations/0029_revision_first.sql"),
     },
+    Migration {
+        version: 30,
+        name: "bus_moves",
+        sql: include_str!("../migrations/0030_bus_moves.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 29;
+pub const SCHEMA_VERSION: i64 = 30;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

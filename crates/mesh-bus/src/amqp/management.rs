@@ -270,6 +270,18 @@ impl Management {
         Ok(())
     }
 
+    /// The user of each open connection, as the management API lists them
+    /// (its view lags the server by the statistics interval, 5 s).
+    pub fn connection_users(&self) -> Result<Vec<String>, ManagementError> {
+        #[derive(serde::Deserialize)]
+        struct Connection {
+            #[serde(default)]
+            user: String,
+        }
+        let open: Vec<Connection> = self.get("connections?columns=user", "list the connections")?;
+        Ok(open.into_iter().map(|c| c.user).collect())
+    }
+
     /// How many consumers each queue has, by name.
     pub fn queue_consumers(
         &self,

@@ -34,8 +34,9 @@ pub(crate) async fn check(ctx: &Ctx) -> Result<Readiness, RolloutError> {
     let genesis = Genesis::open(&ctx.opts.dir)?;
     let derived = mesh_state::derive(&ctx.store, &ctx.opts.controller).await?;
     let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);
+    // The bus this term is on: a mesh that moved says so.
     let mut gathered =
-        mesh_state::views::rollout::gather(&ctx.store, &derived, genesis.bus, now).await?;
+        mesh_state::views::rollout::gather(&ctx.store, &derived, ctx.bus.kind(), now).await?;
     if let Ok(url) = &gathered.dial_at {
         gathered.facts.dial = dial(&genesis, url, &derived.objects).await?;
     }

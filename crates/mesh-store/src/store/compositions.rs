@@ -185,4 +185,81 @@ impl Store {
             Ok(row.map(|(u,)| u.lines().map(str::to_string).collect()))
         })
     }
+
+    /// Confirms a move onto the bus at `urls`: the bus addresses every
+    /// node is declared become them, and the move is recorded, in one
+    /// change. Refused while another move is recorded.
+    pub async fn confirm_bus_move(&self, urls: &[String]) -> Result<(), StoreError> {
+        if urls.is_empty() || urls.iter().any(|u| u.is_empty() || u.contains('\n')) {
+            return Err(StoreError::Invalid {
+                what: "bus addresses",
+                detail: "give one address or more, each on a line of its own".into(),
+            });
+        }
+        if let Some(m) = self.bus_move().await? {
+            return Err(StoreError::AlreadyExists {
+                what: "bus move",
+                key: format!("onto {}", m.to_urls.join(",")),
+            });
+        }
+        let joined = urls.join("\n");
+        let at = crate::now_ms();
+        with_pool!(self, |pool| {
+            let mut tx = self.begin_write_on(pool).await?;
+            sqlx::query("INSERT INTO bus_moves (id, to_urls, confirmed_at) VALUES (1, $1, $2)")
+                .bind(&joined)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query(
+                "INSERT INTO bus_addresses (id, urls, set_at) VALUES (1, $1, $2) \
+                 ON CONFLICT (id) DO UPDATE SET urls = excluded.urls, set_at = excluded.set_at",
+            )
+            .bind(&joined)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    /// The move recorded, if any.
+    pub async fn bus_move(&self) -> Result<Option<BusMove>, StoreError> {
+        let row: Option<(String, i64, Option<i64>)> =
+            with_pool!(self, |pool| {
+                Ok(sqlx::query_as(
+                    "SELECT to_urls, confirmed_at, moved_at FROM bus_moves WHERE id = 1",
+                )
+                .fetch_optional(pool)
+                .await?)
+            })?;
+        Ok(row.map(|(urls, confirmed_at, moved_at)| BusMove {
+            to_urls: urls.lines().map(str::to_string).collect(),
+            confirmed_at,
+            moved_at,
+        }))
+    }
+
+    /// The controller drained the old bus and moves itself: from now on a
+    /// term connects to the move's addresses. Once.
+    pub async fn bus_moved(&self) -> Result<(), StoreError> {
+        let at = crate::now_ms();
+        with_pool!(self, |pool| {
+            sqlx::query("UPDATE bus_moves SET moved_at = $1 WHERE id = 1 AND moved_at IS NULL")
+                .bind(at)
+                .execute(pool)
+                .await?;
+            Ok(())
+        })
+    }
+}
+
+/// A move of the mesh onto another bus, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BusMove {
+    pub to_urls: Vec<String>,
+    pub confirmed_at: crate::Millis,
+    /// When the controller moved itself; none while it drains the old bus.
+    pub moved_at: Option<crate::Millis>,
 }

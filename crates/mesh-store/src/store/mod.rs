@@ -277,7 +277,7 @@ mod amqp_hashes;
 mod batch;
 mod builds;
 mod compositions;
-pub use compositions::SharedUsersFile;
+pub use compositions::{BusMove, SharedUsersFile};
 mod credentials;
 mod declarations;
 mod deployments;

@@ -334,7 +334,40 @@ async fn each_kind_of_record_moves_its_own_revision(fx: &Fixture) {
     moved("what the controller records", &[]).await;
 }
 
+/// A move onto another bus: the addresses flipped with the move's record
+/// in one change, once; then marked moved, once.
+async fn a_bus_move_flips_the_addresses_with_its_record_once(fx: &Fixture) {
+    let s = &fx.store;
+    assert_eq!(s.bus_move().await.unwrap(), None);
+    let before = s.records_revision().await.unwrap();
+    let to = vec!["tls://127.0.0.1:4333".to_string()];
+    s.confirm_bus_move(&to).await.unwrap();
+    assert_eq!(s.bus_urls().await.unwrap(), Some(to.clone()));
+    assert!(
+        s.records_revision().await.unwrap() > before,
+        "declarations change"
+    );
+    let m = s.bus_move().await.unwrap().unwrap();
+    assert_eq!((m.to_urls.clone(), m.moved_at), (to.clone(), None));
+    let e = s
+        .confirm_bus_move(&["tls://other:1".into()])
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("bus move onto tls://127.0.0.1:4333"),
+        "{e}"
+    );
+    assert_eq!(s.bus_urls().await.unwrap(), Some(to.clone()));
+    s.bus_moved().await.unwrap();
+    let moved = s.bus_move().await.unwrap().unwrap().moved_at;
+    assert!(moved.is_some());
+    s.bus_moved().await.unwrap();
+    assert_eq!(s.bus_move().await.unwrap().unwrap().moved_at, moved);
+    assert!(s.confirm_bus_move(&[]).await.is_err());
+}
+
 conformance!(
+    a_bus_move_flips_the_addresses_with_its_record_once,
     each_kind_of_record_moves_its_own_revision,
     what_is_left_out_is_replaced_whole,
     nodes_round_trip,

@@ -1,0 +1,113 @@
+//! The controller's half of a move onto another bus (DESIGN "rollout"),
+//! run by the active controller while it is still on the old one: once
+//! `mesh rollout --confirm` recorded the move (and with it the addresses
+//! every node is now declared), it waits until each enrolled node has
+//! reported — on the old bus — that it applied a declaration naming the
+//! new addresses (then its host left for the new bus), or until the bound
+//! passed, and until no report has come for a while (what the old bus
+//! still held is recorded, none lost): `mesh_core::rollout::move_now`
+//! decides. Then it records the move done and ends the term, and the next
+//! one connects to the new bus.
+//! A standby that takes over mid-move runs this same wait from the records.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use mesh_core::names::Name;
+use mesh_core::rollout::{MoveNow, NODES_WITHIN_MS, move_now};
+use tracing::{info, warn};
+
+use super::{Ctx, error_chain};
+
+/// How often the records are read while a move is under way.
+const EVERY: Duration = Duration::from_millis(500);
+
+/// Resolves when this controller should move itself onto the new bus.
+pub(crate) async fn drain_then_move(ctx: Arc<Ctx>) {
+    let mut said_waiting = false;
+    let mut last_reports = ctx.counters.reports.load(Ordering::Relaxed);
+    let mut quiet_since = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(EVERY).await;
+        let now_reports = ctx.counters.reports.load(Ordering::Relaxed);
+        if now_reports != last_reports {
+            last_reports = now_reports;
+            quiet_since = tokio::time::Instant::now();
+        }
+        let m = match ctx.store.bus_move().await {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
+            Err(e) => {
+                warn!(error = %error_chain(&e), "cannot read the bus move");
+                continue;
+            }
+        };
+        if m.moved_at.is_some() {
+            return;
+        }
+        let waiting = match not_moved(&ctx, &m.to_urls).await {
+            Ok(w) => w,
+            Err(e) => {
+                warn!(error = %error_chain(&e), "cannot read which nodes took the move");
+                continue;
+            }
+        };
+        let since = u64::try_from(mesh_store::now_ms() - m.confirmed_at).unwrap_or(0);
+        let quiet = u64::try_from(quiet_since.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match move_now(waiting, since, quiet) {
+            MoveNow::Wait { nodes } => {
+                if !nodes.is_empty() && !said_waiting {
+                    info!(nodes = %nodes.join(", "), to = %m.to_urls.join(","), "moving the mesh: waiting for nodes to take the new bus");
+                    said_waiting = true;
+                }
+                continue;
+            }
+            MoveNow::Move { without } if !without.is_empty() => {
+                warn!(nodes = %without.join(", "), within_ms = NODES_WITHIN_MS, "nodes did not take the new bus in time: moving without them");
+            }
+            MoveNow::Move { .. } => {}
+        }
+        if let Err(e) = ctx.store.bus_moved().await {
+            warn!(error = %error_chain(&e), "the move was not recorded done; trying again");
+            continue;
+        }
+        info!(to = %m.to_urls.join(","), reports = now_reports, "the old bus drained: moving onto the new one");
+        return;
+    }
+}
+
+/// Enrolled nodes whose newest report does not answer a declaration naming
+/// `to` (not declared it yet, or not applied it).
+async fn not_moved(ctx: &Ctx, to: &[String]) -> Result<Vec<String>, mesh_store::StoreError> {
+    let mut waiting = Vec::new();
+    for node in ctx.store.nodes().await? {
+        if node.public_key.is_none() {
+            continue;
+        }
+        if !took(ctx, &node.name, to).await? {
+            waiting.push(node.name.to_string());
+        }
+    }
+    Ok(waiting)
+}
+
+async fn took(ctx: &Ctx, node: &Name, to: &[String]) -> Result<bool, mesh_store::StoreError> {
+    let Some(d) = ctx.store.latest_declaration(node).await? else {
+        return Ok(false);
+    };
+    let urls = mesh_core::declaration::recorded(&d.body)
+        .and_then(|decl| decl.bus)
+        .map(|b| b.urls);
+    let reported = ctx
+        .store
+        .latest_report(node)
+        .await?
+        .map(|r| r.report.declaration_version);
+    Ok(mesh_core::rollout::took(
+        urls.as_deref(),
+        d.version,
+        reported,
+        to,
+    ))
+}
