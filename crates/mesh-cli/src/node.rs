@@ -189,13 +189,15 @@ async fn add(args: &AddArgs) -> anyhow::Result<ExitCode> {
             let issued = mesh_state::operations::node_add(&store, &request).await?;
             crate::audit::record_local(&store, Operation::NodeAdd, serde_json::to_value(&request)?)
                 .await?;
-            anyhow::Ok(issued)
+            // A mesh moved onto another bus: the node enrols there.
+            let urls = store.moved_bus_urls().await?;
+            anyhow::Ok((issued, urls))
         }
         .await;
         store.close().await;
-        let issued = result?;
+        let (issued, moved_urls) = result?;
         Token {
-            bus_urls: genesis.bus_urls(),
+            bus_urls: moved_urls.unwrap_or_else(|| genesis.bus_urls()),
             cert_sha256,
             controller_key: genesis.signing_key.clone(),
             node: node.clone(),

@@ -266,7 +266,19 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
             ca_file: None,
             pin: Some(mesh_bus::CertPin::from_hex(&genesis.cert_sha256).unwrap()),
         };
-        let bus = mesh_bus::seam::Bus::connect(&config).await.unwrap();
+        // The NATS module restarts with the move (its environment
+        // changed): connected to once it is back.
+        let mut bus = None;
+        for _ in 0..600 {
+            match mesh_bus::seam::Bus::connect(&config).await {
+                Ok(b) => {
+                    bus = Some(b);
+                    break;
+                }
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+        let bus = bus.expect("the module's NATS server answers after the move");
         let js = async_nats::jetstream::new(bus.nats().unwrap().client().clone());
         let subject = mesh_core::subjects::report(&mesh_core::names::Name::new("n1").unwrap());
         for _ in 0..600 {
@@ -314,6 +326,15 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
     println!(
         "rollout: 1 node moved in {:.1} s",
         moved_at.elapsed().as_secs_f64()
+    );
+    // A node added after the move enrols on NATS (its token names the new
+    // bus) and runs what it is assigned.
+    mesh.join("n3");
+    mesh.ok(&["assign", "sleeper", "n3"]);
+    assert!(
+        wait_until(LONG, || mesh.state("n3", "sleeper").as_deref() == Some("running")),
+        "sleeper never running on n3; controller log:\n{}",
+        mesh.controller().log()
     );
     // The check says there is nothing left to move.
     let (code, text) = check(&mesh);

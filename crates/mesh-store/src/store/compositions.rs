@@ -241,6 +241,16 @@ impl Store {
         }))
     }
 
+    /// The addresses of the bus the mesh moved onto, once the move is done:
+    /// what a new node's token and a person's context name from then on.
+    pub async fn moved_bus_urls(&self) -> Result<Option<Vec<String>>, StoreError> {
+        Ok(self
+            .bus_move()
+            .await?
+            .filter(|m| m.moved_at.is_some())
+            .map(|m| m.to_urls))
+    }
+
     /// The controller drained the old bus and moves itself: from now on a
     /// term connects to the move's addresses. Once.
     pub async fn bus_moved(&self) -> Result<(), StoreError> {

@@ -151,8 +151,13 @@ async fn node_add(ctx: &Ctx, a: &NodeAddArgs) -> Reply {
         Err(OperationError::Refused(reason)) => return Reply::Refused { reason },
         Err(e) => return refused(e),
     };
+    // A mesh moved onto another bus: the node enrols there.
+    let bus_urls = match ctx.store.moved_bus_urls().await {
+        Ok(urls) => urls.unwrap_or_else(|| genesis.bus_urls()),
+        Err(e) => return refused(e),
+    };
     let token = mesh_core::token::Token {
-        bus_urls: genesis.bus_urls(),
+        bus_urls,
         cert_sha256: genesis.cert_sha256.clone(),
         controller_key: genesis.signing_key.clone(),
         node: a.node.clone(),
