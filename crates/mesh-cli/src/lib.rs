@@ -206,7 +206,9 @@ pub enum Command {
     /// Move a mesh from RabbitMQ onto NATS: `check` says whether it can,
     /// naming each missing thing and its next step; `--confirm` runs the
     /// check, refuses unless it passes, and prints the move's plan.
-    #[command(after_help = "Examples:\n  mesh rollout check\n  mesh rollout --confirm")]
+    #[command(
+        after_help = "Examples:\n  mesh rollout check\n  mesh rollout --confirm\n  mesh rollout status"
+    )]
     Rollout(rollout::RolloutArgs),
     /// Every declared seat and role: scope, accepts, emits, holders by node.
     #[command(after_help = "Examples:
@@ -508,7 +510,7 @@ mod tests {
         let mut seen = 0;
         visit(&super::Cli::command(), "mesh", &mut seen);
         assert_eq!(
-            seen, 64,
+            seen, 65,
             "mesh, version, check, init, authority (2), up, controller, node (2), status, rollout (1), seats, nodes, modules, deploy, deployments, deployment, reports, catalogue (2), assign, unassign, plan (4), fleet (1), host, person (3), secret (4), audit, login, context (2), call, logs, events (1), artifact (3), build, builds, build-machine, completions"
         );
     }

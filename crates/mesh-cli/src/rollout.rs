@@ -40,6 +40,36 @@ pub enum RolloutCommand {
   mesh rollout check
   mesh rollout check --output json")]
     Check(CheckArgs),
+    /// The move, node by node: which nodes took the new bus (their newest
+    /// report answers a declaration naming it), and whether the controller
+    /// has moved itself.
+    #[command(after_help = "Examples:
+  mesh rollout status
+  mesh rollout status --output json")]
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[arg(long, value_enum, default_value_t = ListFormat::Text)]
+    pub output: ListFormat,
+    #[command(flatten)]
+    pub mesh: MeshArgs,
+}
+
+/// The move as `mesh rollout status` shows it.
+#[derive(Debug, serde::Serialize)]
+struct MoveShown {
+    to: Vec<String>,
+    confirmed_at: i64,
+    moved_at: Option<i64>,
+    nodes: Vec<NodeShown>,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct NodeShown {
+    node: String,
+    took: bool,
 }
 
 #[derive(Debug, Args)]
@@ -62,11 +92,93 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(20);
 pub fn run(args: &RolloutArgs) -> anyhow::Result<ExitCode> {
     match &args.command {
         Some(RolloutCommand::Check(a)) => check(a),
+        Some(RolloutCommand::Status(a)) => status(a),
         None if args.confirm => confirm(args),
         None => bail!(
             "say what to do: `mesh rollout check` (is the mesh ready to move onto NATS?) or `mesh rollout --confirm` (move it)"
         ),
     }
+}
+
+/// The recorded move and each enrolled node's part in it, from the store.
+fn status(args: &StatusArgs) -> anyhow::Result<ExitCode> {
+    let shown = crate::block_on(async {
+        let store = open_existing_store(&args.mesh.store_url()?).await?;
+        let read = async {
+            let Some(m) = store.bus_move().await? else {
+                return anyhow::Ok(None);
+            };
+            let mut nodes = Vec::new();
+            for node in store.nodes().await? {
+                if node.public_key.is_none() {
+                    continue;
+                }
+                let declared = store.latest_declaration(&node.name).await?;
+                let reported = store
+                    .latest_report(&node.name)
+                    .await?
+                    .map(|r| r.report.declaration_version);
+                let took = declared.is_some_and(|d| {
+                    let urls = mesh_core::declaration::recorded(&d.body)
+                        .and_then(|decl| decl.bus)
+                        .map(|b| b.urls);
+                    mesh_core::rollout::took(urls.as_deref(), d.version, reported, &m.to_urls)
+                });
+                nodes.push(NodeShown {
+                    node: node.name.to_string(),
+                    took,
+                });
+            }
+            Ok(Some(MoveShown {
+                to: m.to_urls,
+                confirmed_at: m.confirmed_at,
+                moved_at: m.moved_at,
+                nodes,
+            }))
+        }
+        .await;
+        store.close().await;
+        read
+    })??;
+    let Some(shown) = shown else {
+        match args.output {
+            ListFormat::Json => output::print_json(&serde_json::Value::Null)?,
+            ListFormat::Text => output::print(
+                "no move recorded: `mesh rollout check` says whether the mesh can move onto NATS\n",
+            )?,
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    match args.output {
+        ListFormat::Json => output::print_json(&shown)?,
+        ListFormat::Text => {
+            let took = shown.nodes.iter().filter(|n| n.took).count();
+            let mut out = format!(
+                "move onto {}: {} of {} nodes took it; the controller {}\n",
+                shown.to.join(","),
+                took,
+                shown.nodes.len(),
+                if shown.moved_at.is_some() {
+                    "moved itself"
+                } else {
+                    "is draining RabbitMQ"
+                }
+            );
+            for n in &shown.nodes {
+                out.push_str(&format!(
+                    "  {:<20} {}\n",
+                    n.node,
+                    if n.took {
+                        "on the new bus"
+                    } else {
+                        "not yet: its report of the new bus has not been recorded (`mesh reports NODE`)"
+                    }
+                ));
+            }
+            output::print(&out)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Runs the check; refuses unless it passes, saying why; prints the plan.
@@ -99,7 +211,7 @@ fn confirm(args: &RolloutArgs) -> anyhow::Result<ExitCode> {
         done
     })??;
     output::print(&format!(
-        "confirmed: the mesh moves onto NATS at {url}; the controller tells every node now, drains RabbitMQ and moves itself (`mesh nodes` and `mesh status` follow it)\n"
+        "confirmed: the mesh moves onto NATS at {url}; the controller tells every node now, drains RabbitMQ and moves itself (`mesh rollout status` follows it)\n"
     ))?;
     Ok(ExitCode::SUCCESS)
 }

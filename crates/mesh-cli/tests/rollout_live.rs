@@ -228,6 +228,10 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
         users.iter().any(|u| u == "controller") && users.iter().any(|u| u == "host_n1")
     });
     assert!(seen, "the mesh's connections not listed: {users:?}");
+    assert!(
+        mesh.ok(&["rollout", "status"])
+            .starts_with("no move recorded")
+    );
     let o = mesh.mesh(&["rollout", "--confirm"]);
     let said = out_text(&o);
     let nats = format!("tls://127.0.0.1:{port}");
@@ -294,12 +298,18 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
     let report =
         report.unwrap_or_else(|| panic!("no report of n1 on NATS; host log:\n{}", mesh.host_log()));
     assert!(report.contains("\"node\":\"n1\""), "{report}");
-    let log = mesh.host_log();
-    let left = log.find("left RabbitMQ").unwrap();
+    // On NATS after it left: connected, and its consumer bound (just
+    // after its first report there).
+    let on_nats = |log: &str| {
+        log.find("left RabbitMQ").is_some_and(|left| {
+            log[left..].contains("connected to the bus")
+                && log[left..].contains("bound the node's consumer")
+        })
+    };
     assert!(
-        log[left..].contains("connected to the bus")
-            && log[left..].contains("bound the node's consumer"),
-        "{log}"
+        wait_until(LONG, || on_nats(&mesh.host_log())),
+        "{}",
+        mesh.host_log()
     );
 
     // The controller: what RabbitMQ held recorded, then onto NATS itself.
@@ -308,6 +318,13 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
     mesh.controller().wait_log(
         "left the old bus: this controller moves onto the new one",
         LONG,
+    );
+    let status = mesh.ok(&["rollout", "status"]);
+    assert!(
+        status.starts_with(&format!(
+            "move onto {nats}: 1 of 1 nodes took it; the controller moved itself\n  n1"
+        )) && status.contains("on the new bus"),
+        "{status}"
     );
     // It serves on NATS: a module assigned now is declared there and its
     // report recorded from there.
@@ -332,7 +349,8 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
     mesh.join("n3");
     mesh.ok(&["assign", "sleeper", "n3"]);
     assert!(
-        wait_until(LONG, || mesh.state("n3", "sleeper").as_deref() == Some("running")),
+        wait_until(LONG, || mesh.state("n3", "sleeper").as_deref()
+            == Some("running")),
         "sleeper never running on n3; controller log:\n{}",
         mesh.controller().log()
     );
