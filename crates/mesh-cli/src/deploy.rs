@@ -28,8 +28,10 @@ use crate::authority::{open_existing_store, open_store_to_write};
 use crate::output::{self, ListFormat, print_json};
 use crate::state::MeshArgs;
 
+/// What a deployment moves, and in which batches: `mesh deploy`'s and
+/// `mesh plan deploy`'s.
 #[derive(Debug, Args)]
-pub struct DeployArgs {
+pub struct DeployTarget {
     /// The module to move.
     pub module: String,
     /// The version to move it to (`mesh artifact list --module M`).
@@ -46,6 +48,25 @@ pub struct DeployArgs {
     /// deployment's nodes (`25%`).
     #[arg(long, default_value = "25%", value_parser = parse_batch)]
     pub batch: BatchSize,
+}
+
+impl DeployTarget {
+    /// The module and the nodes named, checked.
+    pub fn names(&self) -> anyhow::Result<(Name, Vec<Name>)> {
+        let module = name("module", &self.module)?;
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| name("node", n))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok((module, nodes))
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DeployArgs {
+    #[command(flatten)]
+    pub target: DeployTarget,
     /// How long each node of a batch must stay healthy before the next.
     #[arg(long, default_value = "10s", value_parser = parse_span)]
     pub healthy_for: u64,
@@ -241,18 +262,13 @@ pub struct Made {
 }
 
 pub fn run_deploy(args: &DeployArgs) -> anyhow::Result<ExitCode> {
-    let module = name("module", &args.module)?;
-    let nodes = args
-        .nodes
-        .iter()
-        .map(|n| name("node", n))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (module, nodes) = args.target.names()?;
     let spec = Spec {
         module,
-        version: args.version.clone(),
+        version: args.target.version.clone(),
         nodes,
-        canary: args.canary,
-        batch: args.batch,
+        canary: args.target.canary,
+        batch: args.target.batch,
         healthy_for_ms: args.healthy_for,
         deadline_ms: args.deadline,
         auto_revert: !args.no_auto_revert,

@@ -48,18 +48,8 @@ pub enum PlanCommand {
 
 #[derive(Debug, Args)]
 pub struct PlanDeployArgs {
-    pub module: String,
-    #[arg(long)]
-    pub version: String,
-    /// As `mesh deploy --nodes`.
-    #[arg(long, value_delimiter = ',', value_name = "NODE,..")]
-    pub nodes: Vec<String>,
-    /// As `mesh deploy --canary`.
-    #[arg(long, default_value_t = 1)]
-    pub canary: u32,
-    /// As `mesh deploy --batch`.
-    #[arg(long, default_value = "25%", value_parser = crate::deploy::parse_batch)]
-    pub batch: mesh_core::deploy::BatchSize,
+    #[command(flatten)]
+    pub target: crate::deploy::DeployTarget,
     #[command(flatten)]
     pub opts: PlanOpts,
 }
@@ -151,15 +141,10 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
 /// the plan of the deployment's end. JSON: `{"batches": [[node..]..],
 /// "plan": ..}`.
 fn plan_deploy(a: &PlanDeployArgs) -> anyhow::Result<ExitCode> {
-    let module = name("module", &a.module)?;
-    let nodes = a
-        .nodes
-        .iter()
-        .map(|n| name("node", n))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (module, nodes) = a.target.names()?;
     let pending = Pending::Deploy {
         module: module.clone(),
-        version: a.version.clone(),
+        version: a.target.version.clone(),
         nodes: nodes.clone(),
     };
     if let Some(ctx) = a.opts.mesh.remote()? {
@@ -190,14 +175,14 @@ fn plan_deploy(a: &PlanDeployArgs) -> anyhow::Result<ExitCode> {
     })??;
     let spec = mesh_core::deploy::Spec {
         module: module.clone(),
-        version: a.version.clone(),
+        version: a.target.version.clone(),
         nodes: if nodes.is_empty() {
             assigned.clone()
         } else {
             nodes
         },
-        canary: a.canary,
-        batch: a.batch,
+        canary: a.target.canary,
+        batch: a.target.batch,
         healthy_for_ms: 0,
         deadline_ms: 0,
         auto_revert: true,
