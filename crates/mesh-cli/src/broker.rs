@@ -175,6 +175,7 @@ async fn followed(
                     node: n.name.to_string(),
                     sequence,
                     urls: urls.to_vec(),
+                    rollout: None,
                 })
             }));
         }

@@ -63,6 +63,7 @@ struct MoveShown {
     to: Vec<String>,
     confirmed_at: i64,
     moved_at: Option<i64>,
+    retired_at: Option<i64>,
     nodes: Vec<NodeShown>,
 }
 
@@ -133,6 +134,7 @@ fn status(args: &StatusArgs) -> anyhow::Result<ExitCode> {
                 to: m.to_urls,
                 confirmed_at: m.confirmed_at,
                 moved_at: m.moved_at,
+                retired_at: m.retired_at,
                 nodes,
             }))
         }
@@ -158,10 +160,11 @@ fn status(args: &StatusArgs) -> anyhow::Result<ExitCode> {
                 shown.to.join(","),
                 took,
                 shown.nodes.len(),
-                if shown.moved_at.is_some() {
-                    "moved itself"
-                } else {
-                    "is draining RabbitMQ"
+                match (shown.moved_at, shown.retired_at) {
+                    (_, Some(_)) => "moved itself; RabbitMQ's users removed (it may be stopped)",
+                    (Some(_), None) =>
+                        "moved itself; RabbitMQ's users stay until every node reports on NATS",
+                    (None, _) => "is draining RabbitMQ",
                 }
             );
             for n in &shown.nodes {

@@ -34,36 +34,15 @@ env = {{ SLEEPER_VERSION = "{version}" }}
     )
 }
 
-/// Reports `<tag>-<i>` of `node` answering declaration 0, each confirmed
-/// kept by the bus (a JetStream ack, a publisher confirm), published
-/// together in batches.
+/// Reports `<tag>-<i>` of `node` answering declaration 0 (nothing
+/// assigned yet).
 async fn send_reports(
     bus: &mesh_bus::seam::Bus,
     node: &str,
     tag: &str,
     range: std::ops::Range<usize>,
 ) {
-    let subject = format!("mesh.control.report.{node}");
-    let all: Vec<usize> = range.collect();
-    for batch in all.chunks(256) {
-        let sent = batch.iter().map(|i| {
-            let r = mesh_core::report::Report {
-                id: format!("{tag}-{i}"),
-                node: mesh_core::names::Name::new(node).unwrap(),
-                sequence: 0,
-                modules: vec![],
-                refused: None,
-                address: None,
-                spare_keys: Vec::new(),
-                amqp_hashes: Default::default(),
-            };
-            let subject = subject.clone();
-            async move { bus.publish_stored(&subject, &r.to_json()).await }
-        });
-        for r in futures::future::join_all(sent).await {
-            r.expect("the bus keeps the report");
-        }
-    }
+    mesh::send_reports_at(bus, node, tag, 0, range).await
 }
 
 fn a_mesh_lives_on(kind: &str) {

@@ -11,11 +11,17 @@
 mod harness;
 #[path = "bus_live/mesh.rs"]
 mod mesh;
+#[path = "join_live/report_stream.rs"]
+mod report_stream;
 
 use std::process::Output;
 
-use harness::{out_text, wait_until};
+use harness::{Daemon, out_text, wait_until};
 use mesh::{BusMesh, LONG};
+use mesh_core::names::Name;
+
+/// Reports sent during the move.
+const REPORTS: usize = 2_000;
 
 /// A NATS server as a module: its configuration (the genesis certificate,
 /// a port of its own) is the test's file; who may connect is the
@@ -205,39 +211,57 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
             && said.contains("refused: the mesh is not ready to move onto NATS (1 thing above); nothing was changed"),
         "{said}"
     );
-    // n2 forgotten: ready; the plan printed, then the move carried out.
-    mesh.ok(&["node", "forget", "n2"]);
+    // n2's host started again from its state directory, and a third node
+    // enrolled: ready, three nodes to move.
+    let n2_state = mesh.tmp.path().join("host-n2");
+    mesh.hosts[1] = Daemon::spawn(
+        "host n2",
+        &["host", "--state", n2_state.to_str().unwrap()],
+        mesh.tmp.path().join("host-n2-again.log"),
+        mesh.tmp.path(),
+    );
+    mesh.join("n3");
     until_missing(&mesh, &[]);
-    // Before: the listing sees the mesh's connections to RabbitMQ (asked
-    // as the controller asks the management API).
-    let management = {
-        let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
-        let seed =
-            std::fs::read_to_string(mesh.dir.join(mesh_controller::genesis::NKEY_SEED)).unwrap();
-        mesh_bus::amqp::Management::new(
-            &genesis.management_url().unwrap(),
-            "controller",
-            &mesh_bus::Secret::new(mesh_core::authority::amqp::password_of(seed.trim())),
-            &mesh.dir.join(mesh_controller::genesis::CA_CERT),
-        )
-        .unwrap()
-    };
+
+    // Who is on RabbitMQ, asked as an administrator of the test's own (not
+    // a mesh user: the move leaves it).
+    let management = watcher(&mesh);
     let mut users = Vec::new();
     let seen = wait_until(LONG, || {
         users = management.connection_users().unwrap();
-        users.iter().any(|u| u == "controller") && users.iter().any(|u| u == "host_n1")
+        ["controller", "host_n1", "host_n2", "host_n3"]
+            .iter()
+            .all(|want| users.iter().any(|u| u == want))
     });
     assert!(seen, "the mesh's connections not listed: {users:?}");
     assert!(
         mesh.ok(&["rollout", "status"])
             .starts_with("no move recorded")
     );
+
+    // The report stream: n2's own key on RabbitMQ, as its host speaks.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let newest = || {
+        rt.block_on(async {
+            let store = mesh_store::Store::open(&mesh.store_url).await.unwrap();
+            let d = store
+                .latest_declaration(&Name::new("n2").unwrap())
+                .await
+                .unwrap();
+            store.close().await;
+            d.map_or(0, |d| d.version)
+        })
+    };
+    let before = newest();
+    let streamer = rt.block_on(mesh.as_host("n2"));
+
     let o = mesh.mesh(&["rollout", "--confirm"]);
+    let moved_at = std::time::Instant::now();
     let said = out_text(&o);
     let nats = format!("tls://127.0.0.1:{port}");
     assert!(
         said.starts_with(&format!(
-            "the move, in order:\n  1. record the mesh's bus as NATS at {nats} (one record)\n  2. declare the new bus to 1 node over RabbitMQ: n1\n  3. 1 host reconnects to NATS with the key it holds, binds its consumer and reports there\n"
+            "the move, in order:\n  1. record the mesh's bus as NATS at {nats} (one record)\n  2. declare the new bus to 3 nodes over RabbitMQ: n1, n2, n3\n  3. 3 hosts reconnect to NATS with the key each holds, bind their consumers and report there\n"
         )) && said.contains("  6. once every node reports on NATS: remove the mesh's RabbitMQ users"),
         "{said}"
     );
@@ -246,72 +270,37 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
             && said.contains(&format!("confirmed: the mesh moves onto NATS at {nats}")),
         "{said}"
     );
-    let moved_at = std::time::Instant::now();
 
-    // n1's host: told over RabbitMQ, it reports there, leaves, and
+    // During the move: 2,000 reports of n2 answering the declaration that
+    // moves it, each confirmed kept by RabbitMQ while the hosts leave it.
+    assert!(
+        wait_until(LONG, || newest() > before),
+        "n2 was never declared the move (newest {} before {before}); controller log:\n{}",
+        newest(),
+        mesh.controller().log()
+    );
+    let sequence = u64::try_from(newest()).unwrap();
+    rt.block_on(mesh::send_reports_at(
+        &streamer,
+        "n2",
+        "move",
+        sequence,
+        0..REPORTS,
+    ));
+
+    // Each host: told over RabbitMQ, it reports there, leaves, and
     // connects to NATS with the key it already holds.
-    mesh.hosts[0].wait_log("left RabbitMQ", LONG);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let host_file = mesh.tmp.path().join("host-n1/host.json");
-    let recorded = std::fs::read_to_string(&host_file).unwrap();
-    assert!(
-        recorded.contains(&nats) && !recorded.contains("amqps://"),
-        "{recorded}"
-    );
-    let report = rt.block_on(async {
-        let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
-        let seed =
-            std::fs::read_to_string(mesh.dir.join(mesh_controller::genesis::NKEY_SEED)).unwrap();
-        let config = mesh_bus::BusConfig {
-            url: nats.clone(),
-            principal: "controller".into(),
-            inbox_prefix: Some(mesh_core::subjects::inbox_prefix("controller")),
-            credential: mesh_bus::ClientCredential::NKey(mesh_bus::Secret::new(seed.trim())),
-            ca_file: None,
-            pin: Some(mesh_bus::CertPin::from_hex(&genesis.cert_sha256).unwrap()),
-        };
-        // The NATS module restarts with the move (its environment
-        // changed): connected to once it is back.
-        let mut bus = None;
-        for _ in 0..600 {
-            match mesh_bus::seam::Bus::connect(&config).await {
-                Ok(b) => {
-                    bus = Some(b);
-                    break;
-                }
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
-            }
-        }
-        let bus = bus.expect("the module's NATS server answers after the move");
-        let js = async_nats::jetstream::new(bus.nats().unwrap().client().clone());
-        let subject = mesh_core::subjects::report(&mesh_core::names::Name::new("n1").unwrap());
-        for _ in 0..600 {
-            if let Ok(stream) = js.get_stream(mesh_core::subjects::STREAM_CONTROL).await
-                && let Ok(m) = stream.get_last_raw_message_by_subject(&subject).await
-            {
-                return Some(String::from_utf8_lossy(&m.payload).into_owned());
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-        }
-        None
-    });
-    let report =
-        report.unwrap_or_else(|| panic!("no report of n1 on NATS; host log:\n{}", mesh.host_log()));
-    assert!(report.contains("\"node\":\"n1\""), "{report}");
-    // On NATS after it left: connected, and its consumer bound (just
-    // after its first report there).
-    let on_nats = |log: &str| {
-        log.find("left RabbitMQ").is_some_and(|left| {
-            log[left..].contains("connected to the bus")
-                && log[left..].contains("bound the node's consumer")
-        })
-    };
-    assert!(
-        wait_until(LONG, || on_nats(&mesh.host_log())),
-        "{}",
-        mesh.host_log()
-    );
-
+    for (i, host) in mesh.hosts.iter().enumerate() {
+        host.wait_log("left RabbitMQ", LONG);
+        let node = format!("n{}", i + 1);
+        let recorded =
+            std::fs::read_to_string(mesh.tmp.path().join(format!("host-{node}/host.json")))
+                .unwrap();
+        assert!(
+            recorded.contains(&nats) && !recorded.contains("amqps://"),
+            "{node}: {recorded}"
+        );
+    }
     // The controller: what RabbitMQ held recorded, then onto NATS itself.
     mesh.controller()
         .wait_log("the old bus drained: moving onto the new one", LONG);
@@ -319,13 +308,102 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
         "left the old bus: this controller moves onto the new one",
         LONG,
     );
+    let took = moved_at.elapsed();
+    let (recorded, twice) = rt.block_on(report_stream::wait_count(
+        &mesh.store_url,
+        "n2",
+        "move",
+        REPORTS,
+    ));
+    let lost = REPORTS - recorded;
+    println!(
+        "rollout: 3 nodes moved in {:.1} s, {REPORTS} reports, {lost} lost, {twice} twice",
+        took.as_secs_f64()
+    );
+    assert_eq!((recorded, twice), (REPORTS, 0));
+
+    // Every host on NATS: connected, its consumer bound, and its report
+    // read back from CONTROL on the module's server.
+    let on_nats = |log: &str| {
+        log.find("left RabbitMQ").is_some_and(|left| {
+            log[left..].contains("connected to the bus")
+                && log[left..].contains("bound the node's consumer")
+        })
+    };
+    for host in &mesh.hosts {
+        assert!(wait_until(LONG, || on_nats(&host.log())), "{}", host.log());
+    }
+    let reported = rt.block_on(async {
+        let bus = on_the_new_bus(&mesh, &nats).await;
+        let js = async_nats::jetstream::new(bus.nats().unwrap().client().clone());
+        let mut seen = Vec::new();
+        for node in ["n1", "n2", "n3"] {
+            let subject = mesh_core::subjects::report(&Name::new(node).unwrap());
+            for _ in 0..600 {
+                if let Ok(stream) = js.get_stream(mesh_core::subjects::STREAM_CONTROL).await
+                    && let Ok(m) = stream.get_last_raw_message_by_subject(&subject).await
+                {
+                    seen.push(String::from_utf8_lossy(&m.payload).into_owned());
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+        seen
+    });
+    assert_eq!(reported.len(), 3, "reports on NATS: {reported:?}");
+    for (r, node) in reported.iter().zip(["n1", "n2", "n3"]) {
+        assert!(r.contains(&format!("\"node\":\"{node}\"")), "{r}");
+    }
+
+    // Every node reports on NATS: the mesh's users on RabbitMQ removed,
+    // the controller's last, and no process of the mesh connected there.
+    mesh.controller().wait_log(
+        "the old bus retired: the mesh's RabbitMQ users removed",
+        LONG,
+    );
     let status = mesh.ok(&["rollout", "status"]);
     assert!(
         status.starts_with(&format!(
-            "move onto {nats}: 1 of 1 nodes took it; the controller moved itself\n  n1"
-        )) && status.contains("on the new bus"),
+            "move onto {nats}: 3 of 3 nodes took it; the controller moved itself; RabbitMQ's users removed (it may be stopped)\n  n1"
+        )) && status.matches("on the new bus").count() == 3,
         "{status}"
     );
+    let left: Vec<String> = mesh_bus::amqp::users::observe(&management)
+        .unwrap()
+        .into_iter()
+        .map(|u| u.name)
+        .filter(|n| mesh_core::authority::amqp_users::is_mesh_user(n))
+        .collect();
+    assert!(left.is_empty(), "mesh users left on RabbitMQ: {left:?}");
+    let gone = wait_until(LONG, || {
+        users = management.connection_users().unwrap();
+        !users.iter().any(|u| u != WATCHER)
+    });
+    assert!(gone, "still connected to RabbitMQ: {users:?}");
+    // n2's key no longer opens RabbitMQ: the streamer's connection was
+    // closed with its user.
+    let refused = rt.block_on(async {
+        let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
+        let seed = std::fs::read_to_string(n2_state.join("nkey.seed")).unwrap();
+        let config = mesh_bus::BusConfig {
+            url: genesis.local_url(),
+            inbox_prefix: Some("_INBOX.host_n2".into()),
+            principal: "host_n2".into(),
+            credential: mesh_bus::ClientCredential::NKey(mesh_bus::Secret::new(seed.trim())),
+            ca_file: None,
+            pin: Some(mesh_bus::CertPin::from_hex(&genesis.cert_sha256).unwrap()),
+        };
+        mesh_bus::seam::Bus::connect(&config).await.err()
+    });
+    let refused = refused.expect("host_n2 still admitted by RabbitMQ after the move");
+    assert!(
+        format!("{refused:#}").contains("ACCESS_REFUSED")
+            || format!("{refused:?}").to_lowercase().contains("refused"),
+        "{refused:?}"
+    );
+    drop(streamer);
+
     // It serves on NATS: a module assigned now is declared there and its
     // report recorded from there.
     mesh.register_as(
@@ -340,30 +418,74 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
         mesh.controller().log(),
         mesh.host_log()
     );
-    println!(
-        "rollout: 1 node moved in {:.1} s",
-        moved_at.elapsed().as_secs_f64()
+    // The user list the NATS module runs from is the live one: it names
+    // the module the controller just gave a key.
+    let list = std::fs::read_to_string(module_dir.join("accounts.conf")).unwrap();
+    assert!(
+        list.contains("# controller") && list.contains("# host_n3") && list.contains("sleeper"),
+        "{list}"
     );
     // A node added after the move enrols on NATS (its token names the new
     // bus) and runs what it is assigned.
-    mesh.join("n3");
-    mesh.ok(&["assign", "sleeper", "n3"]);
+    mesh.join("n4");
+    mesh.ok(&["assign", "sleeper", "n4"]);
     assert!(
-        wait_until(LONG, || mesh.state("n3", "sleeper").as_deref()
+        wait_until(LONG, || mesh.state("n4", "sleeper").as_deref()
             == Some("running")),
-        "sleeper never running on n3; controller log:\n{}",
+        "sleeper never running on n4; controller log:\n{}",
         mesh.controller().log()
     );
     // The check says there is nothing left to move.
     let (code, text) = check(&mesh);
     assert_eq!(code, 1, "{text}");
     assert!(text.contains("the mesh already runs on NATS"), "{text}");
-    // No process of the mesh is connected to RabbitMQ any more.
-    let gone = wait_until(LONG, || {
-        users = management.connection_users().unwrap();
-        !users
-            .iter()
-            .any(|u| u == "controller" || u.starts_with("host_") || u.starts_with("module_"))
-    });
-    assert!(gone, "still connected to RabbitMQ: {users:?}");
+}
+
+/// The test's own administrator on RabbitMQ: made through the management
+/// API as the controller, before the move removes the controller's user.
+const WATCHER: &str = "watcher";
+
+fn watcher(mesh: &BusMesh) -> mesh_bus::amqp::Management {
+    let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
+    let seed = std::fs::read_to_string(mesh.dir.join(mesh_controller::genesis::NKEY_SEED)).unwrap();
+    let ca = mesh.dir.join(mesh_controller::genesis::CA_CERT);
+    let url = genesis.management_url().unwrap();
+    let controller = mesh_bus::amqp::Management::new(
+        &url,
+        "controller",
+        &mesh_bus::Secret::new(mesh_core::authority::amqp::password_of(seed.trim())),
+        &ca,
+    )
+    .unwrap();
+    let password = "the-test-watches";
+    controller
+        .put_user(
+            WATCHER,
+            &mesh_core::authority::amqp::password_hash([7, 7, 7, 7], password.as_bytes()),
+            true,
+        )
+        .unwrap();
+    mesh_bus::amqp::Management::new(&url, WATCHER, &mesh_bus::Secret::new(password), &ca).unwrap()
+}
+
+/// The module's NATS server as the controller, once it answers (it
+/// restarts with the move: its environment changed).
+async fn on_the_new_bus(mesh: &BusMesh, nats: &str) -> mesh_bus::seam::Bus {
+    let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
+    let seed = std::fs::read_to_string(mesh.dir.join(mesh_controller::genesis::NKEY_SEED)).unwrap();
+    let config = mesh_bus::BusConfig {
+        url: nats.to_string(),
+        principal: "controller".into(),
+        inbox_prefix: Some(mesh_core::subjects::inbox_prefix("controller")),
+        credential: mesh_bus::ClientCredential::NKey(mesh_bus::Secret::new(seed.trim())),
+        ca_file: None,
+        pin: Some(mesh_bus::CertPin::from_hex(&genesis.cert_sha256).unwrap()),
+    };
+    for _ in 0..600 {
+        if let Ok(b) = mesh_bus::seam::Bus::connect(&config).await {
+            return b;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the module's NATS server never answered the controller after the move")
 }

@@ -571,6 +571,16 @@ impl Term<'_> {
             mesh_bus::seam::Bus::Nats(_) => None,
         };
 
+        let retiring = match (genesis.bus, moved) {
+            (mesh_core::bus::BusKind::Amqp, true) => match amqp_management(genesis) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    warn!(error = %error_chain(&e), "the old bus's management API is not known: its users stay");
+                    None
+                }
+            },
+            _ => None,
+        };
         let tasks: Vec<AbortOnDrop> = [
             tokio::spawn(watch::log_compositions(ctx.composer.watch())),
             tokio::spawn(live::record(ctx.clone(), ctx.composer.watch())),
@@ -599,6 +609,8 @@ impl Term<'_> {
             (genesis.bus == mesh_core::bus::BusKind::Amqp && !moved)
                 .then(|| tokio::spawn(rollout::keep_ahead(ctx.clone()))),
         )
+        // Moved off RabbitMQ: its users removed once every node followed.
+        .chain(retiring.map(|m| tokio::spawn(bus_move::retire(ctx.clone(), m))))
         .map(AbortOnDrop)
         .collect();
         info!(url = %genesis.local_url(), "controller running");

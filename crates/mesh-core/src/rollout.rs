@@ -257,7 +257,7 @@ pub fn check(f: &Facts) -> Readiness {
 
 mod moving;
 mod plan;
-pub use moving::{MoveNow, NODES_WITHIN_MS, QUIET_MS, move_now, took};
+pub use moving::{MoveNow, NODES_WITHIN_MS, QUIET_MS, move_now, retire, took};
 pub use plan::{MoveStep, plan};
 
 #[cfg(test)]

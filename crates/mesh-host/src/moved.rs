@@ -2,7 +2,8 @@
 //! never received the declaration naming the new addresses: it keeps
 //! dialling the old ones. `mesh host --state DIR --broker URL` points it at
 //! the new ones, checked first: the broker there must present the pinned
-//! certificate and admit this host's key, or nothing is recorded.
+//! certificate and admit this host's key, or nothing is recorded. A host
+//! left on RabbitMQ by a rollout comes over to NATS the same way.
 
 use std::time::Duration;
 
@@ -50,7 +51,17 @@ pub enum MovedError {
 /// admits it, records them in `host.json` and returns the state that uses
 /// them.
 pub async fn point_at(state: &HostState, urls: &[String]) -> Result<HostState, MovedError> {
-    // The new addresses and the recorded ones together: all of one bus.
+    // A host on RabbitMQ left behind by a rollout comes over to NATS (the
+    // mesh moved; its key is in the new bus's user list). Otherwise the new
+    // addresses and the recorded ones together: all of one bus.
+    let recorded = bus_of(state.bus_urls.iter().map(|u| Given {
+        source: "host.json",
+        address: u,
+    }))?;
+    let new = bus_of(urls.iter().map(|u| Given {
+        source: "--broker",
+        address: u,
+    }))?;
     let given = urls
         .iter()
         .map(|u| Given {
@@ -61,7 +72,11 @@ pub async fn point_at(state: &HostState, urls: &[String]) -> Result<HostState, M
             source: "host.json",
             address: u,
         }));
-    let bus = bus_of(given)?;
+    let bus = if (recorded, new) == (BusKind::Amqp, BusKind::Nats) {
+        new
+    } else {
+        bus_of(given)?
+    };
     if bus != BusKind::Nats {
         return Err(MovedError::OtherBus {
             url: urls.first().cloned().unwrap_or_default(),

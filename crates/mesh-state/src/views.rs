@@ -10,7 +10,7 @@ pub use seats::{
     CatalogueModule, CatalogueView, ConsumeView, HolderView, SeatView, catalogue, seats,
 };
 pub use status::{
-    Action, Behind, ControllerView, LeaseView, Refusal, ServerView, StatusView, behind,
+    Action, Behind, ControllerView, LeaseView, Moved, Refusal, ServerView, StatusView, behind,
     needs_action, status,
 };
 

@@ -448,10 +448,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "bus_moves",
         sql: include_str!("../migrations/0030_bus_moves.sql"),
     },
+    Migration {
+        version: 31,
+        name: "bus_retired",
+        sql: include_str!("../migrations/0031_bus_retired.sql"),
+    },
 ];
 
 /// The newest schema version this binary knows.
-pub const SCHEMA_VERSION: i64 = 30;
+pub const SCHEMA_VERSION: i64 = 31;
 
 pub(crate) const CREATE_SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS mesh_schema (\
      version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";

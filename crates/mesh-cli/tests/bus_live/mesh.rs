@@ -217,6 +217,40 @@ impl BusMesh {
     }
 }
 
+/// Reports `<tag>-<i>` of `node` answering declaration `sequence` (one
+/// older than the node's newest is not recorded), each confirmed kept by
+/// the bus (a JetStream ack, a publisher confirm), published together in
+/// batches.
+pub async fn send_reports_at(
+    bus: &mesh_bus::seam::Bus,
+    node: &str,
+    tag: &str,
+    sequence: u64,
+    range: std::ops::Range<usize>,
+) {
+    let subject = mesh_core::subjects::report(&mesh_core::names::Name::new(node).unwrap());
+    let all: Vec<usize> = range.collect();
+    for batch in all.chunks(256) {
+        let sent = batch.iter().map(|i| {
+            let r = mesh_core::report::Report {
+                id: format!("{tag}-{i}"),
+                node: mesh_core::names::Name::new(node).unwrap(),
+                sequence,
+                modules: vec![],
+                refused: None,
+                address: None,
+                spare_keys: Vec::new(),
+                amqp_hashes: Default::default(),
+            };
+            let subject = subject.clone();
+            async move { bus.publish_stored(&subject, &r.to_json()).await }
+        });
+        for r in futures::future::join_all(sent).await {
+            r.expect("the bus keeps the report");
+        }
+    }
+}
+
 pub fn nanos() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

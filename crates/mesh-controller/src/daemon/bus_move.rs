@@ -9,6 +9,8 @@
 //! decides. Then it records the move done and ends the term, and the next
 //! one connects to the new bus.
 //! A standby that takes over mid-move runs this same wait from the records.
+//! On the new bus, [`retire`] removes the mesh's users from the old one
+//! once every node reports there.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -74,6 +76,84 @@ pub(crate) async fn drain_then_move(ctx: Arc<Ctx>) {
         }
         info!(to = %m.to_urls.join(","), reports = now_reports, "the old bus drained: moving onto the new one");
         return;
+    }
+}
+
+/// How often a moved controller retries retiring the old bus.
+const RETIRE_EVERY: Duration = Duration::from_secs(2);
+
+/// Run by every term on the new bus of a moved mesh until the old bus is
+/// retired: once every enrolled node took the move (`mesh_core::rollout::
+/// retire` decides), each user the mesh gave on RabbitMQ is removed
+/// through its management API, the controller's own last, and the
+/// retirement recorded. A node still to move keeps its user (the one way
+/// it could come back) and is named in `mesh status` meanwhile.
+pub(crate) async fn retire(ctx: Arc<Ctx>, management: mesh_bus::amqp::Management) {
+    let mut said_waiting = false;
+    let mut said_unreachable = false;
+    loop {
+        let m = match ctx.store.bus_move().await {
+            Ok(Some(m)) if m.retired_at.is_none() => m,
+            Ok(_) => return,
+            Err(e) => {
+                warn!(error = %error_chain(&e), "cannot read the bus move");
+                tokio::time::sleep(RETIRE_EVERY).await;
+                continue;
+            }
+        };
+        let waiting = match not_moved(&ctx, &m.to_urls).await {
+            Ok(w) => w,
+            Err(e) => {
+                warn!(error = %error_chain(&e), "cannot read which nodes took the move");
+                tokio::time::sleep(RETIRE_EVERY).await;
+                continue;
+            }
+        };
+        if !waiting.is_empty() {
+            if !said_waiting {
+                info!(nodes = %waiting.join(", "), "the old bus is kept until these nodes report on the new one");
+                said_waiting = true;
+            }
+            tokio::time::sleep(RETIRE_EVERY).await;
+            continue;
+        }
+        let m2 = management.clone();
+        let removed = tokio::task::spawn_blocking(move || {
+            let observed = mesh_bus::amqp::users::observe(&m2)?;
+            let steps = mesh_core::rollout::retire(&[], &observed);
+            mesh_bus::amqp::users::apply(&m2, &steps)?;
+            Ok::<_, mesh_bus::amqp::ManagementError>(
+                steps
+                    .into_iter()
+                    .filter_map(|s| match s {
+                        mesh_core::authority::amqp_users::UserStep::DeleteUser { name } => {
+                            Some(name)
+                        }
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .await;
+        match removed {
+            Ok(Ok(names)) => {
+                if let Err(e) = ctx.store.bus_retired().await {
+                    warn!(error = %error_chain(&e), "the old bus's retirement was not recorded; trying again");
+                    tokio::time::sleep(RETIRE_EVERY).await;
+                    continue;
+                }
+                info!(removed = names.len(), users = %names.join(", "), "the old bus retired: the mesh's RabbitMQ users removed; RabbitMQ may be stopped");
+                return;
+            }
+            Ok(Err(e)) => {
+                if !said_unreachable {
+                    warn!(error = %error_chain(&e), "the old bus's users were not removed (is RabbitMQ's management API answering?); trying again");
+                    said_unreachable = true;
+                }
+            }
+            Err(e) => warn!(error = %e, "removing the old bus's users did not finish"),
+        }
+        tokio::time::sleep(RETIRE_EVERY).await;
     }
 }
 

@@ -430,8 +430,12 @@ async fn declare(
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get(node)
         .copied();
-    // A node never declared and given nothing yet needs no declaration.
-    if last.is_none() && modules.is_empty() && applied.is_none() {
+    // A node never declared and given nothing yet needs no declaration,
+    // unless the bus moved away from where genesis put it (`mesh broker
+    // set-address`, a rollout): its host learns the new addresses from a
+    // declaration alone, and would be left on the old bus.
+    if last.is_none() && modules.is_empty() && applied.is_none() && bus.urls == ctx.genesis_bus_urls
+    {
         return Ok(Declared::Nothing);
     }
     let now = u64::try_from(mesh_store::now_ms()).unwrap_or(0);

@@ -7,6 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::authority::CONTROLLER;
+use crate::authority::amqp_users::{ObservedUser, UserStep, is_mesh_user};
+
 /// How long nodes have to take the move before the controller moves
 /// without them.
 pub const NODES_WITHIN_MS: u64 = 60_000;
@@ -45,9 +48,61 @@ pub fn took(
     declared_urls == Some(to) && reported.is_some_and(|r| r >= declared)
 }
 
+/// The old bus retired, once every enrolled node reports on the new one
+/// (`waiting` empty): each user the mesh gave on RabbitMQ removed, the
+/// controller's own last (it makes the removals); the broker's own users
+/// left alone. Nothing while a node is still to move: its user is the one
+/// thing it could come back through.
+pub fn retire(waiting: &[String], observed: &[ObservedUser]) -> Vec<UserStep> {
+    if !waiting.is_empty() {
+        return Vec::new();
+    }
+    let mut gone: Vec<&str> = observed
+        .iter()
+        .map(|u| u.name.as_str())
+        .filter(|n| is_mesh_user(n))
+        .collect();
+    gone.sort_by_key(|n| (*n == CONTROLLER, *n));
+    gone.into_iter()
+        .map(|n| UserStep::DeleteUser {
+            name: n.to_string(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_old_bus_is_retired_once_every_node_moved_the_controller_last() {
+        let user = |n: &str| ObservedUser {
+            name: n.into(),
+            ..Default::default()
+        };
+        let observed = [
+            user("admin"),
+            user("controller"),
+            user("host_n1"),
+            user("module_n1_greeter"),
+            user("enrol_abc"),
+        ];
+        let names = |steps: Vec<UserStep>| {
+            steps
+                .into_iter()
+                .map(|s| match s {
+                    UserStep::DeleteUser { name } => name,
+                    other => panic!("only removals: {other:?}"),
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(retire(&[], &observed)),
+            ["enrol_abc", "host_n1", "module_n1_greeter", "controller"]
+        );
+        assert_eq!(retire(&["n2".to_string()], &observed), vec![]);
+        assert_eq!(retire(&[], &[user("admin")]), vec![]);
+    }
 
     #[test]
     fn the_controller_waits_for_its_nodes_within_the_bound_and_for_quiet() {

@@ -96,6 +96,18 @@ pub struct Behind {
     /// The declaration carrying the addresses.
     pub sequence: i64,
     pub urls: Vec<String>,
+    /// When the addresses are a rollout's (a move onto another bus),
+    /// whether the controller has moved itself already.
+    pub rollout: Option<Moved>,
+}
+
+/// A rollout's phase, as a node left behind sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    /// The controller still drains the old bus: it waits for the node.
+    Draining,
+    /// The controller left the old bus: only the node can come over.
+    Moved,
 }
 
 /// Whether a node whose newest declaration is `declared` (its sequence and
@@ -116,6 +128,7 @@ pub fn behind(
         node: node.to_string(),
         sequence,
         urls: urls.to_vec(),
+        rollout: None,
     })
 }
 
@@ -146,6 +159,15 @@ pub async fn status(
     let mut refusals = Vec::new();
     let mut stranded = Vec::new();
     let moved = store.bus_urls().await?;
+    // Addresses a rollout flipped to: what is left behind is a node on the
+    // old bus.
+    let rollout = store.bus_move().await?.and_then(|m| {
+        (Some(&m.to_urls) == moved.as_ref()).then_some(if m.moved_at.is_some() {
+            Moved::Moved
+        } else {
+            Moved::Draining
+        })
+    });
     for n in nodes.iter().filter(|n| n.enrolled_at.is_some()) {
         let Ok(name) = Name::new(&n.node) else {
             continue;
@@ -153,12 +175,15 @@ pub async fn status(
         let report = store.latest_report(&name).await?;
         if let Some(urls) = &moved {
             let declared = store.latest_declaration(&name).await?;
-            stranded.extend(behind(
-                &n.node,
-                urls,
-                declared.as_ref().map(|d| (d.version, d.body.as_str())),
-                report.as_ref().map(|r| r.report.declaration_version),
-            ));
+            stranded.extend(
+                behind(
+                    &n.node,
+                    urls,
+                    declared.as_ref().map(|d| (d.version, d.body.as_str())),
+                    report.as_ref().map(|r| r.report.declaration_version),
+                )
+                .map(|b| Behind { rollout, ..b }),
+            );
         }
         if let Some(r) = report
             && let Some(reason) = r.report.refused
@@ -270,6 +295,37 @@ pub fn needs_action(
     }
     for b in stranded {
         let urls = b.urls.join(",");
+        let url = b.urls.first().map_or("URL", String::as_str);
+        match b.rollout {
+            Some(Moved::Draining) => {
+                add(
+                    format!(
+                        "node {} has not taken the move onto NATS at {urls}: its host has not applied declaration {}",
+                        b.node, b.sequence
+                    ),
+                    format!(
+                        "start its host on {} now: the controller waits for it on RabbitMQ for {} s after `--confirm`, then moves without it",
+                        b.node,
+                        mesh_core::rollout::NODES_WITHIN_MS / 1000
+                    ),
+                );
+                continue;
+            }
+            Some(Moved::Moved) => {
+                add(
+                    format!(
+                        "node {} was left behind on RabbitMQ by the move onto NATS at {urls}: its host has not applied declaration {}",
+                        b.node, b.sequence
+                    ),
+                    format!(
+                        "on {}: `mesh host --state DIR --broker {url}` (its key is in the new bus's user list); RabbitMQ's users stay until it reports there, or `mesh node forget {}`",
+                        b.node, b.node
+                    ),
+                );
+                continue;
+            }
+            None => {}
+        }
         add(
             format!(
                 "node {} has not followed the broker to {urls}: its host has not applied declaration {}",
@@ -366,6 +422,7 @@ mod tests {
             node: "n1".into(),
             sequence: 7,
             urls: urls.clone(),
+            rollout: None,
         };
         let want = Some(one.clone());
         assert_eq!(behind("n1", &urls, Some((7, &moved)), Some(6)), want);
@@ -376,18 +433,49 @@ mod tests {
         assert_eq!(behind("n1", &urls, Some((7, &old)), Some(6)), None);
         assert_eq!(behind("n1", &urls, Some((7, &none)), Some(6)), None);
         assert_eq!(behind("n1", &urls, None, None), None);
-        let a = needs_action(
-            &ControllerView {
-                reachable: true,
-                ready: true,
-                ..ControllerView::default()
-            },
-            &[],
-            &[],
-            &[],
-            &[],
-            &[one],
+        let ctl = ControllerView {
+            reachable: true,
+            ready: true,
+            ..ControllerView::default()
+        };
+        let rolled = |phase| {
+            needs_action(
+                &ctl,
+                &[],
+                &[],
+                &[],
+                &[],
+                &[Behind {
+                    rollout: Some(phase),
+                    ..one.clone()
+                }],
+            )
+            .remove(0)
+        };
+        let draining = rolled(Moved::Draining);
+        assert_eq!(
+            draining.what,
+            "node n1 has not taken the move onto NATS at tls://10.0.0.5:4333: its host has not applied declaration 7"
         );
+        assert!(
+            draining.next.starts_with(
+                "start its host on n1 now: the controller waits for it on RabbitMQ for 60 s"
+            ),
+            "{}",
+            draining.next
+        );
+        let left = rolled(Moved::Moved);
+        assert_eq!(
+            left.what,
+            "node n1 was left behind on RabbitMQ by the move onto NATS at tls://10.0.0.5:4333: its host has not applied declaration 7"
+        );
+        assert!(
+            left.next
+                .starts_with("on n1: `mesh host --state DIR --broker tls://10.0.0.5:4333` (its key is in the new bus's user list); RabbitMQ's users stay until it reports there"),
+            "{}",
+            left.next
+        );
+        let a = needs_action(&ctl, &[], &[], &[], &[], &[one]);
         assert_eq!(
             a[0].what,
             "node n1 has not followed the broker to tls://10.0.0.5:4333: its host has not applied declaration 7"

@@ -226,19 +226,21 @@ impl Store {
 
     /// The move recorded, if any.
     pub async fn bus_move(&self) -> Result<Option<BusMove>, StoreError> {
-        let row: Option<(String, i64, Option<i64>)> =
-            with_pool!(self, |pool| {
-                Ok(sqlx::query_as(
-                    "SELECT to_urls, confirmed_at, moved_at FROM bus_moves WHERE id = 1",
-                )
-                .fetch_optional(pool)
-                .await?)
-            })?;
-        Ok(row.map(|(urls, confirmed_at, moved_at)| BusMove {
-            to_urls: urls.lines().map(str::to_string).collect(),
-            confirmed_at,
-            moved_at,
-        }))
+        let row: Option<(String, i64, Option<i64>, Option<i64>)> = with_pool!(self, |pool| {
+            Ok(sqlx::query_as(
+                "SELECT to_urls, confirmed_at, moved_at, retired_at FROM bus_moves WHERE id = 1",
+            )
+            .fetch_optional(pool)
+            .await?)
+        })?;
+        Ok(
+            row.map(|(urls, confirmed_at, moved_at, retired_at)| BusMove {
+                to_urls: urls.lines().map(str::to_string).collect(),
+                confirmed_at,
+                moved_at,
+                retired_at,
+            }),
+        )
     }
 
     /// The addresses of the bus the mesh moved onto, once the move is done:
@@ -263,6 +265,22 @@ impl Store {
             Ok(())
         })
     }
+
+    /// Records the old bus retired (its users removed); only once the
+    /// controller moved, and only the first time.
+    pub async fn bus_retired(&self) -> Result<(), StoreError> {
+        let at = crate::now_ms();
+        with_pool!(self, |pool| {
+            sqlx::query(
+                "UPDATE bus_moves SET retired_at = $1 \
+                 WHERE id = 1 AND moved_at IS NOT NULL AND retired_at IS NULL",
+            )
+            .bind(at)
+            .execute(pool)
+            .await?;
+            Ok(())
+        })
+    }
 }
 
 /// A move of the mesh onto another bus, as recorded.
@@ -272,4 +290,7 @@ pub struct BusMove {
     pub confirmed_at: crate::Millis,
     /// When the controller moved itself; none while it drains the old bus.
     pub moved_at: Option<crate::Millis>,
+    /// When the mesh's users on the old bus were removed; none while a
+    /// node has not reported on the new one.
+    pub retired_at: Option<crate::Millis>,
 }

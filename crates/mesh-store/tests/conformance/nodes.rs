@@ -348,7 +348,13 @@ async fn a_bus_move_flips_the_addresses_with_its_record_once(fx: &Fixture) {
         "declarations change"
     );
     let m = s.bus_move().await.unwrap().unwrap();
-    assert_eq!((m.to_urls.clone(), m.moved_at), (to.clone(), None));
+    assert_eq!(
+        (m.to_urls.clone(), m.moved_at, m.retired_at),
+        (to.clone(), None, None)
+    );
+    // Retired only once moved: the old bus still carries the mesh.
+    s.bus_retired().await.unwrap();
+    assert_eq!(s.bus_move().await.unwrap().unwrap().retired_at, None);
     let e = s
         .confirm_bus_move(&["tls://other:1".into()])
         .await
@@ -363,6 +369,11 @@ async fn a_bus_move_flips_the_addresses_with_its_record_once(fx: &Fixture) {
     assert!(moved.is_some());
     s.bus_moved().await.unwrap();
     assert_eq!(s.bus_move().await.unwrap().unwrap().moved_at, moved);
+    s.bus_retired().await.unwrap();
+    let retired = s.bus_move().await.unwrap().unwrap().retired_at;
+    assert!(retired.is_some());
+    s.bus_retired().await.unwrap();
+    assert_eq!(s.bus_move().await.unwrap().unwrap().retired_at, retired);
     assert!(s.confirm_bus_move(&[]).await.is_err());
 }
 
