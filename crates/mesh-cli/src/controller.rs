@@ -37,6 +37,11 @@ pub struct ControllerArgs {
     /// controllers may run against one store, one of them active).
     #[arg(long, default_value = "5s", value_parser = crate::node::parse_ttl)]
     pub lease: std::time::Duration,
+    /// How long a confirmed move onto NATS (`mesh rollout --confirm`) waits
+    /// for every node to take the new bus before the controller moves
+    /// without the ones that did not (`mesh status` names each).
+    #[arg(long, default_value = "60s", value_parser = crate::node::parse_ttl)]
+    pub move_within: std::time::Duration,
 }
 
 /// One mesh per directory: the controller's lock on `--dir`.
@@ -70,6 +75,7 @@ pub fn run(args: &ControllerArgs) -> anyhow::Result<ExitCode> {
     let mut opts = ControllerOptions::new(dir.clone(), store_url);
     opts.store_window = args.store_window;
     opts.lease_ttl = args.lease;
+    opts.move_within = args.move_within;
     opts.http = http_listen(args.no_http, args.http);
     shutdown::block_on(controller(opts))?
         .with_context(|| format!("starting the controller of {}", dir.display()))?;

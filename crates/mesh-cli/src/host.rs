@@ -34,8 +34,9 @@ pub struct HostArgs {
     pub advertise: Option<String>,
     /// The broker's addresses now (`tls://HOST:PORT`, repeatable), for a
     /// host that was down while the broker moved (`mesh broker
-    /// set-address`): checked against the pinned certificate and this
-    /// host's key, then recorded in its host.json.
+    /// set-address`), or left on RabbitMQ by a move onto NATS (`mesh
+    /// rollout`): checked against the pinned certificate and this host's
+    /// key, then recorded in its host.json.
     #[arg(long = "broker", value_name = "URL", conflicts_with = "token")]
     pub broker: Vec<String>,
 }

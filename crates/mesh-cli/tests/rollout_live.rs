@@ -13,83 +13,18 @@ mod harness;
 mod mesh;
 #[path = "join_live/report_stream.rs"]
 mod report_stream;
-
-use std::process::Output;
+#[path = "rollout_live/setup.rs"]
+mod setup;
 
 use harness::{Daemon, out_text, wait_until};
 use mesh::{BusMesh, LONG};
 use mesh_core::names::Name;
+use setup::{
+    WATCHER, address, broker_module, check, missing, on_the_new_bus, until_missing, watcher,
+};
 
 /// Reports sent during the move.
 const REPORTS: usize = 2_000;
-
-/// A NATS server as a module: its configuration (the genesis certificate,
-/// a port of its own) is the test's file; who may connect is the
-/// `bus-users` file the controller declares into the module's directory.
-fn nats_broker(conf: &std::path::Path) -> String {
-    let server = mesh_testkit::nats_server_binary().unwrap();
-    format!(
-        r#"[module]
-name = "nats-broker"
-description = "the NATS server the mesh moves onto"
-
-[run]
-command = ["{}", "--config", "{}"]
-
-[holds]
-seats = ["mesh-broker"]
-
-[[file]]
-name = "bus-users"
-path = "accounts.conf"
-"#,
-        server.display(),
-        conf.display()
-    )
-}
-
-fn check(mesh: &BusMesh) -> (i32, String) {
-    let o: Output = mesh.mesh(&["rollout", "check"]);
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
-    )
-}
-
-/// The `what` of each missing thing, as `--output json` gives them.
-fn missing(mesh: &BusMesh) -> Vec<String> {
-    let o = mesh.mesh(&["rollout", "check", "--output", "json"]);
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", out_text(&o)));
-    assert_eq!(r["from"], "amqp", "{r}");
-    assert_eq!(
-        r["ready"].as_bool(),
-        Some(o.status.success()),
-        "exit 0 exactly when ready: {r}"
-    );
-    r["missing"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["what"].as_str().unwrap().to_string())
-        .collect()
-}
-
-/// Waits until the check lists exactly `want`.
-fn until_missing(mesh: &BusMesh, want: &[&str]) {
-    let mut last = Vec::new();
-    let ok = wait_until(LONG, || {
-        last = missing(mesh);
-        last == want
-    });
-    assert!(
-        ok,
-        "the check never listed exactly {want:#?}; last: {last:#?}\nmodules: {}\ncontroller log:\n{}\nhost log:\n{}",
-        String::from_utf8_lossy(&mesh.mesh(&["modules"]).stdout),
-        mesh.controller().log(),
-        mesh.host_log()
-    );
-}
 
 #[test]
 fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
@@ -120,29 +55,8 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
     mesh.ok(&["node", "forget", "n2"]);
 
     // The server as a module on n1, whose address is not recorded yet.
-    let port = mesh_testkit::broker::free_port().unwrap();
-    // A process module works in its directory's `work`, where its files are.
-    let module_dir = mesh.tmp.path().join("host-n1/modules/nats-broker/work");
-    let conf = mesh.tmp.path().join("nats-broker.conf");
-    let broker = mesh.dir.join("broker");
-    std::fs::write(
-        &conf,
-        format!(
-            "listen: \"127.0.0.1:{port}\"\ntls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n}}\njetstream {{\n  store_dir: \"{}\"\n}}\ninclude \"{}\"\n",
-            broker.join("cert.pem").display(),
-            broker.join("key.pem").display(),
-            mesh.tmp.path().join("nats-broker-js").display(),
-            // An include is read relative to the including file.
-            module_dir
-                .strip_prefix(mesh.tmp.path())
-                .unwrap()
-                .join("accounts.conf")
-                .display(),
-        ),
-    )
-    .unwrap();
-    mesh.register_as("nats-broker", &nats_broker(&conf));
-    mesh.ok(&["assign", "nats-broker", "n1"]);
+    let new_bus = broker_module(&mesh);
+    let (port, module_dir) = (new_bus.port, new_bus.module_dir.clone());
     until_missing(
         &mesh,
         &["the new bus was not dialled: node n1 (holding mesh-broker) has no address recorded"],
@@ -152,15 +66,7 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
     assert!(users.contains("# controller"), "{users}");
 
     // Its address: dialled, pinned, and the objects asserted ahead.
-    mesh.ok(&[
-        "node",
-        "set",
-        "n1",
-        "--address",
-        "127.0.0.1",
-        "--port",
-        &format!("mesh-broker={port}"),
-    ]);
+    address(&mesh, &new_bus);
     until_missing(&mesh, &[]);
     let (code, text) = check(&mesh);
     assert_eq!(code, 0, "{text}");
@@ -441,51 +347,167 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
     assert!(text.contains("the mesh already runs on NATS"), "{text}");
 }
 
-/// The test's own administrator on RabbitMQ: made through the management
-/// API as the controller, before the move removes the controller's user.
-const WATCHER: &str = "watcher";
-
-fn watcher(mesh: &BusMesh) -> mesh_bus::amqp::Management {
-    let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
-    let seed = std::fs::read_to_string(mesh.dir.join(mesh_controller::genesis::NKEY_SEED)).unwrap();
-    let ca = mesh.dir.join(mesh_controller::genesis::CA_CERT);
-    let url = genesis.management_url().unwrap();
-    let controller = mesh_bus::amqp::Management::new(
-        &url,
-        "controller",
-        &mesh_bus::Secret::new(mesh_core::authority::amqp::password_of(seed.trim())),
-        &ca,
-    )
-    .unwrap();
-    let password = "the-test-watches";
-    controller
-        .put_user(
-            WATCHER,
-            &mesh_core::authority::amqp::password_hash([7, 7, 7, 7], password.as_bytes()),
-            true,
-        )
-        .unwrap();
-    mesh_bus::amqp::Management::new(&url, WATCHER, &mesh_bus::Secret::new(password), &ca).unwrap()
+/// `mesh status`'s needs-action lines, as `what: next`.
+fn needs_action(mesh: &BusMesh) -> Vec<String> {
+    let o = mesh.mesh(&["status", "--output", "json"]);
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", out_text(&o)));
+    s["needs_action"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| format!("{}: {}", a["what"], a["next"]))
+        .collect()
 }
 
-/// The module's NATS server as the controller, once it answers (it
-/// restarts with the move: its environment changed).
-async fn on_the_new_bus(mesh: &BusMesh, nats: &str) -> mesh_bus::seam::Bus {
-    let genesis = mesh_controller::Genesis::open(&mesh.dir).unwrap();
-    let seed = std::fs::read_to_string(mesh.dir.join(mesh_controller::genesis::NKEY_SEED)).unwrap();
-    let config = mesh_bus::BusConfig {
-        url: nats.to_string(),
-        principal: "controller".into(),
-        inbox_prefix: Some(mesh_core::subjects::inbox_prefix("controller")),
-        credential: mesh_bus::ClientCredential::NKey(mesh_bus::Secret::new(seed.trim())),
-        ca_file: None,
-        pin: Some(mesh_bus::CertPin::from_hex(&genesis.cert_sha256).unwrap()),
+/// The active controller killed just after `--confirm`: the standby takes
+/// the lease and carries the move on from the records. n2's host, frozen
+/// before the move, is waited for within `--move-within` and named by
+/// `mesh status` (not taken the move, then left behind); the controller
+/// moves without it, and RabbitMQ's users stay until n2's host, pointed at
+/// NATS with `mesh host --broker`, reports there.
+#[test]
+fn a_standby_carries_a_move_on_and_a_node_left_behind_comes_over() {
+    let cluster = mesh_testkit::PgCluster::start().unwrap();
+    let free = || format!("127.0.0.1:{}", mesh_testkit::broker::free_port().unwrap());
+    let (a_http, b_http) = (free(), free());
+    let common = ["--move-within", "15s", "--lease", "2s"];
+    let mut mesh = BusMesh::with_store(
+        "amqp",
+        Some(cluster.create_database().unwrap()),
+        &[&["--http", a_http.as_str()][..], &common].concat(),
+    );
+    mesh.start_controller();
+    let dir = mesh.dir.to_str().unwrap().to_string();
+    let standby = Daemon::spawn(
+        "controller b",
+        &[
+            &[
+                "controller",
+                "--dir",
+                &dir,
+                "--store",
+                &mesh.store_url,
+                "--http",
+                &b_http,
+            ][..],
+            &common,
+        ]
+        .concat(),
+        mesh.tmp.path().join("controller-b.log"),
+        mesh.tmp.path(),
+    );
+    standby.wait_log("standing by", LONG);
+    mesh.join("n1");
+    mesh.join("n2");
+    let new_bus = broker_module(&mesh);
+    address(&mesh, &new_bus);
+    until_missing(&mesh, &[]);
+    let url = new_bus.url();
+
+    // n2's host frozen: it hears nothing of the move.
+    let frozen = mesh.hosts[1].pid();
+    // SAFETY: kill(2) on a process this test started.
+    unsafe { libc::kill(frozen as libc::pid_t, libc::SIGSTOP) };
+    let o = mesh.mesh(&["rollout", "--confirm"]);
+    assert!(o.status.success(), "{}", out_text(&o));
+    // The active controller dies mid-move; the standby carries it on.
+    mesh.controller.as_mut().unwrap().kill();
+    standby.wait_log("controller running", LONG);
+    let waiting = format!(
+        "\"node n2 has not taken the move onto NATS at {url}: its host has not applied declaration"
+    );
+    let mut said = Vec::new();
+    assert!(
+        wait_until(LONG, || {
+            said = needs_action(&mesh);
+            said.iter().any(|l| l.starts_with(&waiting))
+        }),
+        "{said:#?}"
+    );
+    assert!(
+        said.iter()
+            .any(|l| l
+                .contains("\"start its host on n2 now: the controller waits for it on RabbitMQ")),
+        "{said:#?}"
+    );
+    standby.wait_log(
+        "nodes did not take the new bus in time: moving without them nodes=n2",
+        LONG,
+    );
+    standby.wait_log(
+        "left the old bus: this controller moves onto the new one",
+        LONG,
+    );
+    standby.wait_log(
+        "the old bus is kept until these nodes report on the new one nodes=n2",
+        LONG,
+    );
+    let left = format!(
+        "\"node n2 was left behind on RabbitMQ by the move onto NATS at {url}: its host has not applied declaration"
+    );
+    assert!(
+        wait_until(LONG, || {
+            said = needs_action(&mesh);
+            said.iter().any(|l| l.starts_with(&left))
+        }),
+        "{said:#?}"
+    );
+    assert!(
+        said.iter().any(|l| l.contains(&format!(
+            "\"on n2: `mesh host --state DIR --broker {url}` (its key is in the new bus's user list)"
+        ))),
+        "{said:#?}"
+    );
+    let status = mesh.ok(&["rollout", "status"]);
+    assert!(
+        status.starts_with(&format!(
+            "move onto {url}: 1 of 2 nodes took it; the controller moved itself; RabbitMQ's users stay until every node reports on NATS\n"
+        )),
+        "{status}"
+    );
+    let management = watcher(&mesh);
+    let mesh_users = || -> Vec<String> {
+        mesh_bus::amqp::users::observe(&management)
+            .unwrap()
+            .into_iter()
+            .map(|u| u.name)
+            .filter(|n| mesh_core::authority::amqp_users::is_mesh_user(n))
+            .collect()
     };
-    for _ in 0..600 {
-        if let Ok(b) = mesh_bus::seam::Bus::connect(&config).await {
-            return b;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("the module's NATS server never answered the controller after the move")
+    assert!(
+        mesh_users().iter().any(|u| u == "host_n2"),
+        "n2's way back kept: {:?}",
+        mesh_users()
+    );
+
+    // n2's host, as its operator runs it: pointed at NATS, it comes over.
+    mesh.hosts[1].kill();
+    let state = mesh.tmp.path().join("host-n2");
+    mesh.hosts[1] = Daemon::spawn(
+        "host n2",
+        &["host", "--state", state.to_str().unwrap(), "--broker", &url],
+        mesh.tmp.path().join("host-n2-over.log"),
+        mesh.tmp.path(),
+    );
+    mesh.hosts[1].wait_log("bound the node's consumer", LONG);
+    standby.wait_log(
+        "the old bus retired: the mesh's RabbitMQ users removed",
+        LONG,
+    );
+    let status = mesh.ok(&["rollout", "status"]);
+    assert!(
+        status.starts_with(&format!(
+            "move onto {url}: 2 of 2 nodes took it; the controller moved itself; RabbitMQ's users removed"
+        )),
+        "{status}"
+    );
+    assert!(
+        wait_until(LONG, || !needs_action(&mesh)
+            .iter()
+            .any(|l| l.contains("node n2"))),
+        "{:#?}",
+        needs_action(&mesh)
+    );
+    assert_eq!(mesh_users(), Vec::<String>::new());
 }

@@ -83,6 +83,8 @@ pub struct ControllerOptions {
     /// The lease's length: how long the store waits for a word from the
     /// active controller before a standby may take over (PostgreSQL).
     pub lease_ttl: Duration,
+    /// How long a confirmed move waits for every node to take the new bus.
+    pub move_within: Duration,
 }
 
 impl ControllerOptions {
@@ -95,6 +97,7 @@ impl ControllerOptions {
             live_within: Duration::from_secs(30),
             enrolments_at_once: 32,
             store_window: mesh_core::store_window::DEFAULT_BOUND,
+            move_within: Duration::from_millis(mesh_core::rollout::NODES_WITHIN_MS),
             controller: ControllerSpec::default(),
             http: Some(HttpListen::default()),
             http_bound: None,

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mesh_core::names::Name;
-use mesh_core::rollout::{MoveNow, NODES_WITHIN_MS, move_now};
+use mesh_core::rollout::{MoveNow, move_now};
 use tracing::{info, warn};
 
 use super::{Ctx, error_chain};
@@ -57,7 +57,8 @@ pub(crate) async fn drain_then_move(ctx: Arc<Ctx>) {
         };
         let since = u64::try_from(mesh_store::now_ms() - m.confirmed_at).unwrap_or(0);
         let quiet = u64::try_from(quiet_since.elapsed().as_millis()).unwrap_or(u64::MAX);
-        match move_now(waiting, since, quiet) {
+        let within = u64::try_from(ctx.opts.move_within.as_millis()).unwrap_or(u64::MAX);
+        match move_now(waiting, since, quiet, within) {
             MoveNow::Wait { nodes } => {
                 if !nodes.is_empty() && !said_waiting {
                     info!(nodes = %nodes.join(", "), to = %m.to_urls.join(","), "moving the mesh: waiting for nodes to take the new bus");
@@ -66,7 +67,7 @@ pub(crate) async fn drain_then_move(ctx: Arc<Ctx>) {
                 continue;
             }
             MoveNow::Move { without } if !without.is_empty() => {
-                warn!(nodes = %without.join(", "), within_ms = NODES_WITHIN_MS, "nodes did not take the new bus in time: moving without them");
+                warn!(nodes = %without.join(", "), within_ms = within, "nodes did not take the new bus in time: moving without them");
             }
             MoveNow::Move { .. } => {}
         }

@@ -11,7 +11,7 @@ use crate::authority::CONTROLLER;
 use crate::authority::amqp_users::{ObservedUser, UserStep, is_mesh_user};
 
 /// How long nodes have to take the move before the controller moves
-/// without them.
+/// without them, unless the controller is told otherwise.
 pub const NODES_WITHIN_MS: u64 = 60_000;
 /// No report for this long: the old bus holds nothing more.
 pub const QUIET_MS: u64 = 2_000;
@@ -28,9 +28,14 @@ pub enum MoveNow {
 
 /// `waiting`: enrolled nodes that have not taken the move;
 /// `since_confirmed_ms`: since `--confirm`; `quiet_ms`: since the last
-/// report was recorded.
-pub fn move_now(waiting: Vec<String>, since_confirmed_ms: u64, quiet_ms: u64) -> MoveNow {
-    if (!waiting.is_empty() && since_confirmed_ms < NODES_WITHIN_MS) || quiet_ms < QUIET_MS {
+/// report was recorded; `within_ms`: how long nodes have.
+pub fn move_now(
+    waiting: Vec<String>,
+    since_confirmed_ms: u64,
+    quiet_ms: u64,
+    within_ms: u64,
+) -> MoveNow {
+    if (!waiting.is_empty() && since_confirmed_ms < within_ms) || quiet_ms < QUIET_MS {
         return MoveNow::Wait { nodes: waiting };
     }
     MoveNow::Move { without: waiting }
@@ -109,28 +114,28 @@ mod tests {
         let n = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         // Everyone moved, reports quiet: move.
         assert_eq!(
-            move_now(vec![], 500, QUIET_MS),
+            move_now(vec![], 500, QUIET_MS, NODES_WITHIN_MS),
             MoveNow::Move { without: vec![] }
         );
         // Everyone moved, a report just in: wait.
         assert_eq!(
-            move_now(vec![], 500, QUIET_MS - 1),
+            move_now(vec![], 500, QUIET_MS - 1, NODES_WITHIN_MS),
             MoveNow::Wait { nodes: vec![] }
         );
         // A node still to move, within the bound: wait, naming it.
         assert_eq!(
-            move_now(n(&["n2"]), NODES_WITHIN_MS - 1, 10_000),
+            move_now(n(&["n2"]), NODES_WITHIN_MS - 1, 10_000, NODES_WITHIN_MS),
             MoveNow::Wait { nodes: n(&["n2"]) }
         );
         // The bound passed: move without it, once quiet.
         assert_eq!(
-            move_now(n(&["n2"]), NODES_WITHIN_MS, 10_000),
+            move_now(n(&["n2"]), NODES_WITHIN_MS, 10_000, NODES_WITHIN_MS),
             MoveNow::Move {
                 without: n(&["n2"])
             }
         );
         assert_eq!(
-            move_now(n(&["n2"]), NODES_WITHIN_MS, QUIET_MS - 1),
+            move_now(n(&["n2"]), NODES_WITHIN_MS, QUIET_MS - 1, NODES_WITHIN_MS),
             MoveNow::Wait { nodes: n(&["n2"]) }
         );
     }

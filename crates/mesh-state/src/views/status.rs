@@ -304,7 +304,7 @@ pub fn needs_action(
                         b.node, b.sequence
                     ),
                     format!(
-                        "start its host on {} now: the controller waits for it on RabbitMQ for {} s after `--confirm`, then moves without it",
+                        "start its host on {} now: the controller waits for it on RabbitMQ ({} s after `--confirm` unless `mesh controller --move-within` says otherwise), then moves without it",
                         b.node,
                         mesh_core::rollout::NODES_WITHIN_MS / 1000
                     ),
