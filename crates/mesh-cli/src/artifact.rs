@@ -134,7 +134,7 @@ fn put(args: &PutArgs) -> anyhow::Result<ExitCode> {
     let put = crate::block_on(async {
         let store = open_store_to_write(&url).await?;
         let connect = async {
-            let client = crate::bus::controller_client(&genesis).await?;
+            let client = crate::bus::controller_client(&genesis, &url).await?;
             anyhow::Ok(async_nats::jetstream::new(client))
         };
         let put = async {
@@ -252,7 +252,7 @@ fn get(args: &GetArgs) -> anyhow::Result<ExitCode> {
         let nuid = row.nuid.clone().ok_or_else(|| {
             anyhow::anyhow!("{reference} is recorded without its place in the store")
         })?;
-        let (client, refusals) = crate::bus::controller_client_hearing(&genesis).await?;
+        let (client, refusals) = crate::bus::controller_client_hearing(&genesis, &url).await?;
         let name = reference.object_name();
         let want = mesh_bus::artifacts::Wanted {
             name: &name,

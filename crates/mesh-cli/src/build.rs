@@ -94,7 +94,7 @@ async fn build(
     rev: String,
 ) -> anyhow::Result<ExitCode> {
     let store = open_store_to_write(url).await?;
-    let client = crate::bus::controller_client(genesis).await?;
+    let client = crate::bus::controller_client(genesis, url).await?;
     let bus = mesh_bus::seam::Bus::Nats(mesh_bus::seam::NatsSide::new(client.clone()));
     let js = async_nats::jetstream::new(client.clone());
     let built_subject = subjects::seat_event(

@@ -9,14 +9,25 @@ use mesh_controller::{Genesis, genesis};
 use mesh_core::authority::CONTROLLER;
 use mesh_core::subjects;
 
+/// The bus addresses this machine's commands dial: the move's, once the
+/// mesh moved onto another bus (`mesh rollout`), else the genesis's (every
+/// server of a cluster: any one answering will do).
+pub async fn local_urls(genesis: &Genesis, store_url: &str) -> anyhow::Result<Vec<String>> {
+    let store = crate::authority::open_existing_store(store_url).await?;
+    let moved = store.moved_bus_urls().await;
+    store.close().await;
+    Ok(moved
+        .context("reading whether the mesh moved its bus")?
+        .unwrap_or_else(|| genesis.local_urls()))
+}
+
 /// How the controller reaches its broker from this machine.
-pub fn controller_bus(genesis: &Genesis) -> anyhow::Result<BusConfig> {
+pub async fn controller_bus(genesis: &Genesis, store_url: &str) -> anyhow::Result<BusConfig> {
     let seed_file = genesis.path(genesis::NKEY_SEED);
     let seed = std::fs::read_to_string(&seed_file)
         .with_context(|| format!("reading the controller's key {}", seed_file.display()))?;
     Ok(BusConfig {
-        // Every server of a cluster: any one answering will do.
-        url: genesis.local_urls().join(","),
+        url: local_urls(genesis, store_url).await?.join(","),
         principal: CONTROLLER.into(),
         credential: ClientCredential::NKey(Secret::new(seed.trim())),
         ca_file: None,
@@ -26,17 +37,20 @@ pub fn controller_bus(genesis: &Genesis) -> anyhow::Result<BusConfig> {
 }
 
 /// Connected as the controller.
-pub async fn controller_client(genesis: &Genesis) -> anyhow::Result<Client> {
-    mesh_bus::connect(&controller_bus(genesis)?)
+pub async fn controller_client(genesis: &Genesis, store_url: &str) -> anyhow::Result<Client> {
+    mesh_bus::connect(&controller_bus(genesis, store_url).await?)
         .await
         .context("connecting to the broker as the controller (is the mesh running?)")
 }
 
 /// Connected as the controller, hearing what the server refuses it.
-pub async fn controller_client_hearing(genesis: &Genesis) -> anyhow::Result<(Client, Refusals)> {
+pub async fn controller_client_hearing(
+    genesis: &Genesis,
+    store_url: &str,
+) -> anyhow::Result<(Client, Refusals)> {
     let refusals = Refusals::new();
     let heard = refusals.clone();
-    let client = mesh_bus::connect_with(&controller_bus(genesis)?, move |opts| {
+    let client = mesh_bus::connect_with(&controller_bus(genesis, store_url).await?, move |opts| {
         opts.event_callback(move |event| {
             let heard = heard.clone();
             async move { heard.note(&event) }

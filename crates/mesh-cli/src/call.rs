@@ -72,7 +72,9 @@ pub fn run(args: &CallArgs) -> anyhow::Result<ExitCode> {
         }
         .principal_name();
         let cfg = BusConfig {
-            url: genesis.local_urls().join(","),
+            url: crate::bus::local_urls(&genesis, &args.mesh.store_url()?)
+                .await?
+                .join(","),
             principal: principal.clone(),
             credential: ClientCredential::NKey(Secret::new(kp.seed().context("reading the seed")?)),
             ca_file: None,

@@ -98,8 +98,9 @@ pub fn run(args: &EventsArgs) -> anyhow::Result<ExitCode> {
         .map(|f| filter_subject(f, &args.mesh))
         .transpose()?;
     let genesis = Genesis::open(&args.mesh.dir()?)?;
-    let cfg = crate::bus::controller_bus(&genesis)?;
+    let store_url = args.mesh.store_url()?;
     crate::block_on(async {
+        let cfg = crate::bus::controller_bus(&genesis, &store_url).await?;
         let client = mesh_bus::connect(&cfg)
             .await
             .context("connecting as the controller")?;

@@ -76,10 +76,11 @@ pub fn run(args: &LogsArgs) -> anyhow::Result<ExitCode> {
                     Some(n) => n,
                     None => node_of(&args.mesh, &module).await?,
                 };
-                let (client, errors) =
-                    ServerErrors::connect(&crate::bus::controller_bus(&genesis)?)
-                        .await
-                        .context("connecting as the controller")?;
+                let (client, errors) = ServerErrors::connect(
+                    &crate::bus::controller_bus(&genesis, &args.mesh.store_url()?).await?,
+                )
+                .await
+                .context("connecting as the controller")?;
                 Host {
                     via: Via::Direct {
                         client,

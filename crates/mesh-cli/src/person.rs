@@ -175,7 +175,7 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let (said, live, login) = crate::block_on(async {
+    let (said, live, login, moved) = crate::block_on(async {
         let store = open_store_to_write(&a.mesh.store_url()?).await?;
         let result = async {
             let (said, login) = mesh_state::operations::person_add(&store, &request).await?;
@@ -186,7 +186,9 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
             )
             .await?;
             let live = after_write(&store, &a.mesh, &a.live).await?;
-            anyhow::Ok((said, live, login))
+            // Where the person dials: the bus the mesh moved onto, if it did.
+            let moved = store.moved_bus_urls().await?;
+            anyhow::Ok((said, live, login, moved))
         }
         .await;
         store.close().await;
@@ -194,7 +196,7 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
     })??;
     if let Some(login) = login {
         let genesis = mesh_controller::Genesis::open(&a.mesh.dir()?)?;
-        return print_login(&said, genesis.person_token(login).expose());
+        return print_login(&said, genesis.person_token(login, moved).expose());
     }
     let line = match (&a.nkey, live) {
         (Some(_), Some(Live::Confirmed)) => format!("{said}; the broker admits them now"),
@@ -220,7 +222,7 @@ fn add(a: &AddArgs) -> anyhow::Result<ExitCode> {
         output::print(&format!(
             "on their machine: mesh login --person {} --key SEED_FILE --bus {} --pin {}\n",
             a.name,
-            genesis.bus_urls().join(","),
+            moved.unwrap_or_else(|| genesis.bus_urls()).join(","),
             genesis.cert_sha256
         ))?;
     }

@@ -20,11 +20,21 @@ use harness::{Daemon, out_text, wait_until};
 use mesh::{BusMesh, LONG};
 use mesh_core::names::Name;
 use setup::{
-    WATCHER, address, broker_module, check, missing, on_the_new_bus, until_missing, watcher,
+    WATCHER, address, broker_module, check, lines, missing, on_the_new_bus, speaking_modules,
+    until_missing, watcher,
 };
 
 /// Reports sent during the move.
 const REPORTS: usize = 2_000;
+
+/// Where the speaking modules run: n2 runs none (its reports are the
+/// stream's).
+const PLACED: [(&str, &str); 4] = [
+    ("ticker", "n1"),
+    ("greeter", "n1"),
+    ("worker", "n3"),
+    ("recorder", "n3"),
+];
 
 #[test]
 fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
@@ -129,6 +139,35 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
     mesh.join("n3");
     until_missing(&mesh, &[]);
 
+    // Modules that speak, on RabbitMQ: the ticker and the greeter on n1,
+    // the worker holding `jobs` and the recorder on n3; and a person.
+    mesh.register_all(&speaking_modules());
+    for (module, node) in PLACED {
+        mesh.ok(&["assign", module, node]);
+    }
+    let ada = mesh.tmp.path().join("ada.seed");
+    let key = std::process::Command::new(harness::mesh_bin())
+        .args(["person", "key", "--out", ada.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(key.status.success(), "{}", out_text(&key));
+    let key = String::from_utf8(key.stdout).unwrap();
+    mesh.ok(&["person", "add", "ada", "--tools", "*", "--nkey", key.trim()]);
+    for (module, node) in PLACED {
+        assert!(
+            wait_until(LONG, || mesh.state(node, module).as_deref()
+                == Some("running")),
+            "{module} never running on {node} on RabbitMQ"
+        );
+    }
+    assert!(
+        wait_until(LONG, || !lines(&mesh, "n3", "recorder", "heard.jsonl")
+            .is_empty()),
+        "the recorder heard no tick on RabbitMQ"
+    );
+    // Each speaking module's key for NATS is held ahead: ready again.
+    until_missing(&mesh, &[]);
+
     // Who is on RabbitMQ, asked as an administrator of the test's own (not
     // a mesh user: the move leaves it).
     let management = watcher(&mesh);
@@ -176,6 +215,13 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
             && said.contains(&format!("confirmed: the mesh moves onto NATS at {nats}")),
         "{said}"
     );
+    let restarts = said
+        .lines()
+        .find(|l| l.starts_with("  4. restart 4 modules onto NATS: "))
+        .unwrap_or_else(|| panic!("{said}"));
+    for (module, node) in PLACED {
+        assert!(restarts.contains(&format!("{module} on {node}")), "{said}");
+    }
 
     // During the move: 2,000 reports of n2 answering the declaration that
     // moves it, each confirmed kept by RabbitMQ while the hosts leave it.
@@ -261,6 +307,54 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
     for (r, node) in reported.iter().zip(["n1", "n2", "n3"]) {
         assert!(r.contains(&format!("\"node\":\"{node}\"")), "{r}");
     }
+
+    // The modules restarted onto NATS: running, events heard again, a
+    // person's tool call answered and work through the seat done there.
+    for (module, node) in PLACED {
+        assert!(
+            wait_until(LONG, || mesh.state(node, module).as_deref()
+                == Some("running")),
+            "{module} never running on {node} on NATS"
+        );
+    }
+    let heard = lines(&mesh, "n3", "recorder", "heard.jsonl").len();
+    assert!(
+        wait_until(LONG, || lines(&mesh, "n3", "recorder", "heard.jsonl").len()
+            >= heard + 3),
+        "no tick heard on NATS after the move"
+    );
+    let call = |tool: &str, payload: &str| {
+        let mut out = None;
+        // Until the greeter, restarted onto NATS, serves again.
+        wait_until(LONG, || {
+            let o = mesh.mesh(&["call", tool, payload, "--as", ada.to_str().unwrap()]);
+            let ok = o.status.success();
+            out = Some(o);
+            ok
+        });
+        let o = out.unwrap();
+        assert!(o.status.success(), "mesh call {tool}: {}", out_text(&o));
+        serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()
+    };
+    let greeted = call("greeter.greet", r#"{"name": "ada"}"#);
+    assert!(greeted.to_string().contains("ada"), "{greeted}");
+    let submitted = call(
+        "greeter.submit",
+        r#"{"seat": "jobs", "payload": {"job": 1}}"#,
+    );
+    let id = submitted["id"].as_str().unwrap().to_string();
+    assert!(
+        wait_until(LONG, || lines(&mesh, "n3", "worker", "done.jsonl")
+            .iter()
+            .any(|d| d["id"] == id.as_str())),
+        "job {id} never done on NATS"
+    );
+    assert!(
+        wait_until(LONG, || lines(&mesh, "n3", "recorder", "heard.jsonl")
+            .iter()
+            .any(|h| h["subject"] == "mesh.seat.jobs.event.done")),
+        "the recorder never heard the job done"
+    );
 
     // Every node reports on NATS: the mesh's users on RabbitMQ removed,
     // the controller's last, and no process of the mesh connected there.

@@ -193,10 +193,15 @@ impl Genesis {
     /// where the pin would refuse whatever answers.
     ///
     /// In a cluster, every server's URL.
-    /// A person's login token: this mesh's bus and pin, and the login.
-    pub fn person_token(&self, login: mesh_store::IssuedLogin) -> mesh_core::secret::Secret {
+    /// A person's login token: this mesh's bus (`moved`: the addresses of
+    /// the bus the mesh moved onto, if it did) and pin, and the login.
+    pub fn person_token(
+        &self,
+        login: mesh_store::IssuedLogin,
+        moved: Option<Vec<String>>,
+    ) -> mesh_core::secret::Secret {
         mesh_core::token::PersonToken {
-            bus_urls: self.bus_urls(),
+            bus_urls: moved.unwrap_or_else(|| self.bus_urls()),
             cert_sha256: self.cert_sha256.clone(),
             person: login.person,
             login_seed: login.secret,

@@ -197,7 +197,7 @@ pub(super) async fn put_programs(
     // On RabbitMQ the controller keeps them itself (no object store).
     let client = match genesis.bus {
         BusKind::Nats => {
-            let c = crate::bus::controller_client(genesis).await?;
+            let c = crate::bus::controller_client(genesis, url).await?;
             jetstream_ready(&c).await?;
             Some(c)
         }

@@ -159,6 +159,16 @@ impl BusMesh {
         self.ok(&["catalogue", "register", dir.to_str().unwrap()]);
     }
 
+    /// Each `(name, manifest)` registered together, as one catalogue.
+    pub fn register_all(&self, modules: &[(&str, String)]) {
+        let dir = self.tmp.path().join(format!("catalogue-{}", nanos()));
+        for (name, manifest) in modules {
+            std::fs::create_dir_all(dir.join(name)).unwrap();
+            std::fs::write(dir.join(name).join("mesh.toml"), manifest).unwrap();
+        }
+        self.ok(&["catalogue", "register", dir.to_str().unwrap()]);
+    }
+
     /// `module`'s state on `node` as the records say (the host's report).
     pub fn state(&self, node: &str, module: &str) -> Option<String> {
         let out = self.mesh(&["modules", "--output", "json"]);

@@ -77,6 +77,56 @@ pub fn until_missing(mesh: &BusMesh, want: &[&str]) {
     );
 }
 
+/// The example modules that speak, their programs built here: the ticker
+/// (an event a second), the greeter (tools, and work into the `jobs`
+/// seat), the worker holding `jobs`, the recorder hearing ticks and done
+/// jobs.
+pub fn speaking_modules() -> Vec<(&'static str, String)> {
+    let bins = std::path::Path::new(super::harness::mesh_bin())
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    super::harness::path_with_bins();
+    let example = |name: &str, program: &str| {
+        let path = super::harness::Mesh::examples()
+            .join(name)
+            .join("mesh.toml");
+        std::fs::read_to_string(path).unwrap().replace(
+            &format!("${{artifact:{program}}}"),
+            bins.join(program).to_str().unwrap(),
+        )
+    };
+    vec![
+        ("worker", example("worker", "mesh-worker")),
+        (
+            "ticker",
+            example("ticker", "mesh-ticker").replace(
+                "\"--count\", \"3\"",
+                "\"--count\", \"1\", \"--every\", \"1\"",
+            ),
+        ),
+        (
+            "greeter",
+            example("greeter", "mesh-greeter")
+                .replace("seats = [\"jobs\", \"node-jobs\"]", "seats = [\"jobs\"]"),
+        ),
+        ("recorder", example("recorder", "mesh-recorder")),
+    ]
+}
+
+/// Lines of `file` in `module`'s working directory on `node`.
+pub fn lines(mesh: &BusMesh, node: &str, module: &str, file: &str) -> Vec<serde_json::Value> {
+    let path = mesh
+        .tmp
+        .path()
+        .join(format!("host-{node}/modules/{module}/work/{file}"));
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// The new bus as the test stands it: the module's port and the
 /// directory its user list is declared into.
 pub struct NewBus {

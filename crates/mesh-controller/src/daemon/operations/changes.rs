@@ -291,9 +291,13 @@ async fn person_add(ctx: &Ctx, a: &PersonAddArgs) -> Reply {
     };
     let token = match login {
         None => None,
-        Some(login) => match crate::Genesis::open(&ctx.opts.dir) {
-            Ok(g) => Some(g.person_token(login)),
-            Err(e) => return refused(e),
+        Some(login) => match (
+            crate::Genesis::open(&ctx.opts.dir),
+            ctx.store.moved_bus_urls().await,
+        ) {
+            (Ok(g), Ok(moved)) => Some(g.person_token(login, moved)),
+            (Err(e), _) => return refused(e),
+            (_, Err(e)) => return refused(e),
         },
     };
     match changed(&ctx.store, said).await {
