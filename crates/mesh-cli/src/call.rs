@@ -71,10 +71,18 @@ pub fn run(args: &CallArgs) -> anyhow::Result<ExitCode> {
             person: person.clone(),
         }
         .principal_name();
+        let urls = crate::bus::local_urls(&genesis, &args.mesh.store_url()?).await?;
+        if urls
+            .iter()
+            .any(|u| mesh_core::bus::BusKind::of_address(u) == Some(mesh_core::bus::BusKind::Amqp))
+        {
+            anyhow::bail!(
+                "`mesh call` speaks NATS, and this mesh runs on RabbitMQ ({}): a module calls its tools there; `mesh rollout check` says what moving the mesh onto NATS takes",
+                urls.join(",")
+            );
+        }
         let cfg = BusConfig {
-            url: crate::bus::local_urls(&genesis, &args.mesh.store_url()?)
-                .await?
-                .join(","),
+            url: urls.join(","),
             principal: principal.clone(),
             credential: ClientCredential::NKey(Secret::new(kp.seed().context("reading the seed")?)),
             ca_file: None,

@@ -165,6 +165,14 @@ fn the_check_names_each_missing_thing_until_the_new_bus_stands_ready() {
             .is_empty()),
         "the recorder heard no tick on RabbitMQ"
     );
+    // A person's call speaks NATS: refused on RabbitMQ, saying so.
+    let o = mesh.mesh(&["call", "greeter.greet", "{}", "--as", ada.to_str().unwrap()]);
+    assert!(
+        !o.status.success()
+            && out_text(&o).contains("`mesh call` speaks NATS, and this mesh runs on RabbitMQ"),
+        "{}",
+        out_text(&o)
+    );
     // Each speaking module's key for NATS is held ahead: ready again.
     until_missing(&mesh, &[]);
 
