@@ -459,7 +459,7 @@ mod tests {
         );
         assert!(
             draining.next.starts_with(
-                "start its host on n1 now: the controller waits for it on RabbitMQ for 60 s"
+                "start its host on n1 now: the controller waits for it on RabbitMQ (60 s after `--confirm` unless `mesh controller --move-within` says otherwise)"
             ),
             "{}",
             draining.next
