@@ -114,17 +114,8 @@ fn status(args: &StatusArgs) -> anyhow::Result<ExitCode> {
                 if node.public_key.is_none() {
                     continue;
                 }
-                let declared = store.latest_declaration(&node.name).await?;
-                let reported = store
-                    .latest_report(&node.name)
-                    .await?
-                    .map(|r| r.report.declaration_version);
-                let took = declared.is_some_and(|d| {
-                    let urls = mesh_core::declaration::recorded(&d.body)
-                        .and_then(|decl| decl.bus)
-                        .map(|b| b.urls);
-                    mesh_core::rollout::took(urls.as_deref(), d.version, reported, &m.to_urls)
-                });
+                let took =
+                    mesh_state::views::rollout::took_move(&store, &node.name, &m.to_urls).await?;
                 nodes.push(NodeShown {
                     node: node.name.to_string(),
                     took,

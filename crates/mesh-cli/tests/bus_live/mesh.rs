@@ -238,21 +238,10 @@ pub async fn send_reports_at(
     sequence: u64,
     range: std::ops::Range<usize>,
 ) {
-    let subject = mesh_core::subjects::report(&mesh_core::names::Name::new(node).unwrap());
     let all: Vec<usize> = range.collect();
     for batch in all.chunks(256) {
         let sent = batch.iter().map(|i| {
-            let r = mesh_core::report::Report {
-                id: format!("{tag}-{i}"),
-                node: mesh_core::names::Name::new(node).unwrap(),
-                sequence,
-                modules: vec![],
-                refused: None,
-                address: None,
-                spare_keys: Vec::new(),
-                amqp_hashes: Default::default(),
-            };
-            let subject = subject.clone();
+            let (subject, r) = crate::report_stream::report(node, tag, *i, sequence);
             async move { bus.publish_stored(&subject, &r.to_json()).await }
         });
         for r in futures::future::join_all(sent).await {

@@ -26,7 +26,7 @@ pub async fn as_host(mesh: &Mesh, node: &str) -> async_nats::Client {
 
 /// Report `<tag>-<i>` of `node`, answering declaration `sequence` and
 /// saying nothing else, with the subject it is published on.
-fn report(node: &str, tag: &str, i: usize, sequence: u64) -> (String, Report) {
+pub fn report(node: &str, tag: &str, i: usize, sequence: u64) -> (String, Report) {
     let node = Name::new(node).unwrap();
     let subject = mesh_core::subjects::report(&node);
     let r = Report {

@@ -16,7 +16,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use mesh_core::names::Name;
 use mesh_core::rollout::{MoveNow, move_now};
 use tracing::{info, warn};
 
@@ -166,29 +165,9 @@ async fn not_moved(ctx: &Ctx, to: &[String]) -> Result<Vec<String>, mesh_store::
         if node.public_key.is_none() {
             continue;
         }
-        if !took(ctx, &node.name, to).await? {
+        if !mesh_state::views::rollout::took_move(&ctx.store, &node.name, to).await? {
             waiting.push(node.name.to_string());
         }
     }
     Ok(waiting)
-}
-
-async fn took(ctx: &Ctx, node: &Name, to: &[String]) -> Result<bool, mesh_store::StoreError> {
-    let Some(d) = ctx.store.latest_declaration(node).await? else {
-        return Ok(false);
-    };
-    let urls = mesh_core::declaration::recorded(&d.body)
-        .and_then(|decl| decl.bus)
-        .map(|b| b.urls);
-    let reported = ctx
-        .store
-        .latest_report(node)
-        .await?
-        .map(|r| r.report.declaration_version);
-    Ok(mesh_core::rollout::took(
-        urls.as_deref(),
-        d.version,
-        reported,
-        to,
-    ))
 }

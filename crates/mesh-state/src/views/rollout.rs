@@ -120,3 +120,29 @@ fn dial_at(holders: &[BrokerHolder], nodes: &[NodeView]) -> Result<String, Strin
         .unwrap_or(NATS_PORT);
     Ok(BusKind::Nats.address(&address, port))
 }
+
+/// Whether enrolled `node` took the move onto `to`, as the records say
+/// ([`mesh_core::rollout::took`] over its newest declaration and report):
+/// what the controller waits for and `mesh rollout status` shows.
+pub async fn took_move(
+    store: &Store,
+    node: &mesh_core::names::Name,
+    to: &[String],
+) -> Result<bool, mesh_store::StoreError> {
+    let Some(d) = store.latest_declaration(node).await? else {
+        return Ok(false);
+    };
+    let urls = mesh_core::declaration::recorded(&d.body)
+        .and_then(|decl| decl.bus)
+        .map(|b| b.urls);
+    let reported = store
+        .latest_report(node)
+        .await?
+        .map(|r| r.report.declaration_version);
+    Ok(mesh_core::rollout::took(
+        urls.as_deref(),
+        d.version,
+        reported,
+        to,
+    ))
+}
